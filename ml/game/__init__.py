@@ -1,0 +1,1 @@
+"""The built-in Commander pod simulator (rules, cards, players, PettingZoo AEC environment)."""
