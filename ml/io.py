@@ -1,0 +1,314 @@
+"""File I/O shared by every stage: atomic writes and JSONL reading with file:line:field errors.
+
+Every output of the project is written through these helpers: the data goes to a temporary
+file in the destination directory (its name ends in ``.tmp``, which every reader ignores), is
+fsynced, and is then moved over the final name with :func:`os.replace`. A killed writer thus
+leaves either the old file or the new one, never a half-written file under the final name.
+
+Reading follows the quirks of real Forge files (``shared/docs/forge-decision-format.md``):
+
+* Forge's hand-built JSON escapes only ``\\\\ \\" \\n \\r \\t``, so other control characters
+  and non-ASCII letters appear raw (UTF-8) inside strings. Lines are split on ``\\n`` only
+  and parsed with ``json.loads(strict=False)``.
+* Forge appends and flushes per game, so a killed run can leave a truncated last line with
+  no trailing newline. :func:`iter_jsonl` skips such a line with a warning.
+
+Errors in user files raise :class:`DataFileError`, whose message reads
+``"<file>:<line>: <field>: <problem>"``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+logger = logging.getLogger(__name__)
+
+TMP_SUFFIX = ".tmp"
+"""Suffix of every temporary file; readers and :func:`ml.records.classify_file` ignore it."""
+
+
+class DataFileError(ValueError):
+    """A data file (JSON, JSONL, params) holds something that cannot be read.
+
+    The message reads ``"<file>:<line>: <field>: <problem>"``; the line and field parts are
+    left out when unknown.
+
+    Attributes:
+        path: the offending file.
+        line: 1-based line number, or None when not known (e.g. a whole-file problem).
+        field: dotted path of the offending field (``players.2.cmdr_dmg``), or None.
+        problem: what is wrong, without the location.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], line: int | None, field: str | None, problem: str) -> None:
+        self.path = Path(path)
+        self.line = line
+        self.field = field
+        self.problem = problem
+        location = str(self.path) if line is None else f"{self.path}:{line}"
+        parts = [location, *([field] if field else []), problem]
+        super().__init__(": ".join(parts))
+
+    def __reduce__(self) -> tuple[Any, ...]:  # keep picklable across worker processes
+        return (type(self), (self.path, self.line, self.field, self.problem))
+
+
+# --------------------------------------------------------------------------- atomic writes
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Best-effort fsync of a directory so a rename survives a power cut (no-op where unsupported)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temp file in the same directory, fsync, rename).
+
+    Parent directories are created. A unique temporary name (``.<name>.<random>.tmp``) lets
+    two writers race safely: the last rename wins and neither sees a partial file.
+
+    Args:
+        path: destination file.
+        data: the complete new content.
+
+    Raises:
+        OSError: if the directory cannot be created or the file cannot be written; the old
+            file (if any) is left untouched and the temporary file is removed.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp_name)
+        raise
+    _fsync_dir(path.parent)
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically; see :func:`atomic_write_bytes`.
+
+    Raises:
+        OSError: as :func:`atomic_write_bytes`.
+        UnicodeEncodeError: if ``text`` holds lone surrogates; nothing is written.
+    """
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
+    """Write ``obj`` as indented JSON (indent=2, keys in insertion order, trailing newline).
+
+    The object is serialized before any file is opened, so a serialization failure leaves
+    the old file intact and no temporary file behind.
+
+    Args:
+        path: destination file.
+        obj: a JSON-serializable object. Non-ASCII text is written raw (UTF-8).
+
+    Raises:
+        TypeError: if ``obj`` is not JSON-serializable (nothing is written).
+        ValueError: on a circular reference (nothing is written).
+        OSError: as :func:`atomic_write_bytes`.
+    """
+    text = json.dumps(obj, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+    atomic_write_text(path, text)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """Read a whole JSON file (UTF-8).
+
+    Args:
+        path: the file.
+
+    Returns:
+        The parsed JSON value.
+
+    Raises:
+        DataFileError: if the file is not valid UTF-8 or not valid JSON; the message names
+            the file and the line (and column) of the problem.
+        FileNotFoundError: if the file does not exist.
+    """
+    path = Path(path)
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise DataFileError(path, line, None, f"not valid UTF-8 ({e.reason})") from None
+    try:
+        return json.loads(text, strict=False)
+    except json.JSONDecodeError as e:
+        raise DataFileError(path, e.lineno, None, f"invalid JSON: {e.msg} (column {e.colno})") from None
+
+
+def _parse_line(path: Path, line_no: int, raw: bytes) -> dict[str, Any]:
+    """Parse one JSONL line into a dict, raising :class:`DataFileError` on any problem."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DataFileError(path, line_no, None, f"not valid UTF-8 ({e.reason} at byte {e.start})") from None
+    try:
+        obj = json.loads(text, strict=False)
+    except json.JSONDecodeError as e:
+        raise DataFileError(path, line_no, None, f"invalid JSON: {e.msg} (column {e.colno})") from None
+    if not isinstance(obj, dict):
+        raise DataFileError(path, line_no, None, f"expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def iter_jsonl(path: str | os.PathLike[str], *, allow_truncated_last: bool = True) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Stream the JSON objects of a JSONL file, one line at a time.
+
+    Lines are split on ``\\n`` only (a raw ``\\r`` or U+2028 inside a string does not end a
+    line); blank lines are skipped. Raw control characters inside strings are accepted.
+
+    Args:
+        path: the file.
+        allow_truncated_last: if true, a last line that lacks its trailing newline and does
+            not parse (a killed Forge worker's truncated write) is skipped with a logged
+            warning. If false, it raises like any other bad line.
+
+    Yields:
+        ``(line_no, obj)``: the 1-based line number and the parsed object.
+
+    Raises:
+        DataFileError: for a line that is not valid UTF-8, not valid JSON or not an object,
+            naming the file and the line.
+        FileNotFoundError: if the file does not exist.
+    """
+    path = Path(path)
+    with open(path, "rb") as f:
+        for line_no, raw in enumerate(f, start=1):
+            if not raw.strip():
+                continue
+            complete = raw.endswith(b"\n")
+            try:
+                obj = _parse_line(path, line_no, raw)
+            except DataFileError as e:
+                if complete or not allow_truncated_last:
+                    raise
+                logger.warning(
+                    "%s:%d: skipping truncated last line (%d bytes, no newline): %s", path, line_no, len(raw), e.problem
+                )
+                return
+            yield line_no, obj
+
+
+# --------------------------------------------------------------------------- JSONL writing
+
+
+class JsonlWriter:
+    """Write a JSONL file atomically: lines go to ``<path>.tmp``, renamed to ``<path>`` on close.
+
+    Use as a context manager. On a clean exit (or :meth:`close`) the temporary file is
+    fsynced and renamed over the final name; if the block raises (or :meth:`abort` is
+    called) the temporary file is removed, so a killed or failed writer never leaves a half
+    batch under the final name. A stale ``.tmp`` from an earlier killed run is overwritten.
+
+    Args:
+        path: the final file name. Parent directories are created.
+
+    Attributes:
+        path: the final file.
+        tmp_path: the temporary file being written (``<path>.tmp``).
+        count: number of lines (records) written so far.
+        closed: whether the writer has been closed or aborted.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.tmp_path = self.path.with_name(self.path.name + TMP_SUFFIX)
+        self.count = 0
+        self.closed = False
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._f: IO[str] | None = open(self.tmp_path, "w", encoding="utf-8", newline="\n")
+
+    def write(self, obj: dict[str, Any]) -> None:
+        """Append ``obj`` as one compact JSON line (non-ASCII written raw).
+
+        Raises:
+            TypeError: if ``obj`` is not JSON-serializable (nothing is appended).
+            ValueError: if the writer is closed.
+        """
+        self.write_line(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))
+
+    def write_line(self, line: str) -> None:
+        """Append an already-serialized JSON line (without its newline).
+
+        Raises:
+            ValueError: if ``line`` contains a newline or the writer is closed.
+        """
+        if self._f is None:
+            raise ValueError(f"{self.tmp_path}: write on a closed JsonlWriter")
+        if "\n" in line:
+            raise ValueError(f"{self.tmp_path}: a JSONL line must not contain a newline")
+        self._f.write(line)
+        self._f.write("\n")
+        self.count += 1
+
+    def close(self) -> None:
+        """Flush, fsync and rename the temporary file to the final name. Idempotent.
+
+        Raises:
+            OSError: if the flush or rename fails (the temporary file is then removed).
+        """
+        if self._f is None:
+            return
+        f, self._f = self._f, None
+        try:
+            f.flush()
+            os.fsync(f.fileno())
+            f.close()
+            os.replace(self.tmp_path, self.path)
+        except BaseException:
+            f.close()
+            with contextlib.suppress(FileNotFoundError):
+                self.tmp_path.unlink()
+            raise
+        finally:
+            self.closed = True
+        _fsync_dir(self.path.parent)
+
+    def abort(self) -> None:
+        """Discard everything written: close and remove the temporary file. Idempotent."""
+        if self._f is not None:
+            f, self._f = self._f, None
+            f.close()
+        self.closed = True
+        with contextlib.suppress(FileNotFoundError):
+            self.tmp_path.unlink()
+
+    def __enter__(self) -> JsonlWriter:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
