@@ -5,16 +5,10 @@ the acting player; keys are written in Forge's emission order followed by this p
 extras (``action_mask``, ``source``, ``model_version``, ``generation``, ``reward``,
 ``episode_return``, ``schema_version``). Real Forge lines carry none of the extras.
 
-Files (forge-decision-format.md "Files"):
-
-=====================================  ==========  =========================================
-name                                   class       written by
-=====================================  ==========  =========================================
-``ml-decisions-sim-<id>.jsonl``        ``sim``     teacher (heuristic) batches, :class:`BatchWriter`
-``ml-decisions-ppo-<id>.jsonl``        ``ppo``     PPO self-play batches, :class:`BatchWriter`
-``ml-decisions-<8 hex>[-t<N>].jsonl``  ``forge``   Forge itself (used only when asked for)
-anything else, ``*.tmp``               None        ignored
-=====================================  ==========  =========================================
+Files (forge-decision-format.md "Files"), by :func:`classify_file`: ``ml-decisions-sim-<id>.jsonl``
+-> ``sim`` (teacher batches) and ``ml-decisions-ppo-<id>.jsonl`` -> ``ppo`` (self-play batches), both
+written by :class:`BatchWriter`; ``ml-decisions-<8 hex>[-t<N>].jsonl`` -> ``forge`` (Forge's own files,
+read only when asked for); anything else, ``*.tmp`` included -> None (ignored).
 
 Version History:
     1: first version (Forge keys + PPO extension + ``action_mask``).
@@ -40,17 +34,11 @@ SCHEMA_VERSION = 1
 """Version of the record schema written by this code; bump on any change (see Version History)."""
 
 Source = Literal["forge", "sim", "ppo"]
-PPO_REQUIRED: tuple[str, ...] = (
-    "model_version",
-    "generation",
-    "reward",
-    "episode_return",
-    "action.macro_action",
-    "action.action_idx",
-    "schema_version",
-)
+PPO_REQUIRED: tuple[str, ...] = ("model_version", "generation", "reward", "episode_return")
+PPO_REQUIRED += ("action.macro_action", "action.action_idx", "schema_version")
 """Fields a ``source == "ppo"`` record must carry (forge-decision-format.md "PPO extension")."""
 
+_UNION_TAG_RE = re.compile(r"^(?:int|str|float|bool|dict\[.*\]|list\[.*\]|\[key\])$")  # pydantic's union-member loc parts
 _OUTCOME_RE = re.compile(r"^(?:draw|win_seat_(\d+))$")
 _BATCH_ID_RE = re.compile(r"^[A-Za-z0-9_]+(?:-[A-Za-z0-9_]+)*$")
 _FILE_RES: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -112,11 +100,12 @@ class PlayerView(_Model):
     mana_sources: int | None = None
     eliminated: bool | None = None
 
-    @field_validator("cmdr_dmg")
+    @field_validator("cmdr_dmg", mode="before")
     @classmethod
-    def _source_keys_are_seats(cls, v: int | dict[str, int]) -> int | dict[str, int]:
-        if isinstance(v, dict):
-            bad = [k for k in v if not k.isdecimal()]
+    def _source_keys_are_seats(cls, v: Any) -> Any:
+        if isinstance(v, dict):  # Python writers may key by int seat; JSON keys are str
+            v = {str(k) if isinstance(k, int) and not isinstance(k, bool) else k: n for k, n in v.items()}
+            bad = [k for k in v if not (isinstance(k, str) and k.isdecimal())]
             if bad:
                 raise ValueError(f"per-source commander damage keys must be seat numbers, got {bad!r}")
         return v
@@ -370,19 +359,30 @@ class BatchWriter:
 # --------------------------------------------------------------------------- reading
 
 
+def _field_path(error: Any) -> list[str]:
+    """Dotted-path parts of a pydantic error's loc, without union-member tags like ``int``."""
+    return [str(p) for p in error["loc"] if not (isinstance(p, str) and _UNION_TAG_RE.match(p))]
+
+
 def _describe(err: ValidationError) -> tuple[str, str]:
-    """First error of a ValidationError as ``(dotted field path, message)``; notes how many more."""
+    """First error of a ValidationError as ``(dotted field path, message)``; notes how many more.
+
+    For a union (``cmdr_dmg``) the deepest member error is reported (``cmdr_dmg.1``, not ``cmdr_dmg``).
+    """
     errors = err.errors(include_url=False)
-    first = errors[0]
-    loc = [str(p) for p in first["loc"]]
+    head = _field_path(errors[0])
+    same_field = [e for e in errors if _field_path(e)[: len(head)] == head]
+    first = max(same_field, key=lambda e: len(e["loc"]))
+    loc = _field_path(first)
     ctx_err = first.get("ctx", {}).get("error")
     if isinstance(ctx_err, _FieldProblem):
         loc.append(ctx_err.field)
     msg = str(ctx_err) if isinstance(ctx_err, ValueError) else first["msg"]
     if first["type"].endswith(("_type", "_parsing")):
         msg += f", got {first['input']!r}"
-    if len(errors) > 1:
-        msg += f" (and {len(errors) - 1} more errors)"
+    more = len({tuple(_field_path(e)) for e in errors}) - 1
+    if more > 0:
+        msg += f" (and {more} more errors)"
     return ".".join(loc) or "<record>", msg
 
 

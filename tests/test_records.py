@@ -67,7 +67,7 @@ def _ppo_record(**kw: object) -> dict:
         "commander": "Lim-Dûl the Necromancer",
         "archetype": "aggro",
         "players": [
-            _player(0, life=33, cmdr_dmg={"1": 7}, hand=["Æther Vial"]),
+            _player(0, life=33, cmdr_dmg={"1": 7, "2": 3}, hand=["Æther Vial"]),
             _player(1, hand=["Lim-Dûl's Vault", "Bell\x07Ringer"], command_zone=[], library=80, mana_sources=4),
             _player(2, eliminated=True),
         ],
@@ -335,6 +335,28 @@ def test_players_bounds_and_unknown_keys() -> None:
         DecisionRecord.model_validate(_ppo_record(players=[_player(0)]))
 
 
+@pytest.mark.parametrize(
+    ("cmdr_dmg", "field"),
+    [("x", "players.1.cmdr_dmg"), ({"1": "x"}, "players.1.cmdr_dmg.1"), ({"a": 1}, "players.1.cmdr_dmg")],
+)
+def test_bad_cmdr_dmg_names_the_field(tmp_path: Path, cmdr_dmg: object, field: str) -> None:
+    rec = _ppo_record()
+    rec["players"][1]["cmdr_dmg"] = cmdr_dmg
+    path = tmp_path / "ml-decisions-ppo-x.jsonl"
+    path.write_text(json.dumps(rec) + "\n", encoding="utf-8")
+    with pytest.raises(RecordError) as info:
+        list(read_records(path))
+    assert info.value.field == field
+
+
+def test_truncated_last_line_cut_inside_a_utf8_character_is_skipped(tmp_path: Path) -> None:
+    line = record_to_json(_ppo_record()).encode("utf-8")
+    cut = line.index("Dûl".encode()) + 2  # inside the two bytes of "û"
+    path = tmp_path / "ml-decisions-ppo-x.jsonl"
+    path.write_bytes(line + b"\r\n" + line[:cut])
+    assert [n for n, _ in iter_jsonl(path)] == [1]
+
+
 # --------------------------------------------------------------------------- writers
 
 
@@ -344,7 +366,9 @@ def test_batch_writer_fills_and_counts(tmp_path: Path) -> None:
         del rec["source"], rec["schema_version"]
     with BatchWriter(tmp_path, "ppo", "gen003-att1") as bw:
         bw.write_game(game, "win_seat_2")
-        bw.write_game([DecisionRecord.model_validate(_ppo_record(game_id="g2"))], "draw")
+        g2 = _ppo_record(game_id="g2")
+        g2["players"][1]["cmdr_dmg"] = {0: 4}  # a Python writer keying by int seat
+        bw.write_game([DecisionRecord.model_validate(g2)], "draw")
         with pytest.raises(RecordError, match=r"ml-decisions-ppo-gen003-att1\.jsonl: players\.0\.life: game 'g3' record 1"):
             bw.write_game(
                 [_ppo_record(game_id="g3"), _ppo_record(game_id="g3", players=[_player(0, life="x"), _player(1)])], "draw"
@@ -357,6 +381,7 @@ def test_batch_writer_fills_and_counts(tmp_path: Path) -> None:
     assert [r.game_outcome for r in records] == ["win_seat_2"] * 3 + ["draw"]
     assert all(r.source == "ppo" and r.schema_version == SCHEMA_VERSION for r in records)
     assert [len(g) for g in iter_games(records)] == [3, 1]
+    assert records[-1].players[1].cmdr_dmg_by_source() == {0: 4}
 
 
 def test_jsonl_writer_leaves_no_final_file_on_exception(tmp_path: Path) -> None:
