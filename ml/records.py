@@ -76,7 +76,7 @@ class _FieldProblem(ValueError):
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", validate_assignment=False)
+    model_config = ConfigDict(extra="ignore")  # unknown keys from newer writers are dropped, never fatal
 
 
 class PlayerView(_Model):
@@ -404,9 +404,12 @@ def read_records(path: str | os.PathLike[str], *, source: str | None = None) -> 
         RecordError: for a record that does not fit the schema, or whose ``source``
             contradicts the file's class; the message names file, line and field.
         DataFileError: for a line that is not JSON.
+        ValueError: for an unknown ``source``.
         FileNotFoundError: if the file does not exist.
     """
     path = Path(path)
+    if source not in (None, "forge", "sim", "ppo"):
+        raise ValueError(f"source must be 'forge', 'sim' or 'ppo', got {source!r}")
     file_class = source if source is not None else classify_file(path)
     for line_no, obj in iter_jsonl(path):
         version = obj.get("schema_version")
