@@ -1,0 +1,70 @@
+"""What every stage entry point shares: argument parsing, params, logging, seeding, metrics.
+
+A stage is ``main(argv) -> int``: it calls ``stage_setup`` once, then one ``ml`` function,
+then ``write_metrics``. Paths come from ``dvc.yaml`` through argv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ml.io import atomic_write_json
+from ml.params import DEFAULT_PARAMS_PATH, Params, ParamsError, load_params
+
+logger = logging.getLogger("distill")
+
+
+def git_sha() -> str:
+    """HEAD commit of the working directory's repo, or ``unknown`` outside git."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True, timeout=10)
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def stage_setup(name: str, description: str, argv: list[str] | None, add_args: Callable[[argparse.ArgumentParser], None]) -> tuple[argparse.Namespace, Params]:
+    """Parse argv, load params, configure logging and torch; exits with status 2 on bad params.
+
+    Args:
+        name: stage name (used for logging).
+        description: ``--help`` text.
+        argv: arguments (None: ``sys.argv[1:]``).
+        add_args: adds the stage's own arguments to the parser.
+
+    Returns:
+        ``(args, params)``.
+    """
+    parser = argparse.ArgumentParser(prog=f"stages/{name}.py", description=description)
+    parser.add_argument("--params", type=Path, default=DEFAULT_PARAMS_PATH, help="params file (default: %(default)s)")
+    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    add_args(parser)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=os.environ.get("DISTILL_LOG_LEVEL", "INFO"), format=f"%(asctime)s {name} %(levelname)s %(message)s", stream=sys.stderr)
+    try:
+        params = load_params(args.params)
+    except ParamsError as e:
+        parser.exit(2, f"error: {e}\n")
+    torch.set_num_threads(params.base.torch_threads)
+    torch.use_deterministic_algorithms(True)
+    args.progress = not args.no_progress and sys.stderr.isatty()
+    args.started = time.perf_counter()
+    logger.info("%s: %s (git %s, generation %d attempt %d)", name, " ".join(sys.argv), git_sha(), params.run.generation, params.run.attempt)
+    return args, params
+
+
+def write_metrics(path: Path, metrics: dict[str, Any], args: argparse.Namespace, stage: str) -> None:
+    """Write the stage's metrics JSON atomically, adding ``<stage>/wall_s``."""
+    metrics = {**metrics, f"{stage}/wall_s": round(time.perf_counter() - args.started, 3)}
+    atomic_write_json(path, metrics)
+    logger.info("%s metrics -> %s", stage, path)

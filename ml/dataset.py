@@ -1,0 +1,229 @@
+"""Source-aware dataset builder: teacher and PPO decision files -> encoded arrays.
+
+* **Sources.** Teacher batches (``ml-decisions-sim-*.jsonl``, source ``sim``; real Forge
+  files only when asked, source ``forge``) and accepted PPO batches
+  (``ml-decisions-ppo-*.jsonl``, source ``ppo``). Every sample keeps its source tag.
+* **Holdout.** A fixed 10-15% of *teacher games* (never single decisions) is held out:
+  a game is in the holdout when the SHA-256 of its ``game_id`` falls below the fraction,
+  so the split does not move when more data arrives and never depends on a seed.
+* **Reward filter.** PPO games whose ``episode_return`` is below ``min_reward_threshold``
+  are dropped.
+* **Source weights are mixture ratios.** ``sample_mixture`` draws a training set in which
+  source ``s`` makes up ``w_s / sum(w)`` of the samples (``{sim: 1, ppo: 0.5}``: PPO is a
+  third), whatever the sizes of the sources; they are not subsampling fractions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ml.actions import NUM_ACTIONS
+from ml.encoding import OBS_DIM, RecordEncoder, label_record, record_action_mask
+from ml.records import DecisionRecord, read_records, scan_batches
+
+logger = logging.getLogger(__name__)
+
+TEACHER_SOURCES = ("sim", "forge")
+
+
+@dataclass
+class DecisionSet:
+    """Encoded, labelled decisions.
+
+    Attributes:
+        obs: float32[N, OBS_DIM] seat-relative observations.
+        action_mask: bool[N, NUM_ACTIONS] legal actions (all-ones where a file has none).
+        label: int64[N] macro-action index taken.
+        value_target: float32[N] the acting seat's game result (win 1, loss -1/(n-1), draw 0).
+        source: str array [N], the record's source (``sim``, ``forge``, ``ppo``).
+        game_id: str array [N].
+    """
+
+    obs: np.ndarray
+    action_mask: np.ndarray
+    label: np.ndarray
+    value_target: np.ndarray
+    source: np.ndarray
+    game_id: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.label)
+
+    def subset(self, idx: np.ndarray) -> DecisionSet:
+        """Rows ``idx`` (int[K] or bool[N]) as a new set."""
+        return DecisionSet(*(a[idx] for a in (self.obs, self.action_mask, self.label, self.value_target, self.source, self.game_id)))
+
+    def source_counts(self) -> dict[str, int]:
+        """Decisions per source."""
+        names, counts = np.unique(self.source, return_counts=True)
+        return {str(n): int(c) for n, c in zip(names, counts, strict=True)}
+
+    @staticmethod
+    def concat(sets: list[DecisionSet]) -> DecisionSet:
+        """Row-wise concatenation."""
+        if not sets:
+            return empty_set()
+        fields = zip(*((s.obs, s.action_mask, s.label, s.value_target, s.source, s.game_id) for s in sets), strict=True)
+        return DecisionSet(*(np.concatenate(f) for f in fields))
+
+
+def empty_set() -> DecisionSet:
+    """A DecisionSet with no rows."""
+    return DecisionSet(
+        np.zeros((0, OBS_DIM), np.float32),
+        np.zeros((0, NUM_ACTIONS), bool),
+        np.zeros(0, np.int64),
+        np.zeros(0, np.float32),
+        np.zeros(0, dtype=object),
+        np.zeros(0, dtype=object),
+    )
+
+
+def in_holdout(game_id: str, fraction: float) -> bool:
+    """Whether a teacher game belongs to the fixed holdout (SHA-256 of the game id < fraction)."""
+    digest = hashlib.sha256(game_id.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < fraction
+
+
+def outcome_value(record: DecisionRecord) -> float:
+    """The acting seat's result: win 1, loss -1/(n-1), draw 0 (the zero-sum reward scheme)."""
+    winner = record.winner()
+    if winner is None:
+        return 0.0
+    return 1.0 if winner == record.active_seat else -1.0 / (len(record.players) - 1)
+
+
+def encode_records(records: Iterable[DecisionRecord], encoder: RecordEncoder) -> tuple[DecisionSet, int]:
+    """Encode and label records; non-trainable ones (land drops, unlabelable) are skipped.
+
+    Returns:
+        ``(set, skipped)`` where ``skipped`` counts non-trainable records (decisions).
+    """
+    rows: list[DecisionRecord] = []
+    labels: list[int] = []
+    skipped = 0
+    for rec in records:
+        label = label_record(rec, encoder.pool)
+        if label is None:
+            skipped += 1
+            continue
+        rows.append(rec)
+        labels.append(label)
+    if not rows:
+        return empty_set(), skipped
+    obs = encoder.encode_batch(rows)
+    masks = np.stack([record_action_mask(r) for r in rows])
+    label_arr = np.asarray(labels, dtype=np.int64)
+    masks[np.arange(len(rows)), label_arr] = True  # a label is legal by definition (Forge files carry no mask)
+    return (
+        DecisionSet(
+            obs,
+            masks,
+            label_arr,
+            np.asarray([outcome_value(r) for r in rows], np.float32),
+            np.asarray([r.source or "sim" for r in rows], dtype=object),
+            np.asarray([r.game_id for r in rows], dtype=object),
+        ),
+        skipped,
+    )
+
+
+def _read_files(paths: list[Path]) -> Iterable[DecisionRecord]:
+    for path in paths:
+        yield from read_records(path)
+
+
+def load_teacher(teacher_dirs: list[Path], holdout_fraction: float, encoder: RecordEncoder, include_forge: bool = False) -> tuple[DecisionSet, DecisionSet, dict]:
+    """Teacher decisions split by game into (train, holdout).
+
+    Args:
+        teacher_dirs: folders holding ``ml-decisions-sim-*.jsonl`` (and Forge files if
+            ``include_forge``).
+        holdout_fraction: share of teacher games held out (0.10-0.15).
+        encoder: the observation encoder.
+        include_forge: also read external Forge files (never by default).
+
+    Returns:
+        ``(train, holdout, stats)``; stats counts games and decisions.
+
+    Raises:
+        ml.records.RecordError: a malformed line, naming file, line and field.
+    """
+    paths = [p for d in teacher_dirs for p in scan_batches(d, sources=("sim",), include_forge=include_forge)]
+    records = list(_read_files(paths))
+    held = np.asarray([in_holdout(r.game_id, holdout_fraction) for r in records], dtype=bool)
+    train, skipped_train = encode_records([r for r, h in zip(records, held, strict=True) if not h], encoder)
+    holdout, skipped_hold = encode_records([r for r, h in zip(records, held, strict=True) if h], encoder)
+    games = {r.game_id for r in records}
+    held_games = {r.game_id for r, h in zip(records, held, strict=True) if h}
+    stats = {
+        "teacher_files": len(paths),
+        "teacher_games": len(games),
+        "holdout_games": len(held_games),
+        "teacher_decisions": len(records),
+        "non_trainable_decisions": skipped_train + skipped_hold,
+    }
+    return train, holdout, stats
+
+
+def load_ppo(pool_dirs: list[Path], encoder: RecordEncoder, min_reward_threshold: float) -> tuple[DecisionSet, dict]:
+    """Accepted PPO decisions whose game's ``episode_return`` >= ``min_reward_threshold``.
+
+    Returns:
+        ``(set, stats)``; stats counts kept and filtered games.
+    """
+    paths = [p for d in pool_dirs for p in scan_batches(d, sources=("ppo",))]
+    kept: list[DecisionRecord] = []
+    games, dropped = set(), set()
+    for rec in _read_files(paths):
+        games.add(rec.game_id)
+        if rec.episode_return is not None and rec.episode_return < min_reward_threshold:
+            dropped.add(rec.game_id)
+            continue
+        kept.append(rec)
+    data, _ = encode_records(kept, encoder)
+    return data, {"ppo_files": len(paths), "ppo_games": len(games), "ppo_games_filtered": len(dropped)}
+
+
+def sample_mixture(data: DecisionSet, source_weights: dict[str, float], n: int, rng: np.random.Generator) -> np.ndarray:
+    """Row indices of a training sample whose source shares follow ``source_weights``.
+
+    Each of the ``n`` draws first picks a source with probability ``w_s / sum(w)`` over
+    the sources that have data, then a row of that source uniformly (with replacement).
+    Sources with a weight but no data are left out and the rest renormalised, with a
+    warning.
+
+    Args:
+        data: the candidate rows.
+        source_weights: source -> mixture weight (>= 0). Sources not listed get weight 0.
+        n: rows to draw (decisions).
+        rng: numpy Generator.
+
+    Returns:
+        int64[n] row indices.
+
+    Raises:
+        ValueError: when no source with a positive weight has data.
+    """
+    present = {s: np.flatnonzero(data.source == s) for s in source_weights if source_weights[s] > 0}
+    missing = [s for s, rows in present.items() if len(rows) == 0]
+    if missing:
+        warnings.warn(f"source_weights names {missing} but the dataset has no such decisions; renormalising", stacklevel=2)
+    present = {s: rows for s, rows in present.items() if len(rows)}
+    if not present:
+        raise ValueError(f"no training data for any source with positive weight {source_weights}")
+    names = sorted(present)
+    weights = np.asarray([source_weights[s] for s in names], dtype=np.float64)
+    choice = rng.choice(len(names), size=n, p=weights / weights.sum())
+    out = np.empty(n, dtype=np.int64)
+    for i, s in enumerate(names):
+        slots = np.flatnonzero(choice == i)
+        out[slots] = present[s][rng.integers(0, len(present[s]), size=len(slots))]
+    return out

@@ -1,0 +1,249 @@
+"""Seat-relative observation encoding and macro-action labels of decision records.
+
+The encoder reads a decision record (a plain ``dict`` in the Forge decision format,
+``shared/docs/forge-decision-format.md``) and never the simulator's internal state, so the
+same code encodes live self-play decisions, our teacher files and real Forge files.
+
+Layout of the observation, ``float32[OBS_DIM]``:
+
+* global (``GLOBAL_DIM``): phase one-hot (main_1, combat, main_2, end), turn / 30,
+  pod size / 6, living players / 6;
+* ``MAX_POD`` seat blocks of ``SEAT_DIM`` each, seat-relative: slot 0 is the acting player,
+  slot k the seat ``(actor + k) % pod_size`` (opponents in turn order); slots beyond the pod
+  are zeros. Each block holds public facts of that seat plus the commander damage it took
+  from each source seat, also seat-relative to the actor (rule 903.10a: 21 from a single
+  commander is lethal, so damage is kept per source);
+* the acting player's own hand (``HAND_DIM``): card counts by kind and how many of each it
+  can afford now. Opponents' hands enter only as their sizes.
+
+Cards unknown to the built-in pool (real Forge data) count in the ``unknown`` kind.
+
+Labels (``label_record``): PPO records carry their own ``action_idx``; land drops are not
+a policy decision and are non-trainable (``None``); Forge attacks without a target cannot
+be labelled either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ml.actions import (
+    ACTION_INDEX,
+    CAST_COMMANDER,
+    CAST_CREATURE,
+    CAST_DRAW,
+    CAST_RAMP,
+    CAST_REMOVAL,
+    CAST_WIPE,
+    HOLD_MANA,
+    MAX_POD,
+    NUM_ACTIONS,
+    PASS,
+    attack_action,
+)
+from ml.game.cards import Card, load_card_pool
+
+PHASES = ("main_1", "combat", "main_2", "end")
+KINDS = ("land", "creature", "removal", "draw", "ramp", "wipe", "unknown")
+KIND_TO_CAST = {"creature": CAST_CREATURE, "removal": CAST_REMOVAL, "draw": CAST_DRAW, "ramp": CAST_RAMP, "wipe": CAST_WIPE}
+
+# Normalisers: starting life 40, commander-damage lethal 21, 30-round turn cap, 99-card
+# library (commander-pod.md); the rest are typical board sizes so features stay near [0, 1].
+LIFE_SCALE, CMDR_LETHAL, TURN_SCALE, LIBRARY_SCALE = 40.0, 21.0, 30.0, 99.0
+COUNT_SCALE, POWER_SCALE, MANA_SCALE = 10.0, 20.0, 10.0
+
+GLOBAL_DIM = len(PHASES) + 3
+SEAT_FEATURES = 19
+SEAT_DIM = SEAT_FEATURES + MAX_POD
+HAND_DIM = 2 * len(KINDS) + 4
+OBS_DIM = GLOBAL_DIM + MAX_POD * SEAT_DIM + HAND_DIM
+
+
+def _get(obj: Any, key: str, default: Any = None) -> Any:
+    """Field of a record given as a dict or as a pydantic model."""
+    if isinstance(obj, Mapping):
+        return obj.get(key, default)
+    return getattr(obj, key, default)
+
+
+class RecordEncoder:
+    """Encodes decision records as seat-relative observation vectors.
+
+    Attributes:
+        obs_dim: length of the observation vector (``OBS_DIM``).
+        pool: card name -> Card, used for card attributes.
+    """
+
+    obs_dim = OBS_DIM
+
+    def __init__(self, pool: dict[str, Card] | None = None) -> None:
+        self.pool = pool if pool is not None else load_card_pool()
+
+    def __call__(self, record: Mapping[str, Any] | Any) -> np.ndarray:
+        """Encode one record. Returns float32[OBS_DIM]."""
+        out = np.zeros(OBS_DIM, dtype=np.float32)
+        self.encode_into(record, out)
+        return out
+
+    def encode_batch(self, records: list[Any]) -> np.ndarray:
+        """Encode many records. Returns float32[N, OBS_DIM]."""
+        out = np.zeros((len(records), OBS_DIM), dtype=np.float32)
+        for i, rec in enumerate(records):
+            self.encode_into(rec, out[i])
+        return out
+
+    def encode_into(self, record: Mapping[str, Any] | Any, out: np.ndarray) -> None:
+        """Write the encoding of ``record`` into ``out`` (float32[OBS_DIM], zeroed by the caller)."""
+        players = _get(record, "players")
+        n = len(players)
+        actor = int(_get(record, "active_seat"))
+        by_seat = {int(_get(p, "seat")): p for p in players}
+        phase = _get(record, "phase")
+        if phase in PHASES:
+            out[PHASES.index(phase)] = 1.0
+        alive = [not self._eliminated(p) for p in players]
+        out[len(PHASES)] = float(_get(record, "turn")) / TURN_SCALE
+        out[len(PHASES) + 1] = n / MAX_POD
+        out[len(PHASES) + 2] = sum(alive) / MAX_POD
+        for k in range(min(n, MAX_POD)):
+            seat = (actor + k) % n
+            p = by_seat.get(seat)
+            if p is not None:
+                base = GLOBAL_DIM + k * SEAT_DIM
+                self._encode_seat(p, actor, n, out[base : base + SEAT_DIM])
+        me = by_seat.get(actor)
+        if me is not None:
+            self._encode_hand(me, out[GLOBAL_DIM + MAX_POD * SEAT_DIM :])
+
+    def _eliminated(self, p: Any) -> bool:
+        flag = _get(p, "eliminated")
+        return bool(flag) if flag is not None else int(_get(p, "life")) <= 0
+
+    def _encode_seat(self, p: Any, actor: int, n: int, v: np.ndarray) -> None:
+        battlefield = _get(p, "battlefield") or []
+        power = toughness = flying = max_power = creatures = 0
+        for name in battlefield:
+            card = self.pool.get(name)
+            if card is not None and card.kind == "creature":
+                creatures += 1
+                power += card.power
+                toughness += card.toughness
+                max_power = max(max_power, card.power)
+                if "flying" in card.keywords:
+                    flying += card.power
+        creature_count = max(creatures, int(_get(p, "creatures") or 0))
+        command_zone = _get(p, "command_zone") or []
+        lands = int(_get(p, "lands") or 0)
+        sources = _get(p, "mana_sources")
+        library = _get(p, "library")
+        v[0] = 1.0
+        v[1] = 0.0 if self._eliminated(p) else 1.0
+        v[2] = float(_get(p, "life")) / LIFE_SCALE
+        v[3] = float(_get(p, "mana") or 0) / MANA_SCALE
+        v[4] = float(sources if sources is not None else lands) / MANA_SCALE
+        v[5] = float(_get(p, "cmdr_tax") or 0) / MANA_SCALE
+        v[6] = creature_count / COUNT_SCALE
+        v[7] = power / POWER_SCALE
+        v[8] = toughness / POWER_SCALE
+        v[9] = flying / POWER_SCALE
+        v[10] = max_power / COUNT_SCALE
+        v[11] = lands / POWER_SCALE
+        v[12] = len(_get(p, "hand") or []) / COUNT_SCALE
+        v[13] = len(_get(p, "graveyard") or []) / (3 * COUNT_SCALE)
+        v[14] = float(library) / LIBRARY_SCALE if library is not None else 0.0
+        v[15] = 1.0 if command_zone else 0.0
+        v[16] = 1.0 if int(_get(p, "seat")) == actor else 0.0
+        dmg = _cmdr_damage_by_source(_get(p, "cmdr_dmg"))
+        v[17] = max(dmg.values(), default=0) / CMDR_LETHAL
+        v[18] = sum(dmg.values()) / (2 * CMDR_LETHAL)
+        for source, amount in dmg.items():
+            if source >= 0:
+                v[SEAT_FEATURES + (source - actor) % n] = amount / CMDR_LETHAL
+
+    def _encode_hand(self, me: Any, v: np.ndarray) -> None:
+        mana = int(_get(me, "mana") or 0)
+        instants = 0
+        best_affordable_power = 0
+        for name in _get(me, "hand") or []:
+            card = self.pool.get(name)
+            kind = card.kind if card is not None else "unknown"
+            i = KINDS.index(kind)
+            v[i] += 1.0 / COUNT_SCALE
+            if card is not None and card.kind != "land" and card.mana_value <= mana:
+                v[len(KINDS) + i] += 1.0 / COUNT_SCALE
+                if card.kind == "creature":
+                    best_affordable_power = max(best_affordable_power, card.power)
+            if card is not None and card.instant:
+                instants += 1
+        base = 2 * len(KINDS)
+        v[base] = instants / COUNT_SCALE
+        v[base + 1] = best_affordable_power / COUNT_SCALE
+        command_zone = _get(me, "command_zone") or []
+        if command_zone:
+            cmdr = self.pool.get(command_zone[0])
+            cost = (cmdr.mana_value if cmdr is not None else 0) + int(_get(me, "cmdr_tax") or 0)
+            v[base + 2] = cost / MANA_SCALE
+            v[base + 3] = 1.0 if cost <= mana else 0.0
+
+
+def _cmdr_damage_by_source(value: Any) -> dict[int, int]:
+    """Commander damage taken, by source seat; Forge's summed int becomes source -1 (unknown)."""
+    if value is None:
+        return {}
+    if isinstance(value, int):
+        return {-1: value} if value else {}
+    return {int(k): int(v) for k, v in value.items()}
+
+
+def label_record(record: Mapping[str, Any] | Any, pool: dict[str, Card]) -> int | None:
+    """Macro-action index of a record's action, or None if it is not trainable.
+
+    Args:
+        record: decision record (dict or ``ml.records.DecisionRecord``).
+        pool: card pool used to classify cast cards by kind.
+
+    Returns:
+        Index into ``ml.actions.MACRO_ACTIONS``, or None for land drops, casts of cards
+        outside the pool, and attacks whose target is not recorded (real Forge data).
+    """
+    action = _get(record, "action")
+    idx = _get(action, "action_idx")
+    if idx is not None:
+        return int(idx)
+    macro = _get(action, "macro_action")
+    if macro:
+        return ACTION_INDEX[macro]
+    kind = _get(action, "type")
+    card_name = _get(action, "card") or ""
+    if kind == "cast_commander" or (kind == "cast" and card_name and card_name == _get(record, "commander")):
+        return CAST_COMMANDER
+    if kind == "cast":
+        card = pool.get(card_name)
+        return KIND_TO_CAST.get(card.kind) if card is not None else None
+    if kind == "attack":
+        target = _get(action, "target") or ""
+        if not target.startswith("seat "):
+            return None
+        n = len(_get(record, "players"))
+        offset = (int(target.split()[1]) - int(_get(record, "active_seat"))) % n
+        return attack_action(offset) if offset else None
+    if kind == "pass":
+        return PASS
+    if kind == "hold":
+        return HOLD_MANA
+    return None
+
+
+def record_action_mask(record: Mapping[str, Any] | Any) -> np.ndarray:
+    """Legal-action mask stored with a record, or all-ones when the record has none (Forge).
+
+    Returns:
+        bool[NUM_ACTIONS].
+    """
+    mask = _get(record, "action_mask")
+    if mask is None:
+        return np.ones(NUM_ACTIONS, dtype=bool)
+    return np.asarray(mask, dtype=bool)

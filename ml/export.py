@@ -1,0 +1,84 @@
+"""Exporter: the PPO agent's decisions from the games it won, in the Forge decision format.
+
+The agent plays ``games`` pods against heuristic teachers (one seat, rotated through the
+seats). After each game, the agent seat's records (the decision record plus the PPO
+extension: ``source: ppo``, ``model_version``, ``generation``, ``reward``,
+``episode_return``, ``action.macro_action``/``action_idx``) are appended to one batch file
+``ml-decisions-ppo-<batch_id>.jsonl``, if the agent won or ``only_wins`` is off. Only one
+game is held in memory; the file appears under its final name when the batch is complete.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from ml.encoding import RecordEncoder
+from ml.policy import PolicyNet
+from ml.records import BatchWriter
+from ml.rollout import Controller, game_seeds, play_games, rotated_seatings
+
+logger = logging.getLogger(__name__)
+
+
+def export_batch(
+    net: PolicyNet,
+    out_dir: Path,
+    *,
+    batch_id: str,
+    model_version: str,
+    generation: int,
+    games: int,
+    only_wins: bool,
+    pod_size: int,
+    max_turns: int,
+    num_envs: int,
+    seed: int,
+    encoder: RecordEncoder,
+    progress: bool = True,
+) -> dict:
+    """Play ``games`` pods and stream the agent's exported decisions to one batch file.
+
+    Rewards: the environment's zero-sum scheme (winner +1, others -1/(n-1), draw 0),
+    received at the agent's last decision; ``episode_return`` is the agent seat's total.
+
+    Returns:
+        ``export/…`` metrics: games played, games won, games and decisions exported, path.
+
+    Raises:
+        ml.records.RecordError: if a produced record does not fit the schema (a bug).
+    """
+    controllers = {"agent": Controller("net", net), "heuristic": Controller("heuristic")}
+    seatings = rotated_seatings(games, pod_size, "agent", lambda g, s: "heuristic")
+    gen = torch.Generator().manual_seed(seed)
+    won = 0
+    with BatchWriter(out_dir, "ppo", batch_id) as writer:
+        runner = play_games(
+            seatings, game_seeds(seed, games), controllers, pod_size=pod_size, max_turns=max_turns, num_envs=num_envs,
+            encoder=encoder, generator=gen, log_seats=lambda seats: [seats.index("agent")],
+        )  # fmt: skip
+        for result in tqdm(runner, total=games, desc="export", unit="game", disable=not progress):
+            seat = result.seats.index("agent")
+            won += int(result.winner == seat)
+            if only_wins and result.winner != seat:
+                continue
+            records = result.records
+            episode_return = float(result.returns[seat])
+            for i, rec in enumerate(records):
+                rec["model_version"] = model_version
+                rec["generation"] = generation
+                rec["reward"] = episode_return if i == len(records) - 1 else 0.0
+                rec["episode_return"] = episode_return
+            if records:
+                writer.write_game(records, result.outcome)
+        exported_games, exported_decisions, path = writer.games, writer.decisions, writer.path
+    return {
+        "export/games_played": games,
+        "export/games_won": won,
+        "export/games_exported": exported_games,
+        "export/decisions_exported": exported_decisions,
+        "export/batch": path.name,
+    }

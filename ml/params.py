@@ -1,0 +1,230 @@
+"""The only reader of ``params.yaml``: one pydantic model per section.
+
+Every field carries a docstring (turned into its description by
+``use_attribute_docstrings``) with its unit. Unknown keys are errors
+(``extra="forbid"``), and every error names the file, the section and the key.
+
+Seeds: every random source of a stage derives from ``run.seed`` (set by ``loop.py`` per
+attempt from ``base.seed``, generation and attempt) plus a fixed per-stage offset from
+``STAGE_SEED_OFFSETS``, so the same params give the same result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+DEFAULT_PARAMS_PATH = Path("params.yaml")
+
+STAGE_SEED_OFFSETS = {"teacher": 0, "train": 1_000, "selfplay": 2_000, "export": 3_000, "gate": 4_000}
+"""Fixed per-stage offsets added to the stage's root seed, so stages never share a random stream."""
+GENERATION_STRIDE = 7919
+"""Prime step between the training seeds of consecutive generations."""
+
+
+def attempt_seed(base_seed: int, generation: int, attempt: int) -> int:
+    """``run.seed`` of an attempt: a SHA-256 mix of the project seed, generation and attempt (< 2**31)."""
+    digest = hashlib.sha256(f"{base_seed}:{generation}:{attempt}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") >> 1
+
+
+class ParamsError(ValueError):
+    """A bad ``params.yaml``: the message names the file, the section and the key."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+
+
+class BaseParams(_Section):
+    seed: int = 20261129
+    """Project seed; loop.py derives each attempt's ``run.seed`` from it."""
+    torch_threads: int = Field(1, ge=1)
+    """Threads torch may use in a stage (1 keeps CPU results bit-for-bit reproducible)."""
+
+
+class RunParams(_Section):
+    generation: int = Field(0, ge=0)
+    """Generation of the attempt being run (set by loop.py)."""
+    attempt: int = Field(1, ge=1)
+    """Attempt number within the generation, 1-based (set by loop.py)."""
+    seed: int = 20261129
+    """Seed of this attempt (set by loop.py); retries get new seeds so DVC re-runs the stages."""
+
+    @property
+    def model_version(self) -> str:
+        """Checkpoint name of this attempt, e.g. ``gen-003-a1`` (forge-decision-format.md)."""
+        return f"gen-{self.generation:03d}-a{self.attempt}"
+
+    @property
+    def batch_id(self) -> str:
+        """Batch id of this attempt's PPO export, e.g. ``gen003-a1``."""
+        return f"gen{self.generation:03d}-a{self.attempt}"
+
+
+
+class GameParams(_Section):
+    pod_size: int = Field(4, ge=2, le=6)
+    """Players per pod (commander-pod.md: 2 to 6)."""
+    max_turns: int = Field(30, ge=1)
+    """Turn cap in rounds; at the cap the game is a draw for the players still in it."""
+
+
+class TeacherParams(_Section):
+    games: int = Field(300, ge=1)
+    """Heuristic-teacher pods to log (games); every seat's decisions are recorded."""
+
+
+class TrainParams(_Section):
+    epochs: int = Field(6, ge=1)
+    """Passes of ``samples_per_epoch`` sampled decisions each."""
+    batch_size: int = Field(256, ge=1)
+    """Decisions per gradient step."""
+    lr: float = Field(1e-3, gt=0)
+    """Adam learning rate."""
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    """Widths of the policy/value MLP trunk."""
+    samples_per_epoch: int = Field(40_000, ge=1)
+    """Decisions drawn (with replacement) from the source mixture per epoch."""
+    holdout_fraction: float = Field(0.12, ge=0.10, le=0.15)
+    """Share of teacher *games* held out for evaluation (issue 2: 10-15%, split by game)."""
+    source_weights: dict[str, float] = Field(default_factory=lambda: {"sim": 1.0, "ppo": 0.5})
+    """Mixture ratios of the sampled training set per source; {sim: 1, ppo: 0.5} makes PPO a third."""
+    min_reward_threshold: float = 0.0
+    """PPO games whose ``episode_return`` is below this are dropped from training."""
+    value_coef: float = Field(0.5, ge=0)
+    """Weight of the value (game outcome) loss next to the imitation cross-entropy."""
+
+    @model_validator(mode="after")
+    def _check_weights(self) -> TrainParams:
+        if any(w < 0 for w in self.source_weights.values()) or not any(w > 0 for w in self.source_weights.values()):
+            raise ValueError("source_weights must be >= 0 with at least one > 0")
+        return self
+
+
+class SelfplayParams(_Section):
+    total_steps: int = Field(24_000, ge=1)
+    """PPO agent decisions collected in total (across all concurrent games)."""
+    num_envs: int = Field(16, ge=1)
+    """Concurrent games whose policy queries are batched into one forward pass."""
+    rollout_steps: int = Field(2048, ge=1)
+    """Agent decisions per PPO update."""
+    lr: float = Field(3e-4, gt=0)
+    """Adam learning rate of the PPO update."""
+    gamma: float = Field(0.995, gt=0, le=1)
+    """Discount per agent decision."""
+    gae_lambda: float = Field(0.95, ge=0, le=1)
+    """GAE lambda (Schulman et al. 2016)."""
+    clip_coef: float = Field(0.2, gt=0)
+    """PPO ratio clipping epsilon (Schulman et al. 2017)."""
+    ent_coef: float = Field(0.01, ge=0)
+    """Entropy bonus coefficient."""
+    vf_coef: float = Field(0.5, ge=0)
+    """Value loss coefficient."""
+    max_grad_norm: float = Field(0.5, gt=0)
+    """Global gradient-norm clip."""
+    update_epochs: int = Field(4, ge=1)
+    """Passes over each rollout per update."""
+    minibatch_size: int = Field(512, ge=1)
+    """Decisions per PPO minibatch."""
+    opponent_mix: dict[str, float] = Field(default_factory=lambda: {"heuristic": 0.6, "frozen": 0.2, "self": 0.2})
+    """Probability of each opponent kind per opponent seat: heuristic teacher, frozen earlier generation, current policy."""
+
+    @model_validator(mode="after")
+    def _check_mix(self) -> SelfplayParams:
+        unknown = set(self.opponent_mix) - {"heuristic", "frozen", "self", "random"}
+        if unknown:
+            raise ValueError(f"unknown opponent kinds {sorted(unknown)}; use heuristic, frozen, self, random")
+        if not any(w > 0 for w in self.opponent_mix.values()):
+            raise ValueError("opponent_mix needs at least one weight > 0")
+        return self
+
+
+class ExportParams(_Section):
+    games: int = Field(200, ge=1)
+    """Games the PPO agent plays (one seat, rotated) against the heuristic pool for export."""
+    only_wins: bool = True
+    """Export only the agent's decisions from games it won."""
+
+
+class GateParams(_Section):
+    eval_games: int = Field(300, ge=1)
+    """Fresh evaluation pods (new seeds) for the win-rate check."""
+    min_win_rate: float = Field(0.30, ge=0, le=1)
+    """The Wilson lower bound of the PPO agent's win rate must exceed this (parity in a 4-pod: 0.25)."""
+    confidence: float = Field(0.95, gt=0, lt=1)
+    """Two-sided confidence level of the Wilson interval."""
+    max_accuracy_drop: float = Field(0.02, ge=0, le=1)
+    """Largest allowed drop of teacher-holdout accuracy for a student trained with the batch."""
+
+
+class LoopParams(_Section):
+    max_generations: int = Field(2, ge=1)
+    """Generations to run before the loop stops."""
+    max_retries: int = Field(2, ge=0)
+    """Retries of a generation after a rejected attempt before the loop blocks for a human."""
+
+
+class Params(_Section):
+    base: BaseParams = BaseParams()
+    run: RunParams = RunParams()
+    game: GameParams = GameParams()
+    teacher: TeacherParams = TeacherParams()
+    train: TrainParams = TrainParams()
+    selfplay: SelfplayParams = SelfplayParams()
+    export: ExportParams = ExportParams()
+    gate: GateParams = GateParams()
+    loop: LoopParams = LoopParams()
+
+    def stage_seed(self, stage: str) -> int:
+        """Seed of a stage, ``<root> + STAGE_SEED_OFFSETS[stage]``.
+
+        The root is ``base.seed`` for the teacher (generated once), ``base.seed`` plus
+        ``GENERATION_STRIDE * run.generation`` for the student training (so a retry of a
+        generation reuses its student and the gate's candidate student is trained with the
+        same seed), and the attempt's ``run.seed`` for self-play, export and the gate, so a
+        retry plays new games.
+        """
+        if stage == "teacher":
+            root = self.base.seed
+        elif stage in ("train", "gate_train"):
+            root = self.base.seed + GENERATION_STRIDE * self.run.generation
+            stage = "train"
+        else:
+            root = self.run.seed
+        return root + STAGE_SEED_OFFSETS[stage]
+
+
+def load_params(path: str | Path = DEFAULT_PARAMS_PATH) -> Params:
+    """Read and validate ``params.yaml``.
+
+    Raises:
+        ParamsError: missing file, bad YAML, unknown section or key, or a bad value; the
+            message names the file, section and key.
+    """
+    path = Path(path)
+    try:
+        raw: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as e:
+        raise ParamsError(f"{path}: params file not found") from e
+    except yaml.YAMLError as e:
+        raise ParamsError(f"{path}: not valid YAML: {e}") from e
+    return params_from_dict(raw or {}, source=str(path))
+
+
+def params_from_dict(raw: dict[str, Any], source: str = "params") -> Params:
+    """Validate a params mapping (as read from YAML). Raises ParamsError like ``load_params``."""
+    if not isinstance(raw, dict):
+        raise ParamsError(f"{source}: top level must be a mapping of sections")
+    try:
+        return Params.model_validate(raw)
+    except ValidationError as e:
+        problems = []
+        for err in e.errors():
+            loc = ".".join(str(x) for x in err["loc"])
+            problems.append(f"{source}: {loc}: {err['msg']}")
+        raise ParamsError("\n".join(problems)) from e

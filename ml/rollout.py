@@ -1,0 +1,249 @@
+"""Play many pods concurrently with batched policy inference.
+
+One ``play_games`` runner serves every stage that plays: the teacher (all heuristic
+seats, every decision logged), PPO self-play (one learning seat, transitions kept), the
+exporter (the agent's decisions logged) and the gate's evaluation pods. Games go through
+the PettingZoo AEC interface (``ml.game.env.CommanderPodEnv``); all network-controlled
+decisions pending across the concurrent games are answered by one forward pass per
+network.
+
+Seats are named by *controller*: a key into a mapping of ``Controller`` objects, e.g.
+``["agent", "heuristic", "heuristic", "heuristic"]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from ml.encoding import RecordEncoder
+from ml.game.env import CommanderPodEnv
+from ml.game.players import HeuristicPlayer, RandomPlayer
+from ml.game.rules import outcome
+from ml.policy import PolicyNet
+
+
+@dataclass
+class Controller:
+    """Who plays a seat: a scripted player kind (``heuristic``/``random``) or a network.
+
+    Attributes:
+        kind: ``heuristic``, ``random`` or ``net``.
+        net: the policy for ``net`` controllers.
+        greedy: arg-max instead of sampling for ``net`` controllers.
+    """
+
+    kind: str
+    net: PolicyNet | None = None
+    greedy: bool = False
+
+
+@dataclass
+class Transition:
+    """One decision of a tracked seat (``float32[obs_dim]`` obs, ``bool[A]`` mask)."""
+
+    obs: np.ndarray
+    action_mask: np.ndarray
+    action: int
+    log_prob: float
+    value: float
+    reward: float = 0.0
+    done: bool = False
+
+
+@dataclass
+class GameResult:
+    """A finished game.
+
+    Attributes:
+        index: game index within the run.
+        game_id: the simulator's game id.
+        outcome: ``win_seat_<k>`` or ``draw``.
+        winner: winning seat or None.
+        seats: controller key per seat.
+        returns: float[pod_size] each seat's return (sum of its rewards).
+        records: decision records (dicts, action filled in) of the logged seats, in
+            decision order.
+        transitions: seat -> Transitions for tracked seats.
+    """
+
+    index: int
+    game_id: str
+    outcome: str
+    winner: int | None
+    seats: list[str]
+    returns: np.ndarray
+    records: list[dict] = field(default_factory=list)
+    transitions: dict[int, list[Transition]] = field(default_factory=dict)
+
+
+@dataclass
+class _Slot:
+    env: CommanderPodEnv
+    index: int
+    seats: list[str]
+    scripted: dict[int, Any]
+    returns: np.ndarray
+    log_seats: frozenset[int]
+    records: list[dict]
+    transitions: dict[int, list[Transition]]
+
+
+def _skip_dead_steps(env: CommanderPodEnv, slot: _Slot) -> None:
+    """Step terminated agents out (the AEC dead-step convention) and collect rewards."""
+    while env.agents and (env.terminations[env.agent_selection] or env.truncations[env.agent_selection]):
+        env.step(None)
+        _collect_rewards(env, slot)
+
+
+def _collect_rewards(env: CommanderPodEnv, slot: _Slot) -> None:
+    for agent, r in env.rewards.items():
+        if r:
+            seat = int(agent.split("_")[1])
+            slot.returns[seat] += r
+            trans = slot.transitions.get(seat)
+            if trans:
+                trans[-1].reward += r
+
+
+def play_games(
+    seatings: list[list[str]],
+    game_seeds: list[int],
+    controllers: dict[str, Controller],
+    *,
+    pod_size: int,
+    max_turns: int,
+    num_envs: int,
+    encoder: RecordEncoder,
+    generator: torch.Generator,
+    log_seats: Callable[[list[str]], list[int]] | None = None,
+    track_seats: Callable[[list[str]], list[int]] | None = None,
+) -> Iterator[GameResult]:
+    """Play ``len(seatings)`` games, ``num_envs`` at a time, yielding each as it ends.
+
+    Args:
+        seatings: per game, the controller key of each seat (length ``pod_size``).
+        game_seeds: per game, the simulator seed (scripted players derive theirs from it).
+        controllers: controller key -> Controller.
+        pod_size: players per pod.
+        max_turns: turn cap in rounds.
+        num_envs: games in flight at once (batched inference across them).
+        encoder: observation encoder shared with the env.
+        generator: torch RNG for sampling network actions.
+        log_seats: seats whose decisions are logged as records (given the seating).
+        track_seats: seats whose decisions are kept as PPO transitions.
+
+    Yields:
+        GameResult, in order of completion (deterministic for fixed inputs).
+    """
+    pending = list(range(len(seatings)))[::-1]
+    slots: list[_Slot] = []
+    while pending or slots:
+        while pending and len(slots) < num_envs:
+            slots.append(_start(pending.pop(), seatings, game_seeds, controllers, pod_size, max_turns, encoder, log_seats, track_seats))
+        groups: dict[str, list[_Slot]] = {}
+        for slot in slots:
+            key = slot.seats[int(slot.env.agent_selection.split("_")[1])]
+            groups.setdefault(key, []).append(slot)
+        for key in sorted(groups):
+            _decide(controllers[key], groups[key], generator)
+        still: list[_Slot] = []
+        for slot in slots:
+            if slot.env.agents:
+                still.append(slot)
+            else:
+                yield _finish(slot)
+        slots = still
+
+
+def _start(index, seatings, game_seeds, controllers, pod_size, max_turns, encoder, log_seats, track_seats) -> _Slot:
+    env = CommanderPodEnv(pod_size=pod_size, max_turns=max_turns, encoder=encoder)
+    seed = int(game_seeds[index])
+    env.reset(seed=seed, options={"game_index": index})
+    seats = seatings[index]
+    scripted: dict[int, Any] = {}
+    for s, key in enumerate(seats):
+        kind = controllers[key].kind
+        if kind == "heuristic":
+            scripted[s] = HeuristicPlayer(seed * 7 + s)
+        elif kind == "random":
+            scripted[s] = RandomPlayer(seed * 7 + s)
+    slot = _Slot(
+        env,
+        index,
+        seats,
+        scripted,
+        np.zeros(pod_size, np.float64),
+        frozenset(log_seats(seats) if log_seats else ()),
+        [],
+        {s: [] for s in (track_seats(seats) if track_seats else [])},
+    )
+    _skip_dead_steps(env, slot)
+    return slot
+
+
+def _decide(ctrl: Controller, slots: list[_Slot], generator: torch.Generator) -> None:
+    """Choose and apply one action in each slot (all of them wait on ``ctrl``)."""
+    seats = [int(s.env.agent_selection.split("_")[1]) for s in slots]
+    if ctrl.kind == "net":
+        observed = [s.env.observe(s.env.agent_selection) for s in slots]
+        obs = np.stack([o["observation"] for o in observed])
+        mask = np.stack([o["action_mask"] for o in observed]).astype(bool)
+        actions, log_probs, values = ctrl.net.act(obs, mask, generator, greedy=ctrl.greedy)
+    else:
+        actions = [s.scripted[seat].act(s.env.state) for s, seat in zip(slots, seats, strict=True)]
+    for i, (slot, seat) in enumerate(zip(slots, seats, strict=True)):
+        action = int(actions[i])
+        if seat in slot.log_seats:
+            rec = slot.env.decision_record()
+            rec["action"] = slot.env.describe_action(action)
+            slot.records.append(rec)
+        if seat in slot.transitions:
+            slot.transitions[seat].append(Transition(obs[i], mask[i], action, float(log_probs[i]), float(values[i])))
+        slot.env.step(action)
+        _collect_rewards(slot.env, slot)
+        _skip_dead_steps(slot.env, slot)
+
+
+def _finish(slot: _Slot) -> GameResult:
+    state = slot.env.state
+    for trans in slot.transitions.values():
+        if trans:
+            trans[-1].done = True
+    result = outcome(state)
+    return GameResult(
+        slot.index,
+        state.game_id,
+        result,
+        state.winner,
+        slot.seats,
+        slot.returns,
+        slot.records,
+        slot.transitions,
+    )
+
+
+def rotated_seatings(n_games: int, pod_size: int, agent: str, opponents: Callable[[int, int], str]) -> list[list[str]]:
+    """Seatings with ``agent`` rotated through the seats: game g puts it in seat ``g % pod_size``.
+
+    Args:
+        n_games: games.
+        pod_size: players per pod.
+        agent: controller key of the agent.
+        opponents: ``(game, seat) -> controller key`` for the other seats.
+    """
+    out = []
+    for g in range(n_games):
+        seat = g % pod_size
+        out.append([agent if s == seat else opponents(g, s) for s in range(pod_size)])
+    return out
+
+
+def game_seeds(seed: int, n_games: int) -> list[int]:
+    """``n_games`` distinct simulator seeds drawn from ``seed`` (numpy Generator)."""
+    rng = np.random.default_rng(seed)
+    return [int(x) for x in rng.choice(2**31 - 1, size=n_games, replace=False)]

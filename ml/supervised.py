@@ -1,0 +1,110 @@
+"""Supervised student: imitation of decision records by a masked policy/value network.
+
+Loss per decision: cross-entropy of the masked logits against the recorded macro action,
+plus ``value_coef`` times the squared error of the value head against the acting seat's
+game result. Each epoch draws ``samples_per_epoch`` decisions from the source mixture
+(``ml.dataset.sample_mixture``), so the source weights hold exactly as ratios.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from ml.dataset import DecisionSet, sample_mixture
+from ml.policy import PolicyNet
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class StudentConfig:
+    """Training knobs (``params.yaml`` section ``train``; see ``ml.params.TrainParams``)."""
+
+    epochs: int
+    batch_size: int
+    lr: float
+    hidden_sizes: tuple[int, ...]
+    samples_per_epoch: int
+    source_weights: dict[str, float]
+    value_coef: float
+
+
+@torch.no_grad()
+def predict(net: PolicyNet, data: DecisionSet, batch_size: int = 4096) -> np.ndarray:
+    """Greedy (arg-max over legal actions) predictions. Returns int64[N]."""
+    net.eval()
+    out = np.zeros(len(data), dtype=np.int64)
+    for start in range(0, len(data), batch_size):
+        sl = slice(start, start + batch_size)
+        logits, _ = net(torch.from_numpy(data.obs[sl]), torch.from_numpy(data.action_mask[sl]))
+        out[sl] = logits.argmax(dim=-1).numpy()
+    return out
+
+
+def accuracy(net: PolicyNet, data: DecisionSet) -> float:
+    """Share of decisions where the greedy action equals the label (nan for an empty set)."""
+    if len(data) == 0:
+        return float("nan")
+    return float((predict(net, data) == data.label).mean())
+
+
+def train_student(train: DecisionSet, holdout: DecisionSet, cfg: StudentConfig, seed: int, progress: bool = True) -> tuple[PolicyNet, dict]:
+    """Train a student by imitation.
+
+    Args:
+        train: training decisions (teacher train split plus PPO decisions).
+        holdout: teacher holdout decisions (never trained on).
+        cfg: training knobs.
+        seed: seeds torch and the mixture sampler.
+        progress: show a tqdm bar.
+
+    Returns:
+        ``(net, metrics)`` with ``train/…`` keys: final loss, holdout accuracy, and the
+        realised share of each source among the sampled decisions.
+
+    Raises:
+        ValueError: when the mixture has no data (see ``sample_mixture``).
+    """
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    net = PolicyNet(train.obs.shape[1], cfg.hidden_sizes)
+    opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
+    sampled_sources: dict[str, int] = {}
+    loss_value = float("nan")
+    bar = tqdm(range(cfg.epochs), desc="train", unit="epoch", disable=not progress)
+    for epoch in bar:
+        net.train()
+        idx = sample_mixture(train, cfg.source_weights, cfg.samples_per_epoch, rng)
+        for s, c in zip(*np.unique(train.source[idx], return_counts=True), strict=True):
+            sampled_sources[str(s)] = sampled_sources.get(str(s), 0) + int(c)
+        losses = []
+        for start in range(0, len(idx), cfg.batch_size):
+            b = idx[start : start + cfg.batch_size]
+            logits, value = net(torch.from_numpy(train.obs[b]), torch.from_numpy(train.action_mask[b]))
+            pg = F.cross_entropy(logits, torch.from_numpy(train.label[b]))
+            v = F.mse_loss(value, torch.from_numpy(train.value_target[b]))
+            loss = pg + cfg.value_coef * v
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        loss_value = float(np.mean(losses))
+        bar.set_postfix(loss=f"{loss_value:.3f}")
+        logger.info("epoch %d loss %.4f", epoch, loss_value)
+    net.eval()
+    total = sum(sampled_sources.values())
+    metrics = {
+        "train/loss": loss_value,
+        "train/holdout_accuracy": accuracy(net, holdout),
+        "train/train_accuracy": accuracy(net, train.subset(np.arange(min(len(train), 20000)))),
+        "train/holdout_decisions": len(holdout),
+        "train/train_decisions": len(train),
+        "train/sampled_share": {s: c / total for s, c in sorted(sampled_sources.items())},
+    }
+    return net, metrics
