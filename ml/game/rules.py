@@ -34,6 +34,10 @@ logger = logging.getLogger(__name__)
 
 MIN_POD = 2
 """Smallest pod (commander-pod.md "Players and decks": 2 to 6)."""
+MULLIGAN_MIN_LANDS, MULLIGAN_MAX_LANDS = 2, 5
+"""Opening hands outside this land range are mulliganed (Forge AI keep rule, approximately)."""
+MAX_MULLIGANS = 2
+"""Free redraws at most (Commander free mulligan, rule 103.5c; no bottoming modelled)."""
 RAW_MAX_CHARS = 200
 """Forge's ``action.raw`` is at most 200 characters (forge-decision-format.md)."""
 
@@ -85,11 +89,27 @@ def new_game(
         p = PlayerState(seat, pod_size, deck.name, deck.archetype, pool[deck.commander])
         p.library = [pool[n] for n in deck.cards]
         rng.shuffle(p.library)
-        p.hand = [p.library.pop() for _ in range(HAND_SIZE)]
+        _deal_opening_hand(p, rng)
         state.players.append(p)
     engine.begin_turn(state, 0, skip_draw=True)
     engine.advance(state)
     return state
+
+
+def _deal_opening_hand(p: PlayerState, rng) -> None:
+    """Draw 7; automatic free mulligans (shuffle back, draw 7) while the hand is unkeepable.
+
+    A hand is kept with MULLIGAN_MIN_LANDS..MULLIGAN_MAX_LANDS lands, or after MAX_MULLIGANS
+    redraws (Commander's free mulligan, rule 103.5c; Forge's AI keeps 2-5 landers).
+    """
+    for _ in range(MAX_MULLIGANS + 1):
+        p.hand = [p.library.pop() for _ in range(HAND_SIZE)]
+        lands = sum(1 for c in p.hand if c.kind == "land")
+        if MULLIGAN_MIN_LANDS <= lands <= MULLIGAN_MAX_LANDS:
+            return
+        p.library.extend(p.hand)
+        rng.shuffle(p.library)
+    p.hand = [p.library.pop() for _ in range(HAND_SIZE)]
 
 
 def legal_actions(state: GameState) -> list[int]:
