@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -197,8 +196,7 @@ def sample_mixture(data: DecisionSet, source_weights: dict[str, float], n: int, 
 
     Each of the ``n`` draws first picks a source with probability ``w_s / sum(w)`` over
     the sources that have data, then a row of that source uniformly (with replacement).
-    Sources with a weight but no data are left out and the rest renormalised, with a
-    warning.
+    Sources with a weight but no data are left out and the rest renormalised (logged).
 
     Args:
         data: the candidate rows.
@@ -214,8 +212,8 @@ def sample_mixture(data: DecisionSet, source_weights: dict[str, float], n: int, 
     """
     present = {s: np.flatnonzero(data.source == s) for s in source_weights if source_weights[s] > 0}
     missing = [s for s, rows in present.items() if len(rows) == 0]
-    if missing:
-        warnings.warn(f"source_weights names {missing} but the dataset has no such decisions; renormalising", stacklevel=2)
+    if missing:  # normal in generation 0 (no PPO data yet)
+        logger.info("source_weights names %s but the dataset has no such decisions; renormalising", missing)
     present = {s: rows for s, rows in present.items() if len(rows)}
     if not present:
         raise ValueError(f"no training data for any source with positive weight {source_weights}")

@@ -1,0 +1,110 @@
+"""distill-loop driver: run generation attempts until done, committing every attempt.
+
+    python loop.py                      # run (or resume) until loop.max_generations
+    python loop.py --max-generations 5  # override loop.max_generations for this run
+    python loop.py --force-retry        # after a fix: unblock and retry the blocked generation
+    python loop.py --skip-to-next-stage # give up on the blocked generation and go on
+
+Safe to stop at any moment (Ctrl-C, kill -9) and start again: it resumes the attempt in
+flight. A second instance on the same repo refuses to start. See ml/orchestrator.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+from ml.orchestrator import AttemptLog, Loop, LoopError, acquire_lock
+from ml.params import load_params
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="loop.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--repo", type=Path, default=Path("."), help="repository root (default: current directory)")
+    p.add_argument("--max-generations", type=int, help="stop after this many accepted generations (default: loop.max_generations)")
+    p.add_argument("--max-attempts", type=int, help="stop after running this many attempts in this invocation")
+    over = p.add_mutually_exclusive_group()
+    over.add_argument("--force-retry", action="store_true", help="unblock a blocked generation and retry it (after a fix)")
+    over.add_argument("--skip-to-next-stage", action="store_true", help="leave a blocked generation and start the next one")
+    return p.parse_args(argv)
+
+
+def apply_override(loop: Loop, args: argparse.Namespace) -> None:
+    """Record a human override in the state and commit it."""
+    state = loop.load_state()
+    if state.in_flight is not None:
+        raise LoopError(f"attempt {state.in_flight.attempt_id} is in flight; let it finish (run loop.py) before an override")
+    kind = "force-retry" if args.force_retry else "skip-to-next-stage"
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    entry = AttemptLog(attempt_id=f"{stamp}-override-{kind}", generation=state.generation, attempt=state.attempt, verdict="override", reasons=[kind])
+    if args.skip_to_next_stage:
+        state.generation, state.attempt = state.generation + 1, 1
+    state.failures = 0
+    state.status = "running"
+    state.log.append(entry)
+    loop.save_state(state)
+    loop.commit(f"override: {kind} (generation {entry.generation:03d} -> {state.generation:03d})\n\nAttempt-Id: {entry.attempt_id}\n")
+    print(f"override {kind} recorded: next is generation {state.generation} attempt {state.attempt}")
+
+
+def run(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s loop %(levelname)s %(message)s")
+    loop = Loop(args.repo)
+    lock = acquire_lock(loop.root)
+    try:
+        state = loop.load_state()
+        loop.check_tree(state)
+        if args.force_retry or args.skip_to_next_stage:
+            apply_override(loop, args)
+        ran = 0
+        while True:
+            state = loop.load_state()
+            params = load_params(loop.path("params.yaml"))
+            max_gen = args.max_generations or params.loop.max_generations
+            if state.in_flight is None and loop._uncommitted_log(state):
+                loop.commit(f"gen {state.log[-1].generation:03d} attempt {state.log[-1].attempt}: {state.log[-1].verdict}\n\nAttempt-Id: {state.log[-1].attempt_id}\n")
+            if state.in_flight is None:
+                if state.status == "blocked":
+                    print(
+                        f"BLOCKED: generation {state.generation} was rejected {state.failures} times "
+                        f"(loop.max_retries = {params.loop.max_retries}). Last reasons: {'; '.join(state.log[-1].reasons)}.\n"
+                        "Fix the cause, then run `python loop.py --force-retry`, or `python loop.py --skip-to-next-stage`."
+                    )
+                    return 3
+                if state.generation >= max_gen:
+                    print(f"done: {state.generation} generations accepted (max {max_gen}); raise loop.max_generations to go on.")
+                    return 0
+                if args.max_attempts is not None and ran >= args.max_attempts:
+                    return 0
+            started = time.perf_counter()
+            loop.ensure_data_dirs()
+            flight = loop.begin(state)
+            print(f"== attempt {flight.attempt_id}: generation {flight.generation}, attempt {flight.attempt}", flush=True)
+            loop.promote()
+            stage_wall = loop.repro()
+            entry = loop.finish(loop.load_state(), flight, time.perf_counter() - started, stage_wall)
+            ran += 1
+            f = entry.figures
+            stages = ", ".join(f"{k} {v:.0f}s" for k, v in entry.stage_wall_s.items()) or "no stage re-ran"
+            print(
+                f"== {entry.attempt_id}: {entry.verdict.upper()}  PPO win {f['win_rate']:.3f} "
+                f"[{f['win_rate_low']:.3f}, {f['win_rate_high']:.3f}] on {f['eval_games']} games, "
+                f"holdout acc {f['holdout_accuracy']:.3f}; wall {entry.wall_s:.0f}s ({stages})",
+                flush=True,
+            )
+    except LoopError as e:
+        print(f"loop.py: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted: run `python loop.py` again to resume where it stopped.", file=sys.stderr)
+        return 130
+    finally:
+        lock.release()
+
+
+if __name__ == "__main__":
+    sys.exit(run())

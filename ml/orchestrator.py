@@ -1,0 +1,397 @@
+"""The unattended driver behind ``loop.py``: one committed attempt at a time, resumable.
+
+An attempt goes through these steps; each is idempotent, so a run killed anywhere
+(Ctrl-C, ``kill -9``) and started again converges to the same commits and data:
+
+1. ``begin``: pick (generation, attempt), record it as in flight in
+   ``state/curriculum_state.json`` together with the hash of the params it will use,
+   then write the ``run`` section of ``params.yaml`` (generation, attempt, seed).
+2. ``promote``: copy the previous attempt's ``data/merged/{pool,rejected,frozen}`` to
+   ``data/{pool,rejected,frozen}`` and ``dvc add`` them (a DVC pipeline cannot feed its own
+   input; design.md "Things that bite").
+3. ``dvc repro``: DVC skips stages whose deps and params did not change and re-runs the
+   one that was interrupted.
+4. ``finish``: read the verdict in ``metrics/gate.json``, append the attempt to
+   ``state/eval_history.json`` and the state's log (keyed by attempt id, never twice),
+   move on (next generation, a retry, or ``blocked``), then ``git commit`` params,
+   ``dvc.lock``, DVC pointer files, metrics and state with an ``Attempt-Id:`` trailer.
+
+Only the paths in ``OWNED_PATHS`` may be dirty when the loop starts, and only while an
+attempt is in flight or uncommitted; ``params.yaml`` must still be what the loop wrote.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+import psutil
+from filelock import FileLock, Timeout
+from git import Repo
+from pydantic import BaseModel, Field
+from ruamel.yaml import YAML
+
+from ml.io import atomic_write_json, atomic_write_text, read_json
+from ml.params import attempt_seed, load_params
+
+logger = logging.getLogger(__name__)
+
+STATE_FILE = Path("state/curriculum_state.json")
+HISTORY_FILE = Path("state/eval_history.json")
+LOCK_FILE = Path(".dvc/tmp/loop.lock")
+PROMOTED = ("pool", "rejected", "frozen")
+OWNED_PATHS = ("params.yaml", "dvc.lock", "metrics/", "state/", "data/")
+"""Paths the loop writes; any other change in the work tree makes it refuse to start."""
+DVC_ENV = {"DVC_NO_ANALYTICS": "1"}
+"""Environment of every DVC call (update checks are off in .dvc/config: core.check_update)."""
+DVC = (sys.executable, "-m", "dvc")
+"""DVC of this interpreter's environment (works without an activated venv)."""
+
+
+class LoopError(RuntimeError):
+    """The loop cannot go on; the message says why and what to do."""
+
+
+class AttemptLog(BaseModel):
+    """One finished attempt (or override) in the state's log."""
+
+    attempt_id: str
+    generation: int
+    attempt: int
+    verdict: Literal["accepted", "rejected", "override"]
+    figures: dict = Field(default_factory=dict)
+    reasons: list[str] = Field(default_factory=list)
+    wall_s: float | None = None
+    stage_wall_s: dict[str, float] = Field(default_factory=dict)
+
+
+class InFlight(BaseModel):
+    """The attempt being run: its id and the sha256 of the params.yaml it runs with."""
+
+    attempt_id: str
+    generation: int
+    attempt: int
+    params_sha256: str
+    started_at: str
+
+
+class LoopState(BaseModel):
+    """``state/curriculum_state.json``.
+
+    Attributes:
+        status: ``idle`` (fresh), ``running``, ``blocked`` (waits for a human override),
+            ``done`` (``loop.max_generations`` reached).
+        generation: the generation being worked on (accepted generations so far).
+        attempt: the next attempt number in this generation (1-based).
+        failures: rejected attempts of this generation since the last override.
+        in_flight: the attempt being run, if any.
+        log: every finished attempt and override, oldest first.
+    """
+
+    schema_version: int = 1
+    status: Literal["idle", "running", "blocked", "done"] = "idle"
+    generation: int = 0
+    attempt: int = 1
+    failures: int = 0
+    in_flight: InFlight | None = None
+    log: list[AttemptLog] = Field(default_factory=list)
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class Loop:
+    """Drives attempts in the repository ``root`` (the current directory by default)."""
+
+    def __init__(self, root: Path, echo=print) -> None:
+        self.root = root.resolve()
+        self.echo = echo
+        self.repo = Repo(self.root)
+        bindir = str(Path(sys.executable).parent)
+        # Stage commands say `python`: put this interpreter's folder first so they run in
+        # the same environment as loop.py, activated or not.
+        self.env = {**os.environ, **DVC_ENV, "PATH": bindir + os.pathsep + os.environ.get("PATH", "")}
+        if not self._git_identity():
+            self.env.update(GIT_AUTHOR_NAME="distill-loop", GIT_AUTHOR_EMAIL="distill-loop@localhost",
+                            GIT_COMMITTER_NAME="distill-loop", GIT_COMMITTER_EMAIL="distill-loop@localhost")  # fmt: skip
+        self.repo.git.update_environment(**{k: v for k, v in self.env.items() if k.startswith(("GIT_", "DVC_", "PATH"))})
+
+    def _git_identity(self) -> bool:
+        try:
+            return bool(self.repo.git.config("user.email"))
+        except Exception:
+            return False
+
+    # ------------------------------------------------------------------ plumbing
+    def path(self, rel: Path | str) -> Path:
+        return self.root / rel
+
+    def load_state(self) -> LoopState:
+        p = self.path(STATE_FILE)
+        return LoopState.model_validate(read_json(p)) if p.exists() else LoopState()
+
+    def save_state(self, state: LoopState) -> None:
+        atomic_write_json(self.path(STATE_FILE), state.model_dump(mode="json"))
+
+    def load_history(self) -> list[dict]:
+        p = self.path(HISTORY_FILE)
+        return list(read_json(p)) if p.exists() else []
+
+    def run(self, cmd: list[str], stream: bool = False) -> str:
+        """Run a command in the repo; stream its output when asked. Raises LoopError on failure."""
+        logger.debug("run %s", cmd)
+        if not stream:
+            proc = subprocess.run(cmd, cwd=self.root, env=self.env, capture_output=True, text=True)
+            if proc.returncode:
+                raise LoopError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+            return proc.stdout
+        return self._run_streaming(cmd)
+
+    def _run_streaming(self, cmd: list[str]) -> str:
+        proc = subprocess.Popen(cmd, cwd=self.root, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+        lines = []
+        assert proc.stdout is not None, "Popen with stdout=PIPE has a stdout"
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            lines.append((time.perf_counter(), line))
+        if proc.wait():
+            tail = "".join(line for _, line in lines[-40:])
+            raise LoopError(f"{' '.join(cmd)} failed ({proc.returncode}); the attempt stays in flight, run loop.py again to resume.\n{tail}")
+        self._stage_times = _stage_times(lines)
+        return "".join(line for _, line in lines)
+
+    def git(self, *args: str) -> str:
+        """A git command, retried briefly while another process holds ``index.lock``."""
+        for delay in (0.2, 0.5, 1.0, 2.0, 0.0):
+            try:
+                return self.repo.git.execute(["git", *args])
+            except Exception as e:
+                if "index.lock" not in str(e) or not delay:
+                    raise
+                time.sleep(delay)
+        raise AssertionError("unreachable: the last try re-raises")
+
+    def dirty_paths(self) -> list[str]:
+        out = self.git("status", "--porcelain", "--untracked-files=all")
+        return [line[3:].strip('"') for line in out.splitlines() if line.strip()]
+
+    def head_attempt_ids(self, limit: int = 200) -> set[str]:
+        """Attempt ids named by ``Attempt-Id:`` trailers in the last ``limit`` commits."""
+        try:
+            out = self.git("log", f"-{limit}", "--format=%(trailers:key=Attempt-Id,valueonly)")
+        except Exception:
+            return set()  # no commits yet
+        return {line.strip() for line in out.splitlines() if line.strip()}
+
+    # ------------------------------------------------------------------ checks
+    def clear_stale_dvc_locks(self) -> None:
+        """Remove ``.dvc/tmp/lock`` and ``rwlock`` left by a killed DVC, when no DVC process runs here."""
+        for proc in psutil.process_iter(["cmdline", "cwd"]):
+            try:
+                cmd = " ".join(proc.info["cmdline"] or [])
+                if "dvc" in cmd and proc.info["cwd"] == str(self.root) and proc.pid != os.getpid():
+                    return
+            except (psutil.Error, TypeError):
+                continue
+        for name in ("lock", "rwlock"):
+            p = self.path(".dvc/tmp") / name
+            if p.exists():
+                logger.info("removing stale %s", p)
+                p.unlink()
+
+    def check_tree(self, state: LoopState) -> None:
+        """Refuse a work tree with changes the loop did not make (see module docstring)."""
+        dirty = self.dirty_paths()
+        foreign = [p for p in dirty if not p.startswith(OWNED_PATHS)]
+        ours_pending = state.in_flight is not None or self._uncommitted_log(state)
+        if foreign or (dirty and not ours_pending):
+            listed = "\n  ".join(foreign or dirty)
+            raise LoopError(
+                "the work tree has changes the loop did not make:\n  "
+                f"{listed}\ncommit or revert them first (the loop commits every attempt and must not sweep your edits into it)."
+            )
+        if state.in_flight is not None:
+            params = self.path("params.yaml")
+            head = self.git("show", "HEAD:params.yaml") if self.repo.head.is_valid() else ""
+            current = params.read_text(encoding="utf-8")
+            if sha256_file(params) != state.in_flight.params_sha256 and current != head:
+                raise LoopError(
+                    f"params.yaml was edited while attempt {state.in_flight.attempt_id} was in flight; "
+                    "revert it (git checkout params.yaml) so the attempt can resume, then commit your change after it."
+                )
+
+    def _uncommitted_log(self, state: LoopState) -> bool:
+        return bool(state.log) and state.log[-1].attempt_id not in self.head_attempt_ids()
+
+    # ------------------------------------------------------------------ attempt steps
+    def ensure_data_dirs(self) -> None:
+        """Create and ``dvc add`` empty ``data/{pool,rejected,frozen}`` on a fresh clone."""
+        missing = [name for name in PROMOTED if not self.path(f"data/{name}.dvc").exists()]
+        for name in missing:
+            self.path(f"data/{name}").mkdir(parents=True, exist_ok=True)
+        if missing:
+            self.run([*DVC, "add", "--quiet", *(f"data/{n}" for n in missing)])
+
+    def begin(self, state: LoopState) -> InFlight:
+        """Start (or resume) the in-flight attempt; writes state first, then params.yaml."""
+        if state.in_flight is None:
+            stamp = datetime.now().strftime("%Y%m%d-%H%M")
+            attempt_id = f"{stamp}-gen{state.generation:03d}-a{state.attempt}"
+            text = self._params_text(state.generation, state.attempt)
+            state.in_flight = InFlight(
+                attempt_id=attempt_id, generation=state.generation, attempt=state.attempt,
+                params_sha256=hashlib.sha256(text.encode()).hexdigest(), started_at=datetime.now().isoformat(timespec="seconds"),
+            )  # fmt: skip
+            state.status = "running"
+            self.save_state(state)
+        flight = state.in_flight
+        params = self.path("params.yaml")
+        if sha256_file(params) != flight.params_sha256:
+            atomic_write_text(params, self._params_text(flight.generation, flight.attempt))
+        return flight
+
+    def _params_text(self, generation: int, attempt: int) -> str:
+        """params.yaml with the ``run`` section set for (generation, attempt), comments kept."""
+        yaml = YAML()
+        yaml.preserve_quotes = True
+        data = yaml.load(self.path("params.yaml").read_text(encoding="utf-8"))
+        base_seed = int(data.get("base", {}).get("seed", 0))
+        data["run"] = {"generation": generation, "attempt": attempt, "seed": attempt_seed(base_seed, generation, attempt)}
+        from io import StringIO
+
+        buf = StringIO()
+        yaml.dump(data, buf)
+        return buf.getvalue()
+
+    def promote(self) -> None:
+        """Make the last merge's outputs the inputs of the next attempt (idempotent)."""
+        merged = self.path("data/merged")
+        if not merged.is_dir():
+            return
+        changed = []
+        for name in PROMOTED:
+            src, dst = merged / name, self.path(f"data/{name}")
+            want = {f.name: f for f in src.iterdir()} if src.is_dir() else {}
+            have = {f.name: f for f in dst.iterdir()} if dst.is_dir() else {}
+            if want.keys() == have.keys() and all(sha256_file(want[k]) == sha256_file(have[k]) for k in want):
+                continue
+            tmp = dst.with_name(dst.name + ".tmp")
+            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.copytree(src, tmp)
+            shutil.rmtree(dst, ignore_errors=True)
+            tmp.rename(dst)
+            changed.append(f"data/{name}")
+        if changed:
+            self.run([*DVC, "add", "--quiet", *changed])
+
+    def repro(self) -> dict[str, float]:
+        """``dvc repro``; returns wall seconds per stage that actually ran."""
+        self.clear_stale_dvc_locks()
+        self._stage_times = {}
+        self.run([*DVC, "repro"], stream=True)
+        return dict(self._stage_times)
+
+    def finish(self, state: LoopState, flight: InFlight, wall_s: float, stage_wall_s: dict[str, float]) -> AttemptLog:
+        """Record the attempt's verdict, advance the state and commit (idempotent)."""
+        params = load_params(self.path("params.yaml"))
+        gate = read_json(self.path("metrics/gate.json"))
+        accepted = bool(gate["gate/accepted"])
+        entry = AttemptLog(
+            attempt_id=flight.attempt_id, generation=flight.generation, attempt=flight.attempt,
+            verdict="accepted" if accepted else "rejected", figures=self._figures(gate),
+            reasons=list(gate.get("gate/reasons", [])), wall_s=round(wall_s, 1), stage_wall_s=stage_wall_s,
+        )  # fmt: skip
+        history = self.load_history()
+        if not any(h.get("attempt_id") == flight.attempt_id for h in history):
+            history.append({**entry.model_dump(mode="json"), "metrics": self._all_metrics()})
+            atomic_write_json(self.path(HISTORY_FILE), history)
+        if not any(e.attempt_id == flight.attempt_id for e in state.log):
+            state.log.append(entry)
+            if accepted:
+                state.generation, state.attempt, state.failures = flight.generation + 1, 1, 0
+            else:
+                state.attempt, state.failures = flight.attempt + 1, state.failures + 1
+            state.status = self._status_after(state, params.loop.max_generations, params.loop.max_retries)
+        state.in_flight = None
+        self.save_state(state)
+        self.commit(_commit_message(entry))
+        return entry
+
+    @staticmethod
+    def _status_after(state: LoopState, max_generations: int, max_retries: int) -> str:
+        if state.generation >= max_generations:
+            return "done"
+        if state.failures > max_retries:
+            return "blocked"
+        return "running"
+
+    def _figures(self, gate: dict) -> dict:
+        train = read_json(self.path("metrics/train.json"))
+        selfplay = read_json(self.path("metrics/selfplay.json"))
+        return {
+            "win_rate": gate["gate/win_rate"],
+            "win_rate_low": gate["gate/win_rate_low"],
+            "win_rate_high": gate["gate/win_rate_high"],
+            "eval_games": gate["gate/eval_games"],
+            "holdout_accuracy": gate["gate/holdout_accuracy_current"],
+            "holdout_accuracy_drop": gate["gate/holdout_accuracy_drop"],
+            "selfplay_train_win_rate": selfplay.get("selfplay/train_win_rate"),
+            "sampled_share": train.get("train/sampled_share"),
+        }
+
+    def _all_metrics(self) -> dict:
+        out = {}
+        for p in sorted(self.path("metrics").glob("*.json")):
+            out[p.stem] = read_json(p)
+        return out
+
+    def commit(self, message: str) -> None:
+        """Stage the loop's paths and commit, unless this attempt's commit already exists."""
+        attempt_id = message.rsplit("Attempt-Id: ", 1)[-1].strip()
+        if attempt_id in self.head_attempt_ids():
+            return
+        self.git("add", "-A", "--", *(p for p in OWNED_PATHS if self.path(p).exists()))
+        self.git("commit", "--quiet", "--no-verify", "-m", message)
+
+
+def _stage_times(lines: list[tuple[float, str]]) -> dict[str, float]:
+    """Wall seconds per stage from ``dvc repro`` output ("Running stage 'x':" marks a start)."""
+    marks = [(t, line.split("'")[1]) for t, line in lines if line.startswith("Running stage '")]
+    end = lines[-1][0] if lines else 0.0
+    return {name: round((marks[i + 1][0] if i + 1 < len(marks) else end) - t, 1) for i, (t, name) in enumerate(marks)}
+
+
+def _commit_message(entry: AttemptLog) -> str:
+    f = entry.figures
+    head = (
+        f"gen {entry.generation:03d} attempt {entry.attempt}: {entry.verdict} | "
+        f"PPO win {f.get('win_rate', float('nan')):.3f} [{f.get('win_rate_low', float('nan')):.3f}, {f.get('win_rate_high', float('nan')):.3f}] "
+        f"| holdout acc {f.get('holdout_accuracy', float('nan')):.3f} (drop {f.get('holdout_accuracy_drop', float('nan')):+.4f})"
+    )
+    body = "\n".join(f"- {r}" for r in entry.reasons)
+    return f"{head}\n\n{body}\n\nAttempt-Id: {entry.attempt_id}\n" if body else f"{head}\n\nAttempt-Id: {entry.attempt_id}\n"
+
+
+def acquire_lock(root: Path) -> FileLock:
+    """The one-instance lock (``.dvc/tmp/loop.lock``, released by the OS if the process dies).
+
+    Raises:
+        LoopError: when another loop.py holds it.
+    """
+    path = root / LOCK_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout as e:
+        raise LoopError(f"another loop.py is already running in {root} (lock {path} is held)") from e
+    return lock

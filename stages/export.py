@@ -1,0 +1,43 @@
+"""DVC stage `export`: the PPO agent's decisions from games it won, as one PPO batch.
+
+Writes ``<out>/ml-decisions-ppo-<gen>-<attempt>.jsonl`` (Forge format plus the PPO
+extension) and ``metrics/export.json``. Any older batch in ``<out>`` is removed first, so
+the folder always holds exactly this attempt's candidate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ml.cli import stage_setup, write_metrics
+from ml.encoding import RecordEncoder
+from ml.export import export_batch
+from ml.policy import load_policy
+
+
+def _args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", type=Path, required=True, help="PPO checkpoint")
+    p.add_argument("--out", type=Path, required=True, help="folder for the candidate batch")
+    p.add_argument("--metrics", type=Path, required=True, help="metrics JSON to write")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, params = stage_setup("export", __doc__, argv, _args)
+    net, _ = load_policy(args.model)
+    args.out.mkdir(parents=True, exist_ok=True)
+    for old in args.out.glob("ml-decisions-*.jsonl"):
+        old.unlink()
+    metrics = export_batch(
+        net, args.out, batch_id=params.run.batch_id, model_version=params.run.model_version,
+        generation=params.run.generation, games=params.export.games, only_wins=params.export.only_wins,
+        pod_size=params.game.pod_size, max_turns=params.game.max_turns, num_envs=params.selfplay.num_envs,
+        seed=params.stage_seed("export"), encoder=RecordEncoder(), progress=args.progress,
+    )  # fmt: skip
+    write_metrics(args.metrics, metrics, args, "export")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""DVC stage `selfplay`: PPO self-play started from the student.
+
+Opponents are drawn per seat from the pool (heuristic teacher, frozen policies of earlier
+accepted generations found in ``--frozen``, the current policy). Writes the PPO agent's
+checkpoint and ``metrics/selfplay.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ml.cli import stage_setup, write_metrics
+from ml.encoding import RecordEncoder
+from ml.policy import load_policy, save_policy
+from ml.ppo import PPOConfig, train_ppo
+
+
+def _args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--student", type=Path, required=True, help="student checkpoint to start from")
+    p.add_argument("--frozen", type=Path, required=True, help="folder of frozen earlier-generation checkpoints (*.pt)")
+    p.add_argument("--out", type=Path, required=True, help="PPO checkpoint to write")
+    p.add_argument("--metrics", type=Path, required=True, help="metrics JSON to write")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, params = stage_setup("selfplay", __doc__, argv, _args)
+    student, _ = load_policy(args.student)
+    frozen = {f"frozen:{p.stem}": load_policy(p)[0] for p in sorted(args.frozen.glob("*.pt"))} if args.frozen.is_dir() else {}
+    cfg = PPOConfig(**params.selfplay.model_dump())
+    net, metrics = train_ppo(
+        student, frozen, cfg, pod_size=params.game.pod_size, max_turns=params.game.max_turns,
+        seed=params.stage_seed("selfplay"), encoder=RecordEncoder(), progress=args.progress,
+    )  # fmt: skip
+    metrics["selfplay/frozen_opponents"] = sorted(frozen)
+    save_policy(net, args.out, {"role": "ppo", "generation": params.run.generation, "model_version": params.run.model_version})
+    write_metrics(args.metrics, metrics, args, "selfplay")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

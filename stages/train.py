@@ -1,0 +1,50 @@
+"""DVC stage `train`: the supervised student, by imitation of teacher and accepted PPO data.
+
+Reads the teacher batches and the pool of accepted PPO batches, holds out a fixed share of
+teacher games, trains on the source mixture and writes the student checkpoint and
+``metrics/train.json`` (holdout accuracy, realised source shares of the training set).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ml.cli import stage_setup, write_metrics
+from ml.dataset import DecisionSet, load_ppo, load_teacher
+from ml.encoding import RecordEncoder
+from ml.params import Params
+from ml.policy import save_policy
+from ml.supervised import StudentConfig, train_student
+
+
+def _args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--teacher", type=Path, required=True, help="folder of teacher batches")
+    p.add_argument("--pool", type=Path, required=True, help="folder of accepted PPO batches")
+    p.add_argument("--out", type=Path, required=True, help="student checkpoint to write")
+    p.add_argument("--metrics", type=Path, required=True, help="metrics JSON to write")
+
+
+def build_and_train(params: Params, teacher: Path, pools: list[Path], progress: bool):
+    """Load data, train a student with the generation's training seed. Returns (net, metrics, holdout)."""
+    encoder = RecordEncoder()
+    train, holdout, stats = load_teacher([teacher], params.train.holdout_fraction, encoder)
+    ppo, ppo_stats = load_ppo(pools, encoder, params.train.min_reward_threshold)
+    cfg = StudentConfig(**params.train.model_dump(include=set(StudentConfig.__dataclass_fields__)))
+    net, metrics = train_student(DecisionSet.concat([train, ppo]), holdout, cfg, params.stage_seed("train"), progress)
+    metrics.update({f"train/{k}": v for k, v in {**stats, **ppo_stats}.items()})
+    metrics["train/available_decisions"] = {"sim": len(train), "ppo": len(ppo)}
+    return net, metrics, holdout
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, params = stage_setup("train", __doc__, argv, _args)
+    net, metrics, _ = build_and_train(params, args.teacher, [args.pool], args.progress)
+    save_policy(net, args.out, {"role": "student", "generation": params.run.generation, "model_version": f"student-gen-{params.run.generation:03d}"})
+    write_metrics(args.metrics, metrics, args, "train")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

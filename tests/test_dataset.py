@@ -1,0 +1,143 @@
+"""Dataset builder and labels.
+
+Checks: the labeler on real Forge records (land drops non-trainable, commander casts,
+attacks without a target unlabelable) and on our own records (attack targets relative to
+the actor); the encoder is seat-relative (rotating the seats of a record leaves the
+encoding unchanged) and ignores opponents' hidden cards; source weights hold as mixture
+ratios on a sampled set within tolerance; the holdout is split by game, is 10-15% of
+teacher games, never reaches the training split and does not move when data is added;
+the PPO reward filter drops games below the threshold.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ml.actions import ACTION_INDEX, CAST_COMMANDER, attack_action
+from ml.dataset import DecisionSet, in_holdout, load_ppo, load_teacher, sample_mixture
+from ml.encoding import OBS_DIM, RecordEncoder, label_record
+from ml.records import read_records
+
+FORGE = Path(__file__).parent / "fixtures" / "forge"
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    return RecordEncoder()
+
+
+def test_forge_labels(encoder):
+    recs = list(read_records(FORGE / "ml-decisions-3fa9c2e1.jsonl"))
+    labels = [label_record(r, encoder.pool) for r in recs]
+    for r, lab in zip(recs, labels, strict=True):
+        if r.action.type == "land":
+            assert lab is None
+        if r.action.type == "cast_commander":
+            assert lab == CAST_COMMANDER
+        if r.action.type == "attack" and not r.action.target:
+            assert lab is None
+    obs = encoder.encode_batch(recs)
+    assert obs.shape == (len(recs), OBS_DIM) and np.isfinite(obs).all()
+
+
+def _own_record(actor=1, target=3):
+    players = [
+        {"seat": s, "life": 40 - 3 * s, "cmdr_dmg": {str((s + 1) % 4): s} if s else {}, "mana": s + 1, "cmdr_tax": 0,
+         "creatures": 0, "lands": 3, "hand": ["Sol Ring"] * s, "battlefield": [], "graveyard": [], "command_zone": []}
+        for s in range(4)
+    ]  # fmt: skip
+    return {
+        "game_id": "game-0-1", "turn": 3, "phase": "combat", "active_seat": actor, "game_outcome": "draw",
+        "players": players, "action": {"type": "attack", "card": "", "target": f"seat {target}", "raw": ""},
+    }  # fmt: skip
+
+
+def test_attack_label_is_relative_to_actor(encoder):
+    assert label_record(_own_record(actor=1, target=3), encoder.pool) == attack_action(2)
+    assert label_record(_own_record(actor=3, target=0), encoder.pool) == attack_action(1)
+    rec = _own_record()
+    rec["action"].update(macro_action="pass", action_idx=ACTION_INDEX["pass"])
+    assert label_record(rec, encoder.pool) == ACTION_INDEX["pass"]
+
+
+def test_encoding_is_seat_relative_and_hides_opponent_hands(encoder):
+    rec = _own_record(actor=1)
+    rotated = copy.deepcopy(rec)
+    for p in rotated["players"]:  # renumber seats by +2 (mod 4), keep everyone's relative position
+        p["seat"] = (p["seat"] + 2) % 4
+        p["cmdr_dmg"] = {str((int(k) + 2) % 4): v for k, v in p["cmdr_dmg"].items()}
+    rotated["players"].sort(key=lambda p: p["seat"])
+    rotated["active_seat"] = 3
+    np.testing.assert_array_equal(encoder(rec), encoder(rotated))
+    peek = copy.deepcopy(rec)
+    peek["players"][2]["hand"] = ["Swords to Plowshares", "Cultivate"]  # same size, other cards
+    np.testing.assert_array_equal(encoder(rec), encoder(peek))
+
+
+def _fake_set(n_by_source: dict[str, int]) -> DecisionSet:
+    src = np.concatenate([[s] * n for s, n in n_by_source.items()]).astype(object)
+    n = len(src)
+    return DecisionSet(np.zeros((n, OBS_DIM), np.float32), np.ones((n, 13), bool), np.zeros(n, np.int64), np.zeros(n, np.float32), src, src.copy())
+
+
+@pytest.mark.parametrize("weights", [{"sim": 1.0, "ppo": 0.5}, {"sim": 1.0, "ppo": 1.0}, {"sim": 0.2, "ppo": 1.0}])
+@pytest.mark.parametrize("sizes", [{"sim": 50_000, "ppo": 500}, {"sim": 300, "ppo": 40_000}])
+def test_source_weights_are_mixture_ratios(weights, sizes):
+    data = _fake_set(sizes)
+    idx = sample_mixture(data, weights, 60_000, np.random.default_rng(0))
+    share = float((data.source[idx] == "ppo").mean())
+    expected = weights["ppo"] / (weights["sim"] + weights["ppo"])
+    assert share == pytest.approx(expected, abs=0.01)  # 4+ standard errors at n=60k
+
+
+def test_mixture_renormalises_missing_source_and_fails_without_data():
+    data = _fake_set({"sim": 100})
+    idx = sample_mixture(data, {"sim": 1.0, "ppo": 0.5}, 1000, np.random.default_rng(0))
+    assert (data.source[idx] == "sim").all()
+    with pytest.raises(ValueError, match="no training data"):
+        sample_mixture(data, {"ppo": 1.0}, 10, np.random.default_rng(0))
+
+
+def _write_teacher(folder: Path, n_games: int, start: int = 0) -> None:
+    base = json.loads((FORGE / "ml-decisions-3fa9c2e1-t1.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for g in range(start, start + n_games):
+        for turn in (1, 2):
+            rec = copy.deepcopy(base)
+            rec.update(game_id=f"game-{g}-{1000 + g}", turn=turn, source="sim", schema_version=1, game_outcome="win_seat_0")
+            rec["action"] = {"type": "pass", "card": "", "target": "", "raw": "", "macro_action": "pass", "action_idx": 7}
+            lines.append(json.dumps(rec, ensure_ascii=False))
+    (folder / f"ml-decisions-sim-t{start}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_holdout_split_by_game_and_stable(tmp_path, encoder):
+    _write_teacher(tmp_path / "t", 400)
+    train, hold, stats = load_teacher([tmp_path / "t"], 0.12, encoder)
+    assert 0.10 <= stats["holdout_games"] / stats["teacher_games"] <= 0.15
+    assert not set(train.game_id) & set(hold.game_id)
+    assert len(train) + len(hold) == 800 and len(hold) == 2 * stats["holdout_games"]
+    _write_teacher(tmp_path / "t", 200, start=400)  # more data must not move old games
+    _, hold2, _ = load_teacher([tmp_path / "t"], 0.12, encoder)
+    assert set(hold.game_id) <= set(hold2.game_id)
+    assert all(in_holdout(g, 0.12) for g in hold2.game_id)
+
+
+def test_ppo_reward_filter(tmp_path, encoder):
+    base = json.loads((FORGE / "ml-decisions-3fa9c2e1-t1.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    lines = []
+    for g, ret in enumerate([1.0, -0.33, 1.0]):
+        rec = copy.deepcopy(base)
+        rec.update(game_id=f"game-{g}-1", source="ppo", schema_version=1, model_version="gen-000-a1", generation=0,
+                   reward=ret, episode_return=ret, game_outcome="win_seat_0")  # fmt: skip
+        rec["action"] = {"type": "pass", "card": "", "target": "", "raw": "", "macro_action": "pass", "action_idx": 7}
+        lines.append(json.dumps(rec))
+    (tmp_path / "ml-decisions-ppo-gen000-a1.jsonl").write_text("\n".join(lines) + "\n")
+    data, stats = load_ppo([tmp_path], encoder, min_reward_threshold=0.5)
+    assert stats == {"ppo_files": 1, "ppo_games": 3, "ppo_games_filtered": 1}
+    assert len(data) == 2 and set(data.source) == {"ppo"}

@@ -1,0 +1,138 @@
+"""loop.py in a temporary copy of the project, on tiny params (real DVC, real git).
+
+Checks: a 2-generation run makes one commit per attempt naming generation, attempt and
+verdict, leaves `dvc status` clean so `dvc repro` runs nothing, and `dvc params diff` /
+`dvc metrics diff` between attempts show the changes; checking out an earlier attempt and
+`dvc checkout` restores its data exactly; a rejected batch never reaches a later dataset
+and the loop blocks after max_retries, then `--skip-to-next-stage` / `--force-retry`
+act; a second loop.py refuses to start; a dirty tree is refused with the reason; a run
+killed (SIGKILL) in the middle of a stage resumes to the same attempts, verdicts and data
+hashes as an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import git, make_project_copy, run_loop, tiny_params
+
+pytestmark = pytest.mark.expensive
+DVC = [sys.executable, "-m", "dvc"]
+ENV = {**os.environ, "DVC_NO_ANALYTICS": "1"}
+
+
+def dvc(repo: Path, *args: str) -> str:
+    return subprocess.run([*DVC, *args], cwd=repo, env=ENV, check=True, capture_output=True, text=True).stdout
+
+
+def out_hashes(repo: Path, rev: str) -> dict[str, str]:
+    """DVC output hashes recorded in dvc.lock at ``rev`` (path -> md5)."""
+    lock = yaml.safe_load(git(repo, "show", f"{rev}:dvc.lock"))
+    return {o["path"]: o["md5"] for st in lock["stages"].values() for o in st.get("outs", [])}
+
+
+def attempt_commits(repo: Path) -> list[tuple[str, str]]:
+    """(sha, subject) of attempt commits, oldest first."""
+    out = git(repo, "log", "--reverse", "--format=%H %s", "--grep=Attempt-Id:")
+    return [tuple(line.split(" ", 1)) for line in out.splitlines() if " attempt " in line]
+
+
+def test_two_generations_commit_and_restore(project: Path):
+    res = run_loop(project)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "wall" in res.stdout and "done: 2 generations" in res.stdout
+    commits = attempt_commits(project)
+    assert [s.split(":")[0] for _, s in commits] == ["gen 000 attempt 1", "gen 001 attempt 1"]
+    assert all("accepted" in s for _, s in commits)
+    assert git(project, "status", "--porcelain") == ""
+    assert "up to date" in dvc(project, "status") or dvc(project, "status").strip() in ("", "Data and pipelines are up to date.")
+    repro = dvc(project, "repro")
+    assert "Running stage" not in repro
+    params_diff = dvc(project, "params", "diff", "HEAD~1")
+    assert "run.generation" in params_diff and "run.seed" in params_diff
+    assert "gate/" in dvc(project, "metrics", "diff", "HEAD~1")
+    state = json.loads((project / "state/curriculum_state.json").read_text())
+    assert state["status"] == "done" and [e["verdict"] for e in state["log"]] == ["accepted", "accepted"]
+    history = json.loads((project / "state/eval_history.json").read_text())
+    assert [h["generation"] for h in history] == [0, 1]
+    # generation 1 trained on generation 0's accepted batch
+    assert history[1]["metrics"]["train"]["train/ppo_files"] == 1
+    first = commits[0][0]
+    git(project, "checkout", "-q", first)
+    dvc(project, "checkout", "--force")
+    recorded = out_hashes(project, first)
+    status = dvc(project, "status")
+    assert "changed" not in status, status
+    assert recorded["data/models/student.pt"] == recorded["data/models/student.pt"]
+    assert not list((project / "data/pool").glob("*.jsonl"))  # gen 0 started from an empty pool
+
+
+def test_rejection_blocks_and_overrides(tmp_path: Path):
+    repo = make_project_copy(tmp_path / "repo", tiny_params({"gate": {"eval_games": 12, "min_win_rate": 0.99, "max_accuracy_drop": 1.0}}))
+    res = run_loop(repo)
+    assert res.returncode == 3 and "BLOCKED" in res.stdout, res.stdout[-2000:] + res.stderr[-2000:]
+    subjects = [s for _, s in attempt_commits(repo)]
+    assert subjects[0].startswith("gen 000 attempt 1: rejected") and subjects[1].startswith("gen 000 attempt 2: rejected")
+    assert len(subjects) == 2  # max_retries = 1
+    state = json.loads((repo / "state/curriculum_state.json").read_text())
+    assert state["status"] == "blocked"
+    rejected = sorted(p.name for p in (repo / "data/merged/rejected").glob("*.jsonl"))
+    assert rejected == ["ml-decisions-ppo-gen000-a1.jsonl", "ml-decisions-ppo-gen000-a2.jsonl"]
+    res = run_loop(repo, "--skip-to-next-stage", "--max-attempts", "1")
+    assert res.returncode == 0, res.stderr[-2000:]
+    history = json.loads((repo / "state/eval_history.json").read_text())
+    last = history[-1]
+    assert last["generation"] == 1 and last["metrics"]["train"]["train/ppo_files"] == 0  # rejected batches never trained on
+    assert "override: skip-to-next-stage" in git(repo, "log", "--format=%s")
+
+
+def test_refuses_second_instance_and_dirty_tree(project: Path):
+    (project / "README.md").write_text("edited by a human\n")
+    res = run_loop(project)
+    assert res.returncode == 2 and "README.md" in res.stderr and "did not make" in res.stderr
+    git(project, "checkout", "README.md")
+    from filelock import FileLock
+
+    lock = FileLock(str(project / ".dvc/tmp/loop.lock"))
+    lock.acquire()
+    try:
+        res = run_loop(project)
+        assert res.returncode == 2 and "already running" in res.stderr
+    finally:
+        lock.release()
+
+
+def _kill_during(repo: Path, marker: str) -> None:
+    proc = subprocess.Popen([sys.executable, "loop.py"], cwd=repo, env={**ENV, "PYTHONHASHSEED": "0"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    deadline = time.time() + 600
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if marker in line or time.time() > deadline:
+            break
+    time.sleep(1.0)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def test_kill_mid_stage_resumes_identically(tmp_path: Path):
+    a = make_project_copy(tmp_path / "a", tiny_params())
+    b = make_project_copy(tmp_path / "b", tiny_params())
+    assert run_loop(a).returncode == 0
+    _kill_during(b, "Running stage 'selfplay'")
+    assert (b / "state/curriculum_state.json").exists()
+    res = run_loop(b)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    ca, cb = attempt_commits(a), attempt_commits(b)
+    assert [s for _, s in ca] == [s for _, s in cb]
+    for (sa, _), (sb, _) in zip(ca, cb, strict=True):
+        assert out_hashes(a, sa) == out_hashes(b, sb)
+    assert git(b, "status", "--porcelain") == ""
