@@ -49,6 +49,7 @@ def blank(pod_size: int = 2, seed: int = 0) -> GameState:
         p.life, p.mana, p.mana_sources, p.commander_casts = 40, 0, 0, 0
         p.cmdr_dmg = [0] * pod_size
         p.holding_mana = p.eliminated = False
+        p.last_attacker = -1
         p.library = [POOL["Plains"]] * 20
     st.done, st.winner, st.turn = False, None, 5
     set_phase(st, 0, "main_1")
@@ -125,6 +126,25 @@ def test_removal_on_commander_returns_it() -> None:
     apply_action(st, CAST_REMOVAL)
     assert [c.name for c in p1.command_zone] == [p1.commander_name]
     assert [c.card.name for c in p1.creatures] == ["Goblin Guide"]
+
+
+def test_removal_targets_last_attacker_first() -> None:
+    st = blank(pod_size=4)
+    p0, p1, p2, _ = st.players
+    p1.creatures = [perm("Kenrith, the Returned King")]
+    p2.creatures = [perm("Goblin Guide")]
+    p0.hand, p0.mana = [POOL["Murder"], POOL["Murder"]], 6
+    set_phase(st, 0, "main_1")
+    assert describe_action(st, CAST_REMOVAL)["target"] == "seat 1"  # nobody attacked: biggest threat
+    attack(st, 2, 2)  # seat 2 attacks seat 0
+    assert p0.last_attacker == 2
+    p0.mana = 6
+    set_phase(st, 0, "main_1")
+    assert describe_action(st, CAST_REMOVAL)["target"] == "seat 2"
+    apply_action(st, CAST_REMOVAL)
+    assert not p2.creatures and len(p1.creatures) == 1
+    set_phase(st, 0, "main_1")
+    assert describe_action(st, CAST_REMOVAL)["target"] == "seat 1"  # seat 2 has no creature left
 
 
 # ---------------------------------------------------------------- elimination
@@ -301,7 +321,7 @@ def test_haste_and_summoning_sickness() -> None:
 
 
 def test_heuristic_beats_randoms() -> None:
-    games, wins = 200, 0
+    games, wins = 400, 0
     for g in range(games):
         st = new_game(20_000 + g, game_index=g)
         seat = g % 4
@@ -310,11 +330,15 @@ def test_heuristic_beats_randoms() -> None:
             apply_action(st, players[st.current_seat].act(st))
         wins += st.winner == seat
     rate = wins / games
-    half = 1.96 * math.sqrt(rate * (1 - rate) / games)
-    print(f"heuristic vs 3 random: {rate:.3f} +- {half:.3f} (95%, {games} pods; chance = 0.25)")
-    # Target from the brief: >= 0.60, not reached (measured 0.43-0.51 on different seed sets);
-    # asserted: above chance (0.25) by more than 3 standard errors (0.031 each at 200 pods).
-    assert rate >= 0.35
+    z = 1.96
+    centre = (rate + z * z / (2 * games)) / (1 + z * z / games)
+    half = z * math.sqrt(rate * (1 - rate) / games + z * z / (4 * games * games)) / (1 + z * z / games)
+    print(
+        f"heuristic vs 3 random: {rate:.3f}, 95% Wilson [{centre - half:.3f}, {centre + half:.3f}] ({games} pods; chance = 0.25)"
+    )
+    # Project target: >= 0.60, NOT reached (0.50 over 1,000 pods, 95% Wilson [0.47, 0.53]; 0.44-0.49 on 400-pod seed sets).
+    # Asserted: the Wilson lower bound is well above chance (0.25).
+    assert centre - half >= 0.35
 
 
 def test_data_validation(tmp_path) -> None:

@@ -8,8 +8,10 @@ action             effect
 =================  ==========================================================================
 cast_creature      the highest mana value creature affordable (first in hand on ties)
 cast_removal       the cheapest affordable removal (sorcery before instant), on the biggest
-                   threat among opponents' creatures (``combat.threat``; first seat after the
-                   actor, then battlefield order, on ties)
+                   threat to the caster: the biggest creature (``combat.threat``) of the
+                   opponent that attacked the caster last; when that seat is gone or has no
+                   creature, the biggest threat among all opponents' creatures (first seat
+                   after the actor, then battlefield order, on ties)
 cast_draw/ramp     the largest ``amount`` affordable (cheaper on ties); ramp stays as a rock
 cast_wipe          the cheapest affordable wipe; destroys every creature
 cast_commander     the commander, for mana value + tax
@@ -232,8 +234,17 @@ def cheapest_instant(p: PlayerState) -> int:
 
 
 def removal_target(state: GameState, seat: int) -> tuple[PlayerState, Permanent] | None:
-    """Biggest threat among opponents' creatures (first seat after ``seat`` wins ties)."""
+    """Biggest threat to ``seat``: the biggest creature of the opponent that attacked it last.
+
+    Falls back to the biggest threat among all opponents' creatures (first seat after
+    ``seat`` wins ties) when that opponent is gone or has no creature.
+    """
     n = state.pod_size
+    last = state.players[seat].last_attacker
+    if last >= 0:
+        o = state.players[last]
+        if not o.eliminated and o.creatures:
+            return o, biggest(o.creatures)
     best: tuple[PlayerState, Permanent] | None = None
     best_t = -1
     for k in range(1, n):
@@ -304,6 +315,7 @@ def cast(state: GameState, p: PlayerState, action: int) -> None:
 def attack(state: GameState, p: PlayerState, d: PlayerState) -> None:
     """``p`` attacks ``d`` with every creature able to attack; responses, blocks, damage."""
     attackers = [c for c in p.creatures if c.can_attack()]
+    d.last_attacker = p.seat
     for c in attackers:
         if "vigilance" not in c.card.keywords:
             c.tapped = True

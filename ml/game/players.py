@@ -29,6 +29,8 @@ SWAP_PROB = 0.15
 """Seeded tie-break noise: probability of preferring card draw over a creature (varied data)."""
 LOSS_WEIGHT = 1.5
 """Attack score: weight of our creatures' value lost against damage dealt (life points)."""
+RETALIATE_BONUS = 10.0
+"""Attack score bonus for the opponent that attacked us last (its removal already points at us)."""
 DANGER_FRACTION = 1.0
 """Keep blockers when one opponent's counterattack could deal this fraction of our life."""
 
@@ -66,7 +68,9 @@ class HeuristicPlayer:
     removal on a big threat; creatures on curve (or draw, by a seeded coin); ramp later;
     any remaining removal; pass. Combat: attack an opponent it can kill; otherwise keep
     blockers when an opponent threatens lethal; otherwise attack the opponent where the
-    previewed combat (the public block rule) scores best, if any scores above zero.
+    previewed combat (the public block rule) scores best, if any scores above zero, with a
+    bonus for the opponent that attacked it last (politics: that seat's removal already
+    points at us under the caster-relative removal rule).
 
     Args:
         seed: seed of the player's own ``random.Random``.
@@ -125,6 +129,8 @@ class HeuristicPlayer:
             lethal, score = _preview(attackers, p, d)
             if lethal:
                 return action
+            if score > 0 and d.seat == p.last_attacker:
+                score += RETALIATE_BONUS
             score += self.rng.random() * 0.5
             if score > best_score:
                 best, best_score = action, score

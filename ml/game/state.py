@@ -69,6 +69,8 @@ class PlayerState:
         eliminated: the seat has lost and left the game.
         holding_mana: the seat ended its last main phase with ``hold_mana`` and responds
             with instant removal during opponents' combats until its next turn.
+        last_attacker: the seat that attacked this seat most recently, -1 if none yet (the
+            caster-relative removal rule aims at it first).
     """
 
     __slots__ = (
@@ -83,6 +85,7 @@ class PlayerState:
         "graveyard",
         "hand",
         "holding_mana",
+        "last_attacker",
         "library",
         "life",
         "mana",
@@ -109,6 +112,7 @@ class PlayerState:
         self.cmdr_dmg = [0] * pod_size
         self.eliminated = False
         self.holding_mana = False
+        self.last_attacker = -1
 
     @property
     def commander_tax(self) -> int:
