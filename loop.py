@@ -53,8 +53,12 @@ def apply_override(loop: Loop, args: argparse.Namespace) -> None:
 def run(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s loop %(levelname)s %(message)s")
-    loop = Loop(args.repo)
-    lock = acquire_lock(loop.root)
+    try:
+        loop = Loop(args.repo)
+        lock = acquire_lock(loop.root)
+    except LoopError as e:
+        print(f"loop.py: {e}", file=sys.stderr)
+        return 2
     try:
         state = loop.load_state()
         loop.check_tree(state)
