@@ -24,7 +24,9 @@ from ml.params import load_params
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="loop.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repo", type=Path, default=Path("."), help="repository root (default: current directory)")
-    p.add_argument("--max-generations", type=int, help="stop after this many accepted generations (default: loop.max_generations)")
+    p.add_argument(
+        "--max-generations", type=int, help="stop after this many accepted generations (default: loop.max_generations)"
+    )
     p.add_argument("--max-attempts", type=int, help="stop after running this many attempts in this invocation")
     over = p.add_mutually_exclusive_group()
     over.add_argument("--force-retry", action="store_true", help="unblock a blocked generation and retry it (after a fix)")
@@ -39,14 +41,22 @@ def apply_override(loop: Loop, args: argparse.Namespace) -> None:
         raise LoopError(f"attempt {state.in_flight.attempt_id} is in flight; let it finish (run loop.py) before an override")
     kind = "force-retry" if args.force_retry else "skip-to-next-stage"
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    entry = AttemptLog(attempt_id=f"{stamp}-override-{kind}", generation=state.generation, attempt=state.attempt, verdict="override", reasons=[kind])
+    entry = AttemptLog(
+        attempt_id=f"{stamp}-override-{kind}",
+        generation=state.generation,
+        attempt=state.attempt,
+        verdict="override",
+        reasons=[kind],
+    )
     if args.skip_to_next_stage:
         state.generation, state.attempt = state.generation + 1, 1
     state.failures = 0
     state.status = "running"
     state.log.append(entry)
     loop.save_state(state)
-    loop.commit(f"override: {kind} (generation {entry.generation:03d} -> {state.generation:03d})\n\nAttempt-Id: {entry.attempt_id}\n")
+    loop.commit(
+        f"override: {kind} (generation {entry.generation:03d} -> {state.generation:03d})\n\nAttempt-Id: {entry.attempt_id}\n"
+    )
     print(f"override {kind} recorded: next is generation {state.generation} attempt {state.attempt}")
 
 
@@ -70,7 +80,9 @@ def run(argv: list[str] | None = None) -> int:
             params = load_params(loop.path("params.yaml"))
             max_gen = args.max_generations or params.loop.max_generations
             if state.in_flight is None and loop._uncommitted_log(state):
-                loop.commit(f"gen {state.log[-1].generation:03d} attempt {state.log[-1].attempt}: {state.log[-1].verdict}\n\nAttempt-Id: {state.log[-1].attempt_id}\n")
+                loop.commit(
+                    f"gen {state.log[-1].generation:03d} attempt {state.log[-1].attempt}: {state.log[-1].verdict}\n\nAttempt-Id: {state.log[-1].attempt_id}\n"
+                )
             if state.in_flight is None:
                 if state.status == "blocked":
                     print(
@@ -80,7 +92,9 @@ def run(argv: list[str] | None = None) -> int:
                     )
                     return 3
                 if state.generation >= max_gen:
-                    print(f"done: {state.generation} generations accepted (max {max_gen}); raise loop.max_generations to go on.")
+                    print(
+                        f"done: {state.generation} generations accepted (max {max_gen}); raise loop.max_generations to go on."
+                    )
                     return 0
                 if args.max_attempts is not None and ran >= args.max_attempts:
                     return 0

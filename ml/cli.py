@@ -33,7 +33,9 @@ def git_sha() -> str:
         return "unknown"
 
 
-def stage_setup(name: str, description: str, argv: list[str] | None, add_args: Callable[[argparse.ArgumentParser], None]) -> tuple[argparse.Namespace, Params]:
+def stage_setup(
+    name: str, description: str, argv: list[str] | None, add_args: Callable[[argparse.ArgumentParser], None]
+) -> tuple[argparse.Namespace, Params]:
     """Parse argv, load params, configure logging and torch; exits with status 2 on bad params.
 
     Args:
@@ -50,7 +52,11 @@ def stage_setup(name: str, description: str, argv: list[str] | None, add_args: C
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     add_args(parser)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=os.environ.get("DISTILL_LOG_LEVEL", "INFO"), format=f"%(asctime)s {name} %(levelname)s %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=os.environ.get("DISTILL_LOG_LEVEL", "INFO"),
+        format=f"%(asctime)s {name} %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
     try:
         params = load_params(args.params)
     except ParamsError as e:
@@ -59,7 +65,14 @@ def stage_setup(name: str, description: str, argv: list[str] | None, add_args: C
     torch.use_deterministic_algorithms(True)
     args.progress = not args.no_progress and sys.stderr.isatty()
     args.started = time.perf_counter()
-    logger.info("%s: %s (git %s, generation %d attempt %d)", name, " ".join(sys.argv), git_sha(), params.run.generation, params.run.attempt)
+    logger.info(
+        "%s: %s (git %s, generation %d attempt %d)",
+        name,
+        " ".join(sys.argv),
+        git_sha(),
+        params.run.generation,
+        params.run.attempt,
+    )
     return args, params
 
 

@@ -57,7 +57,9 @@ class DecisionSet:
 
     def subset(self, idx: np.ndarray) -> DecisionSet:
         """Rows ``idx`` (int[K] or bool[N]) as a new set."""
-        return DecisionSet(*(a[idx] for a in (self.obs, self.action_mask, self.label, self.value_target, self.source, self.game_id)))
+        return DecisionSet(
+            *(a[idx] for a in (self.obs, self.action_mask, self.label, self.value_target, self.source, self.game_id))
+        )
 
     def source_counts(self) -> dict[str, int]:
         """Decisions per source."""
@@ -139,7 +141,9 @@ def _read_files(paths: list[Path]) -> Iterable[DecisionRecord]:
         yield from read_records(path)
 
 
-def load_teacher(teacher_dirs: list[Path], holdout_fraction: float, encoder: RecordEncoder, include_forge: bool = False) -> tuple[DecisionSet, DecisionSet, dict]:
+def load_teacher(
+    teacher_dirs: list[Path], holdout_fraction: float, encoder: RecordEncoder, include_forge: bool = False
+) -> tuple[DecisionSet, DecisionSet, dict]:
     """Teacher decisions split by game into (train, holdout).
 
     Args:

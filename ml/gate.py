@@ -52,7 +52,16 @@ def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tu
 
 
 def evaluate_vs_heuristics(
-    net: PolicyNet, *, games: int, pod_size: int, max_turns: int, num_envs: int, seed: int, encoder: RecordEncoder, opponent: str = "heuristic", progress: bool = True
+    net: PolicyNet,
+    *,
+    games: int,
+    pod_size: int,
+    max_turns: int,
+    num_envs: int,
+    seed: int,
+    encoder: RecordEncoder,
+    opponent: str = "heuristic",
+    progress: bool = True,
 ) -> dict:
     """Win rate of ``net`` (sampling its policy) in pods against ``pod_size - 1`` scripted players.
 
@@ -65,7 +74,16 @@ def evaluate_vs_heuristics(
     seatings = rotated_seatings(games, pod_size, "agent", lambda g, s: opponent)
     gen = torch.Generator().manual_seed(seed)
     wins = draws = 0
-    runner = play_games(seatings, game_seeds(seed, games), controllers, pod_size=pod_size, max_turns=max_turns, num_envs=num_envs, encoder=encoder, generator=gen)
+    runner = play_games(
+        seatings,
+        game_seeds(seed, games),
+        controllers,
+        pod_size=pod_size,
+        max_turns=max_turns,
+        num_envs=num_envs,
+        encoder=encoder,
+        generator=gen,
+    )
     for result in tqdm(runner, total=games, desc="eval", unit="game", disable=not progress):
         wins += int(result.winner == result.seats.index("agent"))
         draws += int(result.winner is None)
@@ -109,7 +127,16 @@ def batch_quality(batch: Path) -> dict:
     }
 
 
-def verdict(win: dict, accuracy_current: float, accuracy_candidate: float, batch: dict, *, min_win_rate: float, max_accuracy_drop: float, confidence: float) -> dict:
+def verdict(
+    win: dict,
+    accuracy_current: float,
+    accuracy_candidate: float,
+    batch: dict,
+    *,
+    min_win_rate: float,
+    max_accuracy_drop: float,
+    confidence: float,
+) -> dict:
     """Combine the checks into the gate's verdict and figures.
 
     Args:

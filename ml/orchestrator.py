@@ -157,7 +157,9 @@ class Loop:
         return self._run_streaming(cmd)
 
     def _run_streaming(self, cmd: list[str]) -> str:
-        proc = subprocess.Popen(cmd, cwd=self.root, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+        proc = subprocess.Popen(
+            cmd, cwd=self.root, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+        )
         lines = []
         assert proc.stdout is not None, "Popen with stdout=PIPE has a stdout"
         for line in proc.stdout:
@@ -165,7 +167,9 @@ class Loop:
             lines.append((time.perf_counter(), line))
         if proc.wait():
             tail = "".join(line for _, line in lines[-40:])
-            raise LoopError(f"{' '.join(cmd)} failed ({proc.returncode}); the attempt stays in flight, run loop.py again to resume.\n{tail}")
+            raise LoopError(
+                f"{' '.join(cmd)} failed ({proc.returncode}); the attempt stays in flight, run loop.py again to resume.\n{tail}"
+            )
         self._stage_times = _stage_times(lines)
         return "".join(line for _, line in lines)
 

@@ -66,7 +66,6 @@ class RunParams(_Section):
         return f"gen{self.generation:03d}-a{self.attempt}"
 
 
-
 class GameParams(_Section):
     pod_size: int = Field(4, ge=2, le=6)
     """Players per pod (commander-pod.md: 2 to 6)."""

@@ -51,7 +51,9 @@ class PPOConfig:
     opponent_mix: dict[str, float]
 
 
-def compute_gae(rewards: np.ndarray, values: np.ndarray, dones: np.ndarray, gamma: float, gae_lambda: float) -> tuple[np.ndarray, np.ndarray]:
+def compute_gae(
+    rewards: np.ndarray, values: np.ndarray, dones: np.ndarray, gamma: float, gae_lambda: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Generalised advantage estimation over one or more concatenated episodes.
 
     Args:
@@ -126,10 +128,18 @@ def ppo_loss(
     with torch.no_grad():
         approx_kl = ((ratio - 1) - logratio).mean().item()
         clipfrac = ((ratio - 1.0).abs() > clip_coef).float().mean().item()
-    return loss, {"pg_loss": pg_loss.item(), "v_loss": v_loss.item(), "entropy": ent.item(), "approx_kl": approx_kl, "clipfrac": clipfrac}
+    return loss, {
+        "pg_loss": pg_loss.item(),
+        "v_loss": v_loss.item(),
+        "entropy": ent.item(),
+        "approx_kl": approx_kl,
+        "clipfrac": clipfrac,
+    }
 
 
-def ppo_update(net: PolicyNet, opt: torch.optim.Optimizer, episodes: list[list[Transition]], cfg: PPOConfig, generator: torch.Generator) -> dict[str, float]:
+def ppo_update(
+    net: PolicyNet, opt: torch.optim.Optimizer, episodes: list[list[Transition]], cfg: PPOConfig, generator: torch.Generator
+) -> dict[str, float]:
     """One PPO update over finished episodes of the learning seat. Returns mean stats."""
     flat = [t for ep in episodes for t in ep]
     rewards = np.asarray([t.reward for t in flat], np.float32)
@@ -149,7 +159,18 @@ def ppo_update(net: PolicyNet, opt: torch.optim.Optimizer, episodes: list[list[T
             mb = order[start : start + cfg.minibatch_size]
             mb_adv = b_advantages[mb]
             mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std(unbiased=False) + 1e-8)
-            loss, s = ppo_loss(net, b_obs[mb], b_mask[mb], b_actions[mb], b_logprobs[mb], mb_adv, b_returns[mb], cfg.clip_coef, cfg.ent_coef, cfg.vf_coef)
+            loss, s = ppo_loss(
+                net,
+                b_obs[mb],
+                b_mask[mb],
+                b_actions[mb],
+                b_logprobs[mb],
+                mb_adv,
+                b_returns[mb],
+                cfg.clip_coef,
+                cfg.ent_coef,
+                cfg.vf_coef,
+            )
             opt.zero_grad()
             loss.backward()
             nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
@@ -174,7 +195,15 @@ def _opponent_picker(mix: dict[str, float], frozen: list[str], rng: np.random.Ge
 
 
 def train_ppo(
-    student: PolicyNet, frozen: dict[str, PolicyNet], cfg: PPOConfig, *, pod_size: int, max_turns: int, seed: int, encoder: RecordEncoder, progress: bool = True
+    student: PolicyNet,
+    frozen: dict[str, PolicyNet],
+    cfg: PPOConfig,
+    *,
+    pod_size: int,
+    max_turns: int,
+    seed: int,
+    encoder: RecordEncoder,
+    progress: bool = True,
 ) -> tuple[PolicyNet, dict]:
     """PPO self-play from a copy of ``student``.
 
@@ -189,13 +218,19 @@ def train_ppo(
 
     Returns:
         ``(net, metrics)`` with ``selfplay/…`` keys (win rate of the learner during
-        training, episodes, decisions, decisions_per_s and the last update's losses).
+        training, episodes, learner decisions and decisions/s, decisions/s of all seats
+        together, and the last update's losses).
     """
     net = copy.deepcopy(student)
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=1e-5)
     gen = torch.Generator().manual_seed(seed)
     rng = np.random.default_rng(seed)
-    controllers = {"agent": Controller("net", net), "self": Controller("net", net), "heuristic": Controller("heuristic"), "random": Controller("random")}
+    controllers = {
+        "agent": Controller("net", net),
+        "self": Controller("net", net),
+        "heuristic": Controller("heuristic"),
+        "random": Controller("random"),
+    }
     controllers.update({name: Controller("net", f) for name, f in frozen.items()})
     pick = _opponent_picker(cfg.opponent_mix, sorted(frozen), rng)
     # Enough games for the step budget: a learner makes ~100 decisions a game; the runner
@@ -204,7 +239,7 @@ def train_ppo(
     seatings = [[("agent" if s == g % pod_size else pick(g, s)) for s in range(pod_size)] for g in range(n_games)]
     seeds = game_seeds(seed, n_games)
     episodes: list[list[Transition]] = []
-    steps = wins = games = 0
+    steps = wins = games = all_decisions = 0
     update_stats: dict[str, float] = {}
     started = time.perf_counter()
     bar = tqdm(total=cfg.total_steps, desc="selfplay", unit="dec", disable=not progress)
@@ -214,6 +249,7 @@ def train_ppo(
     )  # fmt: skip
     for result in runner:
         seat = result.seats.index("agent")
+        all_decisions += result.decisions
         ep = result.transitions[seat]
         if not ep:
             continue
@@ -236,6 +272,7 @@ def train_ppo(
         "selfplay/episodes": games,
         "selfplay/train_win_rate": wins / max(games, 1),
         "selfplay/decisions_per_s": steps / elapsed if elapsed > 0 else 0.0,
+        "selfplay/all_seat_decisions_per_s": all_decisions / elapsed if elapsed > 0 else 0.0,
         **{f"selfplay/{k}": v for k, v in update_stats.items()},
     }
     return net, metrics

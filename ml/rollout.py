@@ -69,6 +69,7 @@ class GameResult:
         records: decision records (dicts, action filled in) of the logged seats, in
             decision order.
         transitions: seat -> Transitions for tracked seats.
+        decisions: decisions made in the game by all seats.
     """
 
     index: int
@@ -79,6 +80,7 @@ class GameResult:
     returns: np.ndarray
     records: list[dict] = field(default_factory=list)
     transitions: dict[int, list[Transition]] = field(default_factory=dict)
+    decisions: int = 0
 
 
 @dataclass
@@ -91,6 +93,7 @@ class _Slot:
     log_seats: frozenset[int]
     records: list[dict]
     transitions: dict[int, list[Transition]]
+    decisions: int = 0
 
 
 def _skip_dead_steps(env: CommanderPodEnv, slot: _Slot) -> None:
@@ -144,7 +147,9 @@ def play_games(
     slots: list[_Slot] = []
     while pending or slots:
         while pending and len(slots) < num_envs:
-            slots.append(_start(pending.pop(), seatings, game_seeds, controllers, pod_size, max_turns, encoder, log_seats, track_seats))
+            slots.append(
+                _start(pending.pop(), seatings, game_seeds, controllers, pod_size, max_turns, encoder, log_seats, track_seats)
+            )
         groups: dict[str, list[_Slot]] = {}
         for slot in slots:
             key = slot.seats[int(slot.env.agent_selection.split("_")[1])]
@@ -205,6 +210,7 @@ def _decide(ctrl: Controller, slots: list[_Slot], generator: torch.Generator) ->
         if seat in slot.transitions:
             slot.transitions[seat].append(Transition(obs[i], mask[i], action, float(log_probs[i]), float(values[i])))
         slot.env.step(action)
+        slot.decisions += 1
         _collect_rewards(slot.env, slot)
         _skip_dead_steps(slot.env, slot)
 
@@ -224,6 +230,7 @@ def _finish(slot: _Slot) -> GameResult:
         slot.returns,
         slot.records,
         slot.transitions,
+        slot.decisions,
     )
 
 

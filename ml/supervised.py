@@ -54,7 +54,9 @@ def accuracy(net: PolicyNet, data: DecisionSet) -> float:
     return float((predict(net, data) == data.label).mean())
 
 
-def train_student(train: DecisionSet, holdout: DecisionSet, cfg: StudentConfig, seed: int, progress: bool = True) -> tuple[PolicyNet, dict]:
+def train_student(
+    train: DecisionSet, holdout: DecisionSet, cfg: StudentConfig, seed: int, progress: bool = True
+) -> tuple[PolicyNet, dict]:
     """Train a student by imitation.
 
     Args:

@@ -43,7 +43,9 @@ def main(argv: list[str] | None = None) -> int:
         agent, games=params.gate.eval_games, pod_size=params.game.pod_size, max_turns=params.game.max_turns,
         num_envs=params.selfplay.num_envs, seed=params.stage_seed("gate"), encoder=RecordEncoder(), progress=args.progress,
     )  # fmt: skip
-    candidate_student, train_metrics, holdout = build_and_train(params, args.teacher, [args.pool, args.candidate], args.progress)
+    candidate_student, train_metrics, holdout = build_and_train(
+        params, args.teacher, [args.pool, args.candidate], args.progress
+    )
     save_policy(candidate_student, args.out_student, {"role": "candidate_student", "generation": params.run.generation})
     metrics = verdict(
         win, accuracy(current, holdout), accuracy(candidate_student, holdout), batch_quality(batches[0]),

@@ -41,7 +41,11 @@ def build_and_train(params: Params, teacher: Path, pools: list[Path], progress: 
 def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("train", __doc__, argv, _args)
     net, metrics, _ = build_and_train(params, args.teacher, [args.pool], args.progress)
-    save_policy(net, args.out, {"role": "student", "generation": params.run.generation, "model_version": f"student-gen-{params.run.generation:03d}"})
+    save_policy(
+        net,
+        args.out,
+        {"role": "student", "generation": params.run.generation, "model_version": f"student-gen-{params.run.generation:03d}"},
+    )
     write_metrics(args.metrics, metrics, args, "train")
     return 0
 

@@ -63,4 +63,6 @@ def project(tmp_path: Path) -> Path:
 
 def run_loop(repo: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     env = {**os.environ, "DVC_NO_ANALYTICS": "1", "PYTHONHASHSEED": "0"}
-    return subprocess.run([sys.executable, "loop.py", *args], cwd=repo, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "loop.py", *args], cwd=repo, env=env, capture_output=True, text=True, timeout=timeout
+    )

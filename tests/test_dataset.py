@@ -82,7 +82,14 @@ def test_encoding_is_seat_relative_and_hides_opponent_hands(encoder):
 def _fake_set(n_by_source: dict[str, int]) -> DecisionSet:
     src = np.concatenate([[s] * n for s, n in n_by_source.items()]).astype(object)
     n = len(src)
-    return DecisionSet(np.zeros((n, OBS_DIM), np.float32), np.ones((n, 13), bool), np.zeros(n, np.int64), np.zeros(n, np.float32), src, src.copy())
+    return DecisionSet(
+        np.zeros((n, OBS_DIM), np.float32),
+        np.ones((n, 13), bool),
+        np.zeros(n, np.int64),
+        np.zeros(n, np.float32),
+        src,
+        src.copy(),
+    )
 
 
 @pytest.mark.parametrize("weights", [{"sim": 1.0, "ppo": 0.5}, {"sim": 1.0, "ppo": 1.0}, {"sim": 0.2, "ppo": 1.0}])

@@ -68,7 +68,7 @@ def test_ppo_loss_at_ratio_one_is_policy_gradient():
     obs, mask, actions, logp = _batch(net)
     adv = torch.linspace(-1, 1, 8)
     ret = torch.zeros(8)
-    loss, stats = ppo_loss(net, obs, mask, actions, logp, adv, ret, clip_coef=0.2, ent_coef=0.0, vf_coef=0.0)
+    _loss, stats = ppo_loss(net, obs, mask, actions, logp, adv, ret, clip_coef=0.2, ent_coef=0.0, vf_coef=0.0)
     assert stats["pg_loss"] == pytest.approx(-adv.mean().item(), abs=1e-6)
     assert stats["clipfrac"] == 0.0
     assert abs(stats["approx_kl"]) < 1e-6
@@ -80,7 +80,7 @@ def test_ppo_loss_clips_large_ratios():
     obs, mask, actions, logp = _batch(net)
     adv = torch.ones(8)
     # behaviour log-probs far lower than the current ones -> ratio >> 1+clip: objective capped at (1+clip)*A
-    loss, stats = ppo_loss(net, obs, mask, actions, logp - 2.0, adv, torch.zeros(8), clip_coef=0.2, ent_coef=0.0, vf_coef=0.0)
+    _loss, stats = ppo_loss(net, obs, mask, actions, logp - 2.0, adv, torch.zeros(8), clip_coef=0.2, ent_coef=0.0, vf_coef=0.0)
     assert stats["pg_loss"] == pytest.approx(-1.2, abs=1e-5)
     assert stats["clipfrac"] == 1.0
 
@@ -107,7 +107,7 @@ def test_checkpoint_round_trip_and_bad_format(tmp_path):
     for a, b in zip(net.state_dict().values(), loaded.state_dict().values(), strict=True):
         assert torch.equal(a, b)
     (tmp_path / "bad.pt").write_bytes(b"not a zip")
-    with pytest.raises(CheckpointError, match="bad.pt"):
+    with pytest.raises(CheckpointError, match=r"bad\.pt"):
         load_policy(tmp_path / "bad.pt")
     torch.save({"format": 99}, tmp_path / "future.pt")
     with pytest.raises(CheckpointError, match="unsupported checkpoint format 99"):

@@ -57,7 +57,10 @@ def test_two_generations_commit_and_restore(project: Path):
     assert [s.split(":")[0] for _, s in commits] == ["gen 000 attempt 1", "gen 001 attempt 1"]
     assert all("accepted" in s for _, s in commits)
     assert git(project, "status", "--porcelain") == ""
-    assert "up to date" in dvc(project, "status") or dvc(project, "status").strip() in ("", "Data and pipelines are up to date.")
+    assert "up to date" in dvc(project, "status") or dvc(project, "status").strip() in (
+        "",
+        "Data and pipelines are up to date.",
+    )
     repro = dvc(project, "repro")
     assert "Running stage" not in repro
     params_diff = dvc(project, "params", "diff", "HEAD~1")
@@ -80,7 +83,9 @@ def test_two_generations_commit_and_restore(project: Path):
 
 
 def test_rejection_blocks_and_overrides(tmp_path: Path):
-    repo = make_project_copy(tmp_path / "repo", tiny_params({"gate": {"eval_games": 12, "min_win_rate": 0.99, "max_accuracy_drop": 1.0}}))
+    repo = make_project_copy(
+        tmp_path / "repo", tiny_params({"gate": {"eval_games": 12, "min_win_rate": 0.99, "max_accuracy_drop": 1.0}})
+    )
     res = run_loop(repo)
     assert res.returncode == 3 and "BLOCKED" in res.stdout, res.stdout[-2000:] + res.stderr[-2000:]
     subjects = [s for _, s in attempt_commits(repo)]
@@ -115,7 +120,15 @@ def test_refuses_second_instance_and_dirty_tree(project: Path):
 
 
 def _kill_during(repo: Path, marker: str) -> None:
-    proc = subprocess.Popen([sys.executable, "loop.py"], cwd=repo, env={**ENV, "PYTHONHASHSEED": "0"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "loop.py"],
+        cwd=repo,
+        env={**ENV, "PYTHONHASHSEED": "0"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     deadline = time.time() + 600
     assert proc.stdout is not None
     for line in proc.stdout:

@@ -37,9 +37,44 @@ def pipeline(tmp_path_factory):
         d[name].mkdir()
     common = ["--params", str(params), "--no-progress"]
     assert teacher.main([*common, "--out", str(d["teacher"]), "--metrics", str(d["m"] / "teacher.json")]) == 0
-    assert train.main([*common, "--teacher", str(d["teacher"]), "--pool", str(d["pool"]), "--out", str(tmp / "student.pt"), "--metrics", str(d["m"] / "train.json")]) == 0
-    assert selfplay.main([*common, "--student", str(tmp / "student.pt"), "--frozen", str(d["frozen"]), "--out", str(tmp / "ppo.pt"), "--metrics", str(d["m"] / "selfplay.json")]) == 0
-    assert export.main([*common, "--model", str(tmp / "ppo.pt"), "--out", str(d["candidate"]), "--metrics", str(d["m"] / "export.json")]) == 0
+    assert (
+        train.main(
+            [
+                *common,
+                "--teacher",
+                str(d["teacher"]),
+                "--pool",
+                str(d["pool"]),
+                "--out",
+                str(tmp / "student.pt"),
+                "--metrics",
+                str(d["m"] / "train.json"),
+            ]
+        )
+        == 0
+    )
+    assert (
+        selfplay.main(
+            [
+                *common,
+                "--student",
+                str(tmp / "student.pt"),
+                "--frozen",
+                str(d["frozen"]),
+                "--out",
+                str(tmp / "ppo.pt"),
+                "--metrics",
+                str(d["m"] / "selfplay.json"),
+            ]
+        )
+        == 0
+    )
+    assert (
+        export.main(
+            [*common, "--model", str(tmp / "ppo.pt"), "--out", str(d["candidate"]), "--metrics", str(d["m"] / "export.json")]
+        )
+        == 0
+    )
     gate_args = ["--model", str(tmp / "ppo.pt"), "--student", str(tmp / "student.pt"), "--teacher", str(d["teacher"]), "--pool", str(d["pool"]),
                  "--candidate", str(d["candidate"]), "--out-student", str(tmp / "cand.pt")]  # fmt: skip
     assert gate.main([*common, *gate_args, "--metrics", str(d["m"] / "gate.json")]) == 0
@@ -51,7 +86,7 @@ def _metrics(d, name):
 
 
 def test_stage_outputs(pipeline):
-    tmp, d, _, _ = pipeline
+    _tmp, d, _, _ = pipeline
     t = _metrics(d, "teacher")
     assert t["teacher/games"] == 24 and t["teacher/decisions"] > 24 * 20
     tr = _metrics(d, "train")
@@ -81,7 +116,21 @@ def test_merge_accepted_and_rejected(pipeline, tmp_path):
     tmp, d, common, gate_args = pipeline
     margs = ["--candidate", str(d["candidate"]), "--model", str(tmp / "ppo.pt"), "--pool", str(d["pool"]),
              "--rejected", str(d["rejected"]), "--frozen", str(d["frozen"])]  # fmt: skip
-    assert merge.main([*common, "--gate", str(d["m"] / "gate.json"), *margs, "--out", str(d["merged"]), "--metrics", str(tmp_path / "m.json")]) == 0
+    assert (
+        merge.main(
+            [
+                *common,
+                "--gate",
+                str(d["m"] / "gate.json"),
+                *margs,
+                "--out",
+                str(d["merged"]),
+                "--metrics",
+                str(tmp_path / "m.json"),
+            ]
+        )
+        == 0
+    )
     assert [p.name for p in (d["merged"] / "pool").iterdir()] == ["ml-decisions-ppo-gen000-a1.jsonl"]
     assert [p.name for p in (d["merged"] / "frozen").iterdir()] == ["gen000.pt"]
     assert not list((d["merged"] / "rejected").iterdir())
@@ -91,7 +140,23 @@ def test_merge_accepted_and_rejected(pipeline, tmp_path):
     verdict = json.loads(gate_json.read_text())
     assert verdict["gate/accepted"] is False and "min_win_rate" in verdict["gate/reasons"][0]
     out = tmp_path / "merged"
-    assert merge.main(["--params", str(strict), "--no-progress", "--gate", str(gate_json), *margs, "--out", str(out), "--metrics", str(tmp_path / "m2.json")]) == 0
+    assert (
+        merge.main(
+            [
+                "--params",
+                str(strict),
+                "--no-progress",
+                "--gate",
+                str(gate_json),
+                *margs,
+                "--out",
+                str(out),
+                "--metrics",
+                str(tmp_path / "m2.json"),
+            ]
+        )
+        == 0
+    )
     assert not list((out / "pool").iterdir()) and not list((out / "frozen").iterdir())
     assert [p.name for p in (out / "rejected").iterdir()] == ["ml-decisions-ppo-gen000-a1.jsonl"]
 
