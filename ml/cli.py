@@ -63,7 +63,8 @@ def stage_setup(
         parser.exit(2, f"error: {e}\n")
     torch.set_num_threads(params.base.torch_threads)
     torch.use_deterministic_algorithms(True)
-    args.progress = not args.no_progress and sys.stderr.isatty()
+    # loop.py pipes stage output through; it sets DISTILL_PROGRESS=1 when its own stdout is a terminal
+    args.progress = not args.no_progress and (sys.stderr.isatty() or os.environ.get("DISTILL_PROGRESS") == "1")
     args.started = time.perf_counter()
     logger.info(
         "%s: %s (git %s, generation %d attempt %d)",

@@ -157,21 +157,26 @@ class Loop:
         return self._run_streaming(cmd)
 
     def _run_streaming(self, cmd: list[str]) -> str:
-        proc = subprocess.Popen(
-            cmd, cwd=self.root, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
-        )
-        lines = []
+        """Run ``cmd`` passing its output through as it comes (progress bars included)."""
+        env = {**self.env, "DISTILL_PROGRESS": "1" if sys.stdout.isatty() else "0"}
+        proc = subprocess.Popen(cmd, cwd=self.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         assert proc.stdout is not None, "Popen with stdout=PIPE has a stdout"
-        for line in proc.stdout:
-            sys.stdout.write(line)
-            lines.append((time.perf_counter(), line))
+        lines: list[tuple[float, str]] = []
+        pending = ""
+        while chunk := os.read(proc.stdout.fileno(), 65536):
+            sys.stdout.buffer.write(chunk)
+            sys.stdout.flush()
+            pending += chunk.decode("utf-8", errors="replace")
+            *done, pending = pending.split("\n")
+            lines += [(time.perf_counter(), line) for line in done]
+        lines.append((time.perf_counter(), pending))
         if proc.wait():
-            tail = "".join(line for _, line in lines[-40:])
+            tail = "\n".join(line for _, line in lines[-40:])
             raise LoopError(
                 f"{' '.join(cmd)} failed ({proc.returncode}); the attempt stays in flight, run loop.py again to resume.\n{tail}"
             )
         self._stage_times = _stage_times(lines)
-        return "".join(line for _, line in lines)
+        return "\n".join(line for _, line in lines)
 
     def git(self, *args: str) -> str:
         """A git command, retried briefly while another process holds ``index.lock``."""

@@ -106,11 +106,11 @@ class TrainParams(_Section):
 
 
 class SelfplayParams(_Section):
-    total_steps: int = Field(24_000, ge=1)
+    total_steps: int = Field(200_000, ge=1)
     """PPO agent decisions collected in total (across all concurrent games)."""
     num_envs: int = Field(16, ge=1)
     """Concurrent games whose policy queries are batched into one forward pass."""
-    rollout_steps: int = Field(2048, ge=1)
+    rollout_steps: int = Field(4096, ge=1)
     """Agent decisions per PPO update."""
     lr: float = Field(3e-4, gt=0)
     """Adam learning rate of the PPO update."""
@@ -144,14 +144,14 @@ class SelfplayParams(_Section):
 
 
 class ExportParams(_Section):
-    games: int = Field(200, ge=1)
+    games: int = Field(300, ge=1)
     """Games the PPO agent plays (one seat, rotated) against the heuristic pool for export."""
     only_wins: bool = True
     """Export only the agent's decisions from games it won."""
 
 
 class GateParams(_Section):
-    eval_games: int = Field(300, ge=1)
+    eval_games: int = Field(400, ge=1)
     """Fresh evaluation pods (new seeds) for the win-rate check."""
     min_win_rate: float = Field(0.30, ge=0, le=1)
     """The Wilson lower bound of the PPO agent's win rate must exceed this (parity in a 4-pod: 0.25)."""

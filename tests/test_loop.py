@@ -12,6 +12,7 @@ hashes as an uninterrupted run.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -72,13 +73,17 @@ def test_two_generations_commit_and_restore(project: Path):
     assert [h["generation"] for h in history] == [0, 1]
     # generation 1 trained on generation 0's accepted batch
     assert history[1]["metrics"]["train"]["train/ppo_files"] == 1
+    dag = dvc(project, "dag")
+    assert all(stage in dag for stage in ("teacher", "train", "selfplay", "export", "gate", "merge"))
     first = commits[0][0]
+    assert out_hashes(project, first)["data/models/student.pt"] != out_hashes(project, "HEAD")["data/models/student.pt"]
     git(project, "checkout", "-q", first)
     dvc(project, "checkout", "--force")
     recorded = out_hashes(project, first)
+    for path in ("data/models/student.pt", "data/models/ppo.pt", "data/models/candidate_student.pt"):
+        assert hashlib.md5((project / path).read_bytes()).hexdigest() == recorded[path], path
     status = dvc(project, "status")
     assert "changed" not in status, status
-    assert recorded["data/models/student.pt"] == recorded["data/models/student.pt"]
     assert not list((project / "data/pool").glob("*.jsonl"))  # gen 0 started from an empty pool
 
 
