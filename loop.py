@@ -90,6 +90,7 @@ def run(argv: list[str] | None = None) -> int:
                         f"(loop.max_retries = {params.loop.max_retries}). Last reasons: {'; '.join(state.log[-1].reasons)}.\n"
                         "Fix the cause, then run `python loop.py --force-retry`, or `python loop.py --skip-to-next-stage`."
                     )
+                    loop.write_status("blocked", generation=state.generation, attempt=state.attempt)
                     return 3
                 if state.generation >= max_gen:
                     print(
@@ -98,12 +99,18 @@ def run(argv: list[str] | None = None) -> int:
                     return 0
                 if args.max_attempts is not None and ran >= args.max_attempts:
                     return 0
+            if loop.wait_while_paused(state.in_flight) == "stop":
+                print("stopped on request; run `python loop.py` to go on.")
+                return 0
             started = time.perf_counter()
             loop.ensure_data_dirs()
             flight = loop.begin(state)
             print(f"== attempt {flight.attempt_id}: generation {flight.generation}, attempt {flight.attempt}", flush=True)
             loop.promote()
-            stage_wall = loop.repro()
+            stage_wall = loop.repro(flight)
+            if stage_wall is None:
+                print(f"stopped on request during {flight.attempt_id}; run `python loop.py` to resume it.")
+                return 0
             entry = loop.finish(loop.load_state(), flight, time.perf_counter() - started, stage_wall)
             ran += 1
             f = entry.figures
@@ -116,9 +123,11 @@ def run(argv: list[str] | None = None) -> int:
             )
     except LoopError as e:
         print(f"loop.py: {e}", file=sys.stderr)
+        loop.write_status("error", message=str(e)[-2000:])
         return 2
     except KeyboardInterrupt:
         print("\ninterrupted: run `python loop.py` again to resume where it stopped.", file=sys.stderr)
+        loop.write_status("stopped", message="interrupted")
         return 130
     finally:
         lock.release()

@@ -14,12 +14,12 @@ import logging
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
 from ml.encoding import RecordEncoder
 from ml.policy import PolicyNet
 from ml.records import BatchWriter
 from ml.rollout import Controller, game_seeds, play_games, rotated_seatings
+from ml.progress import ProgressBar
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def export_batch(
             seatings, game_seeds(seed, games), controllers, pod_size=pod_size, max_turns=max_turns, num_envs=num_envs,
             encoder=encoder, generator=gen, log_seats=lambda seats: [seats.index("agent")],
         )  # fmt: skip
-        for result in tqdm(runner, total=games, desc="export", unit="game", disable=not progress):
+        for result in ProgressBar(runner, total=games, desc="export", unit="game", disable=not progress):
             seat = result.seats.index("agent")
             won += int(result.winner == seat)
             if only_wins and result.winner != seat:

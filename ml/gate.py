@@ -26,12 +26,12 @@ from pathlib import Path
 import numpy as np
 import torch
 from scipy.stats import binomtest
-from tqdm import tqdm
 
 from ml.encoding import RecordEncoder
 from ml.policy import PolicyNet
 from ml.records import iter_games, read_records
 from ml.rollout import Controller, game_seeds, play_games, rotated_seatings
+from ml.progress import ProgressBar
 
 
 def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
@@ -84,7 +84,7 @@ def evaluate_vs_heuristics(
         encoder=encoder,
         generator=gen,
     )
-    for result in tqdm(runner, total=games, desc="eval", unit="game", disable=not progress):
+    for result in ProgressBar(runner, total=games, desc="eval", unit="game", disable=not progress):
         wins += int(result.winner == result.seats.index("agent"))
         draws += int(result.winner is None)
     return {"games": games, "wins": wins, "draws": draws, "win_rate": wins / games}

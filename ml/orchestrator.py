@@ -35,18 +35,23 @@ from typing import Literal
 
 import psutil
 from filelock import FileLock, Timeout
-from git import Repo
+from git import InvalidGitRepositoryError, NoSuchPathError, Repo
 from pydantic import BaseModel, Field
 from ruamel.yaml import YAML
 
 from ml.io import atomic_write_json, atomic_write_text, read_json
 from ml.params import attempt_seed, load_params
+from ml.progress import PROGRESS_FILE_ENV
 
 logger = logging.getLogger(__name__)
 
 STATE_FILE = Path("state/curriculum_state.json")
 HISTORY_FILE = Path("state/eval_history.json")
 LOCK_FILE = Path(".dvc/tmp/loop.lock")
+RUNTIME_DIR = Path(".dvc/tmp/loop")
+"""Runtime files (not versioned): status.json (where the loop is), control.json (pause/resume/stop
+requests), progress.json (progress within the running stage, written by ml.progress)."""
+POLL_S = 1.0
 PROMOTED = ("pool", "rejected", "frozen")
 OWNED_PATHS = ("params.yaml", "dvc.lock", "metrics/", "state/", "data/")
 """Paths the loop writes; any other change in the work tree makes it refuse to start."""
@@ -115,7 +120,10 @@ class Loop:
     def __init__(self, root: Path, echo=print) -> None:
         self.root = root.resolve()
         self.echo = echo
-        self.repo = Repo(self.root)
+        try:
+            self.repo = Repo(self.root)
+        except (InvalidGitRepositoryError, NoSuchPathError) as e:
+            raise LoopError(f"{self.root} is not a git repository (clone the project and run loop.py in it)") from e
         bindir = str(Path(sys.executable).parent)
         # Stage commands say `python`: put this interpreter's folder first so they run in
         # the same environment as loop.py, activated or not.
@@ -158,7 +166,11 @@ class Loop:
 
     def _run_streaming(self, cmd: list[str]) -> str:
         """Run ``cmd`` passing its output through as it comes (progress bars included)."""
-        env = {**self.env, "DISTILL_PROGRESS": "1" if sys.stdout.isatty() else "0"}
+        env = {
+            **self.env,
+            "DISTILL_PROGRESS": "1" if sys.stdout.isatty() else "0",
+            PROGRESS_FILE_ENV: str(self.path(RUNTIME_DIR / "progress.json")),
+        }
         proc = subprocess.Popen(cmd, cwd=self.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         assert proc.stdout is not None, "Popen with stdout=PIPE has a stdout"
         lines: list[tuple[float, str]] = []
@@ -302,12 +314,61 @@ class Loop:
         if changed:
             self.run([*DVC, "add", "--quiet", *changed])
 
-    def repro(self) -> dict[str, float]:
-        """``dvc repro``; returns wall seconds per stage that actually ran."""
+    def stages(self) -> list[str]:
+        """Stage names of ``dvc.yaml`` in pipeline order."""
+        return list(YAML(typ="safe").load(self.path("dvc.yaml").read_text(encoding="utf-8"))["stages"])
+
+    def repro(self, flight: InFlight) -> dict[str, float] | None:
+        """Reproduce the pipeline one stage at a time (``dvc repro --single-item``).
+
+        Between stages it honours the control file: ``pause`` waits, ``stop`` returns None
+        (the attempt stays in flight; the next start resumes it).
+
+        Returns:
+            Wall seconds per stage that actually ran, or None when stopped.
+        """
         self.clear_stale_dvc_locks()
-        self._stage_times = {}
-        self.run([*DVC, "repro"], stream=True)
-        return dict(self._stage_times)
+        times: dict[str, float] = {}
+        stages = self.stages()
+        for i, stage in enumerate(stages):
+            if self.wait_while_paused(flight) == "stop":
+                return None
+            self.write_status("running", flight, stage=stage, stage_index=i, stages=stages)
+            self._stage_times = {}
+            self.run([*DVC, "repro", "--single-item", stage], stream=True)
+            times.update(self._stage_times)
+        return times
+
+    # ------------------------------------------------------------------ runtime status and control
+    def write_status(self, status: str, flight: InFlight | None = None, **extra) -> None:
+        """Write ``.dvc/tmp/loop/status.json`` (not versioned) for the dashboard."""
+        doc = {"pid": os.getpid(), "status": status, "updated_at": time.time(), **extra}
+        if flight is not None:
+            doc.update(attempt_id=flight.attempt_id, generation=flight.generation, attempt=flight.attempt)
+        atomic_write_json(self.path(RUNTIME_DIR / "status.json"), doc)
+
+    def control(self) -> str | None:
+        """The pending control command (``pause``, ``resume``, ``stop``) or None."""
+        p = self.path(RUNTIME_DIR / "control.json")
+        try:
+            return read_json(p).get("command")
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def wait_while_paused(self, flight: InFlight | None) -> str | None:
+        """Block while the control file says ``pause``; returns ``stop`` if asked to stop."""
+        announced = False
+        while (cmd := self.control()) == "pause":
+            if not announced:
+                self.write_status("paused", flight)
+                self.echo("paused (resume from the dashboard or POST /api/ml/distill/resume)")
+                announced = True
+            time.sleep(POLL_S)
+        if cmd == "stop":
+            self.path(RUNTIME_DIR / "control.json").unlink(missing_ok=True)
+            self.write_status("stopped", flight)
+            return "stop"
+        return None
 
     def finish(self, state: LoopState, flight: InFlight, wall_s: float, stage_wall_s: dict[str, float]) -> AttemptLog:
         """Record the attempt's verdict, advance the state and commit (idempotent)."""

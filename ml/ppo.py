@@ -23,11 +23,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch import nn
-from tqdm import tqdm
 
 from ml.encoding import RecordEncoder
 from ml.policy import PolicyNet
 from ml.rollout import Controller, Transition, game_seeds, play_games
+from ml.progress import ProgressBar
 
 logger = logging.getLogger(__name__)
 
@@ -242,7 +242,7 @@ def train_ppo(
     steps = wins = games = all_decisions = 0
     update_stats: dict[str, float] = {}
     started = time.perf_counter()
-    bar = tqdm(total=cfg.total_steps, desc="selfplay", unit="dec", disable=not progress)
+    bar = ProgressBar(total=cfg.total_steps, desc="selfplay", unit="dec", disable=not progress)
     runner = play_games(
         seatings, seeds, controllers, pod_size=pod_size, max_turns=max_turns, num_envs=cfg.num_envs,
         encoder=encoder, generator=gen, track_seats=lambda seats: [seats.index("agent")],

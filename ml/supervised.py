@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tqdm import tqdm
 
 from ml.dataset import DecisionSet, sample_mixture
 from ml.policy import PolicyNet
+from ml.progress import ProgressBar
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ def train_student(
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
     sampled_sources: dict[str, int] = {}
     loss_value = float("nan")
-    bar = tqdm(range(cfg.epochs), desc="train", unit="epoch", disable=not progress)
+    bar = ProgressBar(range(cfg.epochs), desc="train", unit="epoch", disable=not progress)
     for epoch in bar:
         net.train()
         idx = sample_mixture(train, cfg.source_weights, cfg.samples_per_epoch, rng)
