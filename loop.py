@@ -117,7 +117,7 @@ def run(argv: list[str] | None = None) -> int:
             stages = ", ".join(f"{k} {v:.0f}s" for k, v in entry.stage_wall_s.items()) or "no stage re-ran"
             print(
                 f"== {entry.attempt_id}: {entry.verdict.upper()}  PPO win {f['win_rate']:.3f} "
-                f"[{f['win_rate_low']:.3f}, {f['win_rate_high']:.3f}] on {f['eval_games']} games, "
+                f"[{f['win_rate_low']:.3f}, {f['win_rate_high']:.3f}] on {f['eval_games']} games (SPRT LLR {f['sprt_llr']:.2f}), "
                 f"holdout acc {f['holdout_accuracy']:.3f}; wall {entry.wall_s:.0f}s ({stages})",
                 flush=True,
             )

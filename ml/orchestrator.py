@@ -226,7 +226,7 @@ class Loop:
         for name in ("lock", "rwlock"):
             p = self.path(".dvc/tmp") / name
             if p.exists():
-                logger.info("removing stale %s", p)
+                logger.debug("removing stale %s", p)
                 p.unlink()
 
     def check_tree(self, state: LoopState) -> None:
@@ -412,6 +412,8 @@ class Loop:
             "win_rate_low": gate["gate/win_rate_low"],
             "win_rate_high": gate["gate/win_rate_high"],
             "eval_games": gate["gate/eval_games"],
+            "sprt_llr": gate.get("gate/sprt_llr"),
+            "sprt_decision": gate.get("gate/sprt_decision"),
             "holdout_accuracy": gate["gate/holdout_accuracy_current"],
             "holdout_accuracy_drop": gate["gate/holdout_accuracy_drop"],
             "selfplay_train_win_rate": selfplay.get("selfplay/train_win_rate"),

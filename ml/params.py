@@ -151,18 +151,36 @@ class ExportParams(_Section):
 
 
 class GateParams(_Section):
-    eval_games: int = Field(400, ge=1)
-    """Fresh evaluation pods (new seeds) for the win-rate check."""
-    min_win_rate: float = Field(0.30, ge=0, le=1)
-    """The Wilson lower bound of the PPO agent's win rate must exceed this (parity in a 4-pod: 0.25)."""
+    gated: bool = True
+    """Whether the verdict decides; an ungated attempt still measures and logs every figure but always advances."""
+    target_win_rate: float = Field(0.35, gt=0, lt=1)
+    """SPRT alternative H1: the PPO agent's first-place rate against heuristic teachers (H0 is parity, 1/pod size)."""
+    alpha: float = Field(0.05, gt=0, lt=0.5)
+    """SPRT false-accept rate (accepting an agent at parity)."""
+    beta: float = Field(0.05, gt=0, lt=0.5)
+    """SPRT false-reject rate (rejecting an agent at the target rate)."""
+    min_games: int = Field(40, ge=1)
+    """Fewest evaluation games before the SPRT may stop (games)."""
+    max_games: int = Field(1000, ge=1)
+    """Most evaluation games; undecided at this point counts as H0 (games)."""
     confidence: float = Field(0.95, gt=0, lt=1)
-    """Two-sided confidence level of the Wilson interval."""
+    """Two-sided confidence level of the reported intervals."""
     max_accuracy_drop: float = Field(0.05, ge=0, le=1)
-    """Largest allowed drop of teacher-holdout accuracy for a student trained with the batch.
+    """Accuracy drop on the teacher holdout that counts as a regression when McNemar's test confirms it.
 
     PPO decisions differ from the teacher's by design, so a student whose training set is a
     third PPO data imitates the teacher a little less: 2.5 points measured in generation 0
-    (docs/measurements.md); 0.05 blocks batches that pull the student far from the teacher."""
+    (docs/measurements.md)."""
+    student_games: int = Field(200, ge=1)
+    """Pods of the candidate student against current students (games, seat-rotated duplicate deals)."""
+    student_margin: float = Field(0.05, ge=0, lt=1)
+    """The candidate student regresses only if its whole win-rate interval is below parity minus this."""
+
+    @model_validator(mode="after")
+    def _check_games(self) -> GateParams:
+        if self.min_games > self.max_games:
+            raise ValueError(f"min_games ({self.min_games}) must not exceed max_games ({self.max_games})")
+        return self
 
 
 class LoopParams(_Section):

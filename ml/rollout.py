@@ -70,6 +70,7 @@ class GameResult:
             decision order.
         transitions: seat -> Transitions for tracked seats.
         decisions: decisions made in the game by all seats.
+        ranking: seats from first place to last (``GameState.ranking``).
     """
 
     index: int
@@ -81,6 +82,7 @@ class GameResult:
     records: list[dict] = field(default_factory=list)
     transitions: dict[int, list[Transition]] = field(default_factory=dict)
     decisions: int = 0
+    ranking: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -231,6 +233,7 @@ def _finish(slot: _Slot) -> GameResult:
         slot.records,
         slot.transitions,
         slot.decisions,
+        state.ranking(),
     )
 
 

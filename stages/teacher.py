@@ -12,12 +12,12 @@ import time
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
 from ml.cli import stage_setup, write_metrics
 from ml.encoding import RecordEncoder
 from ml.records import BatchWriter
 from ml.rollout import Controller, game_seeds, play_games
+from ml.progress import ProgressBar
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
             log_seats=lambda seats: list(range(len(seats))),
         )  # fmt: skip
         draws = 0
-        for result in tqdm(runner, total=games, desc="teacher", unit="game", disable=not args.progress):
+        for result in ProgressBar(runner, total=games, desc="teacher", unit="game", disable=not args.progress):
             writer.write_game(result.records, result.outcome)
             draws += int(result.winner is None)
     elapsed = time.perf_counter() - started

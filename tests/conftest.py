@@ -19,7 +19,7 @@ TINY = {
     "train": {"epochs": 2, "samples_per_epoch": 2000, "batch_size": 128, "hidden_sizes": [32]},
     "selfplay": {"total_steps": 600, "num_envs": 4, "rollout_steps": 300, "minibatch_size": 128, "update_epochs": 2},
     "export": {"games": 12, "only_wins": False},
-    "gate": {"eval_games": 40, "min_win_rate": 0.0, "max_accuracy_drop": 1.0},
+    "gate": {"gated": False, "min_games": 8, "max_games": 40, "student_games": 16},
     "loop": {"max_generations": 2, "max_retries": 1},
 }
 

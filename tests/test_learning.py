@@ -130,7 +130,7 @@ def test_params_errors_name_file_section_key(tmp_path):
 
 def test_repo_params_load_and_seeds_differ():
     params = load_params("params.yaml")
-    assert params.gate.min_win_rate == 0.30
+    assert params.gate.target_win_rate == 0.35 and params.gate.gated
     assert attempt_seed(1, 0, 1) != attempt_seed(1, 0, 2) != attempt_seed(1, 1, 1)
     assert attempt_seed(1, 0, 1) == attempt_seed(1, 0, 1)
     assert len({params.stage_seed(s) for s in ("teacher", "train", "selfplay", "export", "gate")}) == 5

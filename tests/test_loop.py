@@ -56,7 +56,7 @@ def test_two_generations_commit_and_restore(project: Path):
     assert "wall" in res.stdout and "done: 2 generations" in res.stdout
     commits = attempt_commits(project)
     assert [s.split(":")[0] for _, s in commits] == ["gen 000 attempt 1", "gen 001 attempt 1"]
-    assert all("accepted" in s for _, s in commits)
+    assert all("accepted" in s for _, s in commits)  # tiny params: ungated (the gate itself: tests/test_gate.py)
     assert git(project, "status", "--porcelain") == ""
     assert "up to date" in dvc(project, "status") or dvc(project, "status").strip() in (
         "",
@@ -89,7 +89,8 @@ def test_two_generations_commit_and_restore(project: Path):
 
 def test_rejection_blocks_and_overrides(tmp_path: Path):
     repo = make_project_copy(
-        tmp_path / "repo", tiny_params({"gate": {"eval_games": 12, "min_win_rate": 0.99, "max_accuracy_drop": 1.0}})
+        tmp_path / "repo",
+        tiny_params({"gate": {"gated": True, "target_win_rate": 0.9, "min_games": 8, "max_games": 40, "student_games": 16}}),
     )
     res = run_loop(repo)
     assert res.returncode == 3 and "BLOCKED" in res.stdout, res.stdout[-2000:] + res.stderr[-2000:]

@@ -93,8 +93,11 @@ def test_stage_outputs(pipeline):
     assert 0.0 <= tr["train/holdout_accuracy"] <= 1.0 and tr["train/holdout_games"] >= 1
     assert _metrics(d, "selfplay")["selfplay/decisions"] >= 600
     g = _metrics(d, "gate")
-    assert g["gate/accepted"] is True and g["gate/eval_games"] == 40
+    assert g["gate/accepted"] is True and g["gate/gated"] is False  # tiny params: ungated
+    assert 8 <= g["gate/eval_games"] <= 40 and g["gate/eval_games"] % 4 == 0  # whole duplicate deals
     assert g["gate/win_rate_low"] <= g["gate/win_rate"] <= g["gate/win_rate_high"]
+    assert g["gate/sprt_decision"] in ("H0", "H1") and g["gate/student_games"] == 16
+    assert 0 <= g["gate/holdout_mcnemar_p"] <= 1
     assert g["gate/batch"]["games"] == 12 and g["gate/batch"]["action_entropy_bits"] > 0
 
 
@@ -134,11 +137,13 @@ def test_merge_accepted_and_rejected(pipeline, tmp_path):
     assert [p.name for p in (d["merged"] / "pool").iterdir()] == ["ml-decisions-ppo-gen000-a1.jsonl"]
     assert [p.name for p in (d["merged"] / "frozen").iterdir()] == ["gen000.pt"]
     assert not list((d["merged"] / "rejected").iterdir())
-    strict = _params(tmp_path, gate={"eval_games": 12, "min_win_rate": 0.99})
+    strict = _params(
+        tmp_path, gate={"gated": True, "target_win_rate": 0.9, "min_games": 8, "max_games": 40, "student_games": 16}
+    )
     gate_json = tmp_path / "gate.json"
     assert gate.main(["--params", str(strict), "--no-progress", *gate_args, "--metrics", str(gate_json)]) == 0
     verdict = json.loads(gate_json.read_text())
-    assert verdict["gate/accepted"] is False and "min_win_rate" in verdict["gate/reasons"][0]
+    assert verdict["gate/accepted"] is False and verdict["gate/reasons"][0].startswith("strength: the SPRT accepted H0")
     out = tmp_path / "merged"
     assert (
         merge.main(

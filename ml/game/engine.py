@@ -90,6 +90,7 @@ def eliminate(state: GameState, p: PlayerState) -> None:
     if p.eliminated:
         return
     p.eliminated = True
+    state.elimination_order.append(p.seat)
     p.creatures = []
     p.permanents = []
     p.mana = p.mana_sources = 0

@@ -147,12 +147,14 @@ class GameState:
         players: per-seat state, in seat order.
         rng: the game's own random generator (shuffles); never the global one.
         legal: legal action indices at the current decision point (rules-internal cache).
+        elimination_order: seats in the order they were eliminated (first out first).
     """
 
     __slots__ = (
         "active_seat",
         "current_seat",
         "done",
+        "elimination_order",
         "game_id",
         "legal",
         "max_turns",
@@ -179,6 +181,15 @@ class GameState:
         self.players = players
         self.rng = random.Random(seed)
         self.legal: list[int] = []
+        self.elimination_order: list[int] = []
+
+    def ranking(self) -> list[int]:
+        """Seats from first place to last: the winner, then the players still in the game (a
+        turn-cap draw: by life, higher first, then seat), then the eliminated, last out first."""
+        out = [] if self.winner is None else [self.winner]
+        alive = [p for p in self.players if not p.eliminated and p.seat != self.winner]
+        out += [p.seat for p in sorted(alive, key=lambda p: (-p.life, p.seat))]
+        return out + self.elimination_order[::-1]
 
     def living_seats(self) -> list[int]:
         """Seats not eliminated, in seat order."""

@@ -1,0 +1,109 @@
+"""The gate's statistics on simulated candidates of known strength (no real games).
+
+Checks: over 400 seeded runs of the whole gate with a Plackett-Luce game model, a
+candidate equal to the reference is accepted at most 7% of the time and a candidate at
+the target rate at least 90%; the SPRT stops early on clear cases; Wald's bounds and LLR
+match hand-computed values; the McNemar check flags a real drop and not a tie; the
+student check rejects only a clear regression; an ungated verdict accepts but keeps
+the reasons.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ml.gate import SPRT, mcnemar_regression, sequential_test, student_non_regression, verdict
+
+POD = 4
+TARGET = 0.35
+RUNS = 400
+
+
+def pl_deals(strength: float, rng: np.random.Generator):
+    """Duplicate deals of a Plackett-Luce game model: the candidate (strength ``strength``)
+    against three references of strength 1 takes first place with probability s/(s+3)."""
+    p_first = strength / (strength + POD - 1)
+    while True:
+        yield list(rng.random(POD) < p_first)
+
+
+def _passing_checks():
+    holdout = {"regression": False, "drop": 0.0, "p_value": 1.0, "accuracy_current": 0.8, "accuracy_candidate": 0.8}
+    student = student_non_regression([True, False, False, False] * 10, POD, 0.05)
+    return holdout, student, {"games": 10}
+
+
+def gate_accept_rate(p_first: float, seed: int) -> tuple[float, float]:
+    """Share of RUNS whole-gate verdicts that accept, and mean games per decision."""
+    strength = (POD - 1) * p_first / (1 - p_first)
+    rng = np.random.default_rng(seed)
+    test = SPRT(1 / POD, TARGET, 0.05, 0.05)
+    holdout, student, batch = _passing_checks()
+    accepted, games = 0, 0
+    for _ in range(RUNS):
+        strength_fig = sequential_test(pl_deals(strength, rng), test, min_games=40, max_games=1000)
+        accepted += verdict(strength_fig, holdout, student, batch)["gate/accepted"]
+        games += strength_fig["games"]
+    return accepted / RUNS, games / RUNS
+
+
+def test_false_accept_rate_at_parity():
+    rate, mean_games = gate_accept_rate(0.25, seed=1)
+    print(f"false-accept rate at parity: {rate:.3f} over {RUNS} gates, {mean_games:.0f} games per decision")
+    assert rate <= 0.07
+
+
+def test_power_at_target():
+    rate, mean_games = gate_accept_rate(TARGET, seed=2)
+    print(f"accept rate at the target {TARGET}: {rate:.3f} over {RUNS} gates, {mean_games:.0f} games per decision")
+    assert rate >= 0.90
+
+
+def test_sprt_bounds_and_llr_by_hand():
+    t = SPRT(0.25, 0.35, 0.05, 0.05)
+    assert t.upper == pytest.approx(math.log(19)) and t.lower == pytest.approx(-math.log(19))
+    assert t.llr(3, 10) == pytest.approx(3 * math.log(0.35 / 0.25) + 7 * math.log(0.65 / 0.75))
+    with pytest.raises(ValueError):
+        SPRT(0.3, 0.25)
+
+
+def test_sprt_stops_early_on_clear_cases():
+    test = SPRT(0.25, 0.35)
+    strong = sequential_test(iter([[True] * 4] * 100), test, min_games=8, max_games=400)
+    assert strong["decision"] == "H1" and strong["decided_early"] and strong["games"] == 12
+    weak = sequential_test(iter([[False] * 4] * 100), test, min_games=8, max_games=400)
+    assert weak["decision"] == "H0" and weak["games"] < 30
+    undecided = sequential_test(iter([[True, False, False, False]] * 100), test, min_games=8, max_games=40)
+    assert undecided["games"] == 40 and undecided["decision"] == "H0" and not undecided["decided_early"]
+
+
+def test_mcnemar_flags_only_a_real_drop():
+    rng = np.random.default_rng(0)
+    current = rng.random(4000) < 0.85
+    same = current.copy()
+    same[np.flatnonzero(current)[:100]] = False  # 100 decisions lost, 100 gained: a tie
+    same[np.flatnonzero(~current)[:100]] = True
+    assert not mcnemar_regression(current, same, margin=0.01)["regression"]
+    worse = current.copy()
+    worse[np.flatnonzero(current)[:400]] = False  # 10 points lost
+    r = mcnemar_regression(current, worse, margin=0.05)
+    assert r["regression"] and r["drop"] == pytest.approx(0.1) and r["p_value"] < 1e-6
+    assert not mcnemar_regression(current, worse, margin=0.15)["regression"]  # inside the margin
+
+
+def test_student_check_rejects_only_clear_regressions():
+    assert not student_non_regression([True, False, False, False] * 50, POD, 0.05)["regression"]
+    assert not student_non_regression([False] * 8, POD, 0.05)["regression"]  # too few games to be clear
+    assert student_non_regression([False] * 200, POD, 0.05)["regression"]
+
+
+def test_ungated_verdict_accepts_but_reports():
+    holdout, student, batch = _passing_checks()
+    weak = sequential_test(iter([[False] * 4] * 100), SPRT(0.25, 0.35), 8, 400)
+    gated = verdict(weak, holdout, student, batch)
+    ungated = verdict(weak, holdout, student, batch, gated=False)
+    assert not gated["gate/accepted"] and ungated["gate/accepted"]
+    assert gated["gate/reasons"] == ungated["gate/reasons"] != []
