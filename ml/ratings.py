@@ -158,8 +158,14 @@ def fit_plackett_luce(
         method="trust-exact",
         options={"gtol": 1e-10},
     )
-    theta = np.insert(res.x, a, 0.0)
-    h = _objective(res.x, a, n, stages, pairs, prec)[2]
+    free = res.x
+    for _ in range(20):  # Newton polish: the objective is convex, so this converges quadratically
+        _, g, h = _objective(free, a, n, stages, pairs, prec)
+        if np.max(np.abs(g), initial=0.0) < 1e-12:
+            break
+        free = free - np.linalg.lstsq(h, g, rcond=None)[0]
+    theta = np.insert(free, a, 0.0)
+    h = _objective(free, a, n, stages, pairs, prec)[2]
     cov_free = np.linalg.pinv(h)
     cov = np.zeros((n, n))
     keep = np.arange(n) != a
