@@ -1,9 +1,11 @@
 """distill-loop driver: run generation attempts until done, committing every attempt.
 
-    python loop.py                      # run (or resume) until loop.max_generations
+    python loop.py                      # run (or resume) until loop.max_generations or convergence
     python loop.py --max-generations 5  # override loop.max_generations for this run
     python loop.py --force-retry        # after a fix: unblock and retry the blocked generation
     python loop.py --skip-to-next-stage # give up on the blocked generation and go on
+    python loop.py elo                  # print the latest Elo table
+    python loop.py promote gen003-a1 [--name NAME]   # keep that attempt's student as a bot
 
 Safe to stop at any moment (Ctrl-C, kill -9) and start again: it resumes the attempt in
 flight. A second instance on the same repo refuses to start. See ml/orchestrator.py.
@@ -17,8 +19,12 @@ import sys
 import time
 from pathlib import Path
 
+from ml.bots import PromoteError, final_report, load_bots, promote
+from ml.io import read_json
 from ml.orchestrator import AttemptLog, Loop, LoopError, acquire_lock
 from ml.params import load_params
+from ml.policy import load_policy
+from ml.ratings import ELO_FILE, format_table
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -31,6 +37,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     over = p.add_mutually_exclusive_group()
     over.add_argument("--force-retry", action="store_true", help="unblock a blocked generation and retry it (after a fix)")
     over.add_argument("--skip-to-next-stage", action="store_true", help="leave a blocked generation and start the next one")
+    sub = p.add_subparsers(dest="command", metavar="{elo,promote}")
+    sub.add_parser("elo", help="print the latest Elo table (state/elo_history.json)")
+    prom = sub.add_parser("promote", help="copy an attempt's student to bots/promoted/<name>.pt and commit it")
+    prom.add_argument("attempt", help="attempt id, or a unique part of one (e.g. gen003-a1)")
+    prom.add_argument("--name", help="bot name (default: the attempt id)")
     return p.parse_args(argv)
 
 
@@ -40,9 +51,8 @@ def apply_override(loop: Loop, args: argparse.Namespace) -> None:
     if state.in_flight is not None:
         raise LoopError(f"attempt {state.in_flight.attempt_id} is in flight; let it finish (run loop.py) before an override")
     kind = "force-retry" if args.force_retry else "skip-to-next-stage"
-    stamp = time.strftime("%Y%m%d-%H%M%S")
     entry = AttemptLog(
-        attempt_id=f"{stamp}-override-{kind}",
+        attempt_id=f"{time.strftime('%Y%m%d-%H%M%S')}-override-{kind}",
         generation=state.generation,
         attempt=state.attempt,
         verdict="override",
@@ -50,8 +60,7 @@ def apply_override(loop: Loop, args: argparse.Namespace) -> None:
     )
     if args.skip_to_next_stage:
         state.generation, state.attempt = state.generation + 1, 1
-    state.failures = 0
-    state.status = "running"
+    state.failures, state.status, state.stop_reason = 0, "running", None
     state.log.append(entry)
     loop.save_state(state)
     loop.commit(
@@ -60,11 +69,97 @@ def apply_override(loop: Loop, args: argparse.Namespace) -> None:
     print(f"override {kind} recorded: next is generation {state.generation} attempt {state.attempt}")
 
 
-def run(argv: list[str] | None = None) -> int:
+def print_elo(loop: Loop) -> int:
+    path = loop.path(ELO_FILE)
+    history = read_json(path) if path.exists() else []
+    if not history or not history[-1]["table"]:
+        print("no ratings yet: they are fitted after each accepted generation")
+        return 0
+    print(format_table(history[-1]))
+    return 0
+
+
+def report(loop: Loop) -> None:
+    """The final, informational report: the final student against every promoted bot."""
+    params = load_params(loop.path("params.yaml"))
+    bots = load_bots(loop.root)
+    students = sorted(loop.path("data/students").glob("*.pt")) or sorted(loop.path("data/merged/students").glob("*.pt"))
+    if not bots or not students or not params.rating.report_games:
+        return
+    student, _ = load_policy(students[-1])
+    rows = final_report(
+        student, bots, games=params.rating.report_games, pod_size=params.game.pod_size, max_turns=params.game.max_turns,
+        num_envs=params.selfplay.num_envs, seed=params.stage_seed("report"),
+    )  # fmt: skip
+    print(f"final report: student {students[-1].stem} in pods against {params.game.pod_size - 1} copies of each promoted bot")
+    for r in rows:
+        print(f"  vs {r['bot']:30s} win {r['win_rate']:.3f} [{r['low']:.3f}, {r['high']:.3f}] over {r['games']} games")
+
+
+def run_attempts(loop: Loop, args: argparse.Namespace) -> int:
+    """Attempts until done, blocked, stopped or ``--max-attempts``; returns the exit status."""
+    ran = 0
+    while True:
+        state = loop.load_state()
+        params = load_params(loop.path("params.yaml"))
+        max_gen = args.max_generations or params.loop.max_generations
+        if state.in_flight is None and loop.uncommitted_log(state):
+            last = state.log[-1]
+            loop.commit(f"gen {last.generation:03d} attempt {last.attempt}: {last.verdict}\n\nAttempt-Id: {last.attempt_id}\n")
+        if state.in_flight is None:
+            if state.status == "blocked":
+                print(
+                    f"BLOCKED: generation {state.generation} was rejected {state.failures} times "
+                    f"(loop.max_retries = {params.loop.max_retries}). Last reasons: {'; '.join(state.log[-1].reasons)}.\n"
+                    "Fix the cause, then run `python loop.py --force-retry`, or `python loop.py --skip-to-next-stage`."
+                )
+                loop.write_status("blocked", generation=state.generation, attempt=state.attempt)
+                return 3
+            done = state.generation >= max_gen or (
+                state.status == "done" and state.stop_reason and "converged" in state.stop_reason
+            )
+            if done:
+                reason = (
+                    state.stop_reason if state.status == "done" else f"{state.generation} generations accepted (max {max_gen})"
+                )
+                print(f"done: {reason}. Raise loop.max_generations (or --max-generations) to go on.")
+                loop.write_status("done", generation=state.generation, attempt=state.attempt)
+                report(loop)
+                return 0
+            if args.max_attempts is not None and ran >= args.max_attempts:
+                loop.write_status("stopped", generation=state.generation, attempt=state.attempt)
+                return 0
+        if loop.wait_while_paused(state.in_flight) == "stop":
+            print("stopped on request; run `python loop.py` to go on.")
+            return 0
+        started = time.perf_counter()
+        loop.ensure_data_dirs()
+        flight = loop.begin(state)
+        print(f"== attempt {flight.attempt_id}: generation {flight.generation}, attempt {flight.attempt}", flush=True)
+        loop.promote()
+        stage_wall = loop.repro(flight)
+        if stage_wall is None:
+            print(f"stopped on request during {flight.attempt_id}; run `python loop.py` to resume it.")
+            return 0
+        entry = loop.finish(loop.load_state(), flight, time.perf_counter() - started, stage_wall)
+        ran += 1
+        f = entry.figures
+        stages = ", ".join(f"{k} {v:.0f}s" for k, v in entry.stage_wall_s.items()) or "no stage re-ran"
+        print(
+            f"== {entry.attempt_id}: {entry.verdict.upper()}  PPO win {f['win_rate']:.3f} "
+            f"[{f['win_rate_low']:.3f}, {f['win_rate_high']:.3f}] on {f['eval_games']} games (SPRT LLR {f['sprt_llr']:.2f}), "
+            f"holdout acc {f['holdout_accuracy']:.3f}; wall {entry.wall_s:.0f}s ({stages})",
+            flush=True,
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s loop %(levelname)s %(message)s")
     try:
         loop = Loop(args.repo)
+        if args.command == "elo":
+            return print_elo(loop)
         lock = acquire_lock(loop.root)
     except LoopError as e:
         print(f"loop.py: {e}", file=sys.stderr)
@@ -72,56 +167,16 @@ def run(argv: list[str] | None = None) -> int:
     try:
         state = loop.load_state()
         loop.check_tree(state)
+        if args.command == "promote":
+            path = promote(loop.root, loop.git, args.attempt, args.name)
+            loop.run([*loop.dvc, "add", "--quiet", str(path.parent.relative_to(loop.root))])
+            loop.commit_paths(f"promote: {path.stem} from attempt {args.attempt}", ["bots"])
+            print(f"promoted {path.relative_to(loop.root)}")
+            return 0
         if args.force_retry or args.skip_to_next_stage:
             apply_override(loop, args)
-        ran = 0
-        while True:
-            state = loop.load_state()
-            params = load_params(loop.path("params.yaml"))
-            max_gen = args.max_generations or params.loop.max_generations
-            if state.in_flight is None and loop._uncommitted_log(state):
-                loop.commit(
-                    f"gen {state.log[-1].generation:03d} attempt {state.log[-1].attempt}: {state.log[-1].verdict}\n\nAttempt-Id: {state.log[-1].attempt_id}\n"
-                )
-            if state.in_flight is None:
-                if state.status == "blocked":
-                    print(
-                        f"BLOCKED: generation {state.generation} was rejected {state.failures} times "
-                        f"(loop.max_retries = {params.loop.max_retries}). Last reasons: {'; '.join(state.log[-1].reasons)}.\n"
-                        "Fix the cause, then run `python loop.py --force-retry`, or `python loop.py --skip-to-next-stage`."
-                    )
-                    loop.write_status("blocked", generation=state.generation, attempt=state.attempt)
-                    return 3
-                if state.generation >= max_gen:
-                    print(
-                        f"done: {state.generation} generations accepted (max {max_gen}); raise loop.max_generations to go on."
-                    )
-                    return 0
-                if args.max_attempts is not None and ran >= args.max_attempts:
-                    return 0
-            if loop.wait_while_paused(state.in_flight) == "stop":
-                print("stopped on request; run `python loop.py` to go on.")
-                return 0
-            started = time.perf_counter()
-            loop.ensure_data_dirs()
-            flight = loop.begin(state)
-            print(f"== attempt {flight.attempt_id}: generation {flight.generation}, attempt {flight.attempt}", flush=True)
-            loop.promote()
-            stage_wall = loop.repro(flight)
-            if stage_wall is None:
-                print(f"stopped on request during {flight.attempt_id}; run `python loop.py` to resume it.")
-                return 0
-            entry = loop.finish(loop.load_state(), flight, time.perf_counter() - started, stage_wall)
-            ran += 1
-            f = entry.figures
-            stages = ", ".join(f"{k} {v:.0f}s" for k, v in entry.stage_wall_s.items()) or "no stage re-ran"
-            print(
-                f"== {entry.attempt_id}: {entry.verdict.upper()}  PPO win {f['win_rate']:.3f} "
-                f"[{f['win_rate_low']:.3f}, {f['win_rate_high']:.3f}] on {f['eval_games']} games (SPRT LLR {f['sprt_llr']:.2f}), "
-                f"holdout acc {f['holdout_accuracy']:.3f}; wall {entry.wall_s:.0f}s ({stages})",
-                flush=True,
-            )
-    except LoopError as e:
+        return run_attempts(loop, args)
+    except (LoopError, PromoteError) as e:
         print(f"loop.py: {e}", file=sys.stderr)
         loop.write_status("error", message=str(e)[-2000:])
         return 2
@@ -134,4 +189,4 @@ def run(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run())
+    sys.exit(main())

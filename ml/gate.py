@@ -305,26 +305,32 @@ def verdict(strength: dict, holdout: dict, student: dict, batch: dict, gated: bo
             (``gate/reasons`` then lists what would have rejected it).
 
     Returns:
-        ``gate/…`` metrics including ``gate/accepted`` (bool) and ``gate/reasons`` (list of str).
+        ``gate/…`` metrics including ``gate/accepted`` (bool), ``gate/reasons`` (list of
+        str) and ``gate/failed`` (names of failed checks: strength, holdout, student, empty).
     """
-    reasons = []
+    reasons, failed = [], []
     if strength["decision"] != "H1":
+        failed.append("strength")
         how = "the SPRT accepted H0 (parity)" if strength["decided_early"] else "the SPRT reached max games undecided"
         reasons.append(
             f"strength: {how}, LLR {strength['llr']:.2f} after {strength['games']} games, win rate {strength['win_rate']:.3f}"
         )
     if holdout["regression"]:
+        failed.append("holdout")
         reasons.append(f"holdout accuracy drop {holdout['drop']:.4f} is a regression (McNemar p = {holdout['p_value']:.3g})")
     if student["regression"]:
+        failed.append("student")
         reasons.append(
             f"the student trained with the batch regressed: win rate {student['win_rate']:.3f} [{student['win_rate_low']:.3f}, {student['win_rate_high']:.3f}] vs parity {student['parity']:.3f}"
         )
     if batch["games"] == 0:
+        failed.append("empty")
         reasons.append("the batch holds no games")
     return {
         "gate/accepted": not reasons or not gated,
         "gate/gated": gated,
         "gate/reasons": reasons,
+        "gate/failed": failed,
         "gate/eval_games": strength["games"],
         "gate/wins": strength["wins"],
         "gate/win_rate": strength["win_rate"],

@@ -6,8 +6,8 @@ An attempt goes through these steps; each is idempotent, so a run killed anywher
 1. ``begin``: pick (generation, attempt), record it as in flight in
    ``state/curriculum_state.json`` together with the hash of the params it will use,
    then write the ``run`` section of ``params.yaml`` (generation, attempt, seed).
-2. ``promote``: copy the previous attempt's ``data/merged/{pool,rejected,frozen}`` to
-   ``data/{pool,rejected,frozen}`` and ``dvc add`` them (a DVC pipeline cannot feed its own
+2. ``promote``: copy the previous attempt's ``data/merged/{pool,rejected,frozen,students}`` to
+   ``data/{pool,rejected,frozen,students}`` and ``dvc add`` them (a DVC pipeline cannot feed its own
    input; design.md "Things that bite").
 3. ``dvc repro``: DVC skips stages whose deps and params did not change and re-runs the
    one that was interrupted.
@@ -40,7 +40,12 @@ from pydantic import BaseModel, Field
 from ruamel.yaml import YAML
 
 from ml.io import atomic_write_json, atomic_write_text, read_json
-from ml.params import attempt_seed, load_params
+from ml.encoding import RecordEncoder
+from ml.feedback import LEDGER, FeedbackRecord, append_record, suggest
+from ml.feedback import now as feedback_now
+from ml.params import Params, attempt_seed, load_params
+from ml.policy import load_policy
+from ml.ratings import ELO_FILE, converged, format_table, rate_generation
 from ml.progress import PROGRESS_FILE_ENV
 
 logger = logging.getLogger(__name__)
@@ -52,7 +57,7 @@ RUNTIME_DIR = Path(".dvc/tmp/loop")
 """Runtime files (not versioned): status.json (where the loop is), control.json (pause/resume/stop
 requests), progress.json (progress within the running stage, written by ml.progress)."""
 POLL_S = 1.0
-PROMOTED = ("pool", "rejected", "frozen")
+PROMOTED = ("pool", "rejected", "frozen", "students")
 OWNED_PATHS = ("params.yaml", "dvc.lock", "metrics/", "state/", "data/")
 """Paths the loop writes; any other change in the work tree makes it refuse to start."""
 DVC_ENV = {"DVC_NO_ANALYTICS": "1"}
@@ -86,6 +91,7 @@ class InFlight(BaseModel):
     attempt: int
     params_sha256: str
     started_at: str
+    nudges: dict = Field(default_factory=dict)
 
 
 class LoopState(BaseModel):
@@ -98,6 +104,8 @@ class LoopState(BaseModel):
         attempt: the next attempt number in this generation (1-based).
         failures: rejected attempts of this generation since the last override.
         in_flight: the attempt being run, if any.
+        nudges: params the suggester changes for the next attempt (dotted key -> value).
+        stop_reason: why the loop is ``done`` (max generations, converged).
         log: every finished attempt and override, oldest first.
     """
 
@@ -107,6 +115,8 @@ class LoopState(BaseModel):
     attempt: int = 1
     failures: int = 0
     in_flight: InFlight | None = None
+    nudges: dict = Field(default_factory=dict)
+    stop_reason: str | None = None
     log: list[AttemptLog] = Field(default_factory=list)
 
 
@@ -120,6 +130,7 @@ class Loop:
     def __init__(self, root: Path, echo=print) -> None:
         self.root = root.resolve()
         self.echo = echo
+        self.dvc = DVC
         try:
             self.repo = Repo(self.root)
         except (InvalidGitRepositoryError, NoSuchPathError) as e:
@@ -233,7 +244,7 @@ class Loop:
         """Refuse a work tree with changes the loop did not make (see module docstring)."""
         dirty = self.dirty_paths()
         foreign = [p for p in dirty if not p.startswith(OWNED_PATHS)]
-        ours_pending = state.in_flight is not None or self._uncommitted_log(state)
+        ours_pending = state.in_flight is not None or self.uncommitted_log(state)
         if foreign or (dirty and not ours_pending):
             listed = "\n  ".join(foreign or dirty)
             raise LoopError(
@@ -250,12 +261,12 @@ class Loop:
                     "revert it (git checkout params.yaml) so the attempt can resume, then commit your change after it."
                 )
 
-    def _uncommitted_log(self, state: LoopState) -> bool:
+    def uncommitted_log(self, state: LoopState) -> bool:
         return bool(state.log) and state.log[-1].attempt_id not in self.head_attempt_ids()
 
     # ------------------------------------------------------------------ attempt steps
     def ensure_data_dirs(self) -> None:
-        """Create and ``dvc add`` empty ``data/{pool,rejected,frozen}`` on a fresh clone."""
+        """Create and ``dvc add`` empty ``data/{pool,rejected,frozen,students}`` on a fresh clone."""
         missing = [name for name in PROMOTED if not self.path(f"data/{name}.dvc").exists()]
         for name in missing:
             self.path(f"data/{name}").mkdir(parents=True, exist_ok=True)
@@ -267,26 +278,35 @@ class Loop:
         if state.in_flight is None:
             stamp = datetime.now().strftime("%Y%m%d-%H%M")
             attempt_id = f"{stamp}-gen{state.generation:03d}-a{state.attempt}"
-            text = self._params_text(state.generation, state.attempt)
+            text = self._params_text(state.generation, state.attempt, state.nudges)
             state.in_flight = InFlight(
                 attempt_id=attempt_id, generation=state.generation, attempt=state.attempt,
                 params_sha256=hashlib.sha256(text.encode()).hexdigest(), started_at=datetime.now().isoformat(timespec="seconds"),
+                nudges=state.nudges,
             )  # fmt: skip
+            state.nudges = {}
             state.status = "running"
             self.save_state(state)
         flight = state.in_flight
         params = self.path("params.yaml")
         if sha256_file(params) != flight.params_sha256:
-            atomic_write_text(params, self._params_text(flight.generation, flight.attempt))
+            atomic_write_text(params, self._params_text(flight.generation, flight.attempt, flight.nudges))
         return flight
 
-    def _params_text(self, generation: int, attempt: int) -> str:
-        """params.yaml with the ``run`` section set for (generation, attempt), comments kept."""
+    def _params_text(self, generation: int, attempt: int, nudges: dict | None = None) -> str:
+        """params.yaml with the ``run`` section set for (generation, attempt) and the suggester's
+        ``nudges`` (dotted key -> value) applied, comments kept."""
         yaml = YAML()
         yaml.preserve_quotes = True
         data = yaml.load(self.path("params.yaml").read_text(encoding="utf-8"))
         base_seed = int(data.get("base", {}).get("seed", 0))
         data["run"] = {"generation": generation, "attempt": attempt, "seed": attempt_seed(base_seed, generation, attempt)}
+        for key, value in (nudges or {}).items():
+            *parents, leaf = key.split(".")
+            node = data
+            for part in parents:
+                node = node[part]
+            node[leaf] = value
         from io import StringIO
 
         buf = StringIO()
@@ -371,7 +391,7 @@ class Loop:
         return None
 
     def finish(self, state: LoopState, flight: InFlight, wall_s: float, stage_wall_s: dict[str, float]) -> AttemptLog:
-        """Record the attempt's verdict, advance the state and commit (idempotent)."""
+        """Record the attempt (history, ratings, ledger), advance the state and commit (idempotent)."""
         params = load_params(self.path("params.yaml"))
         gate = read_json(self.path("metrics/gate.json"))
         accepted = bool(gate["gate/accepted"])
@@ -380,9 +400,12 @@ class Loop:
             verdict="accepted" if accepted else "rejected", figures=self._figures(gate),
             reasons=list(gate.get("gate/reasons", [])), wall_s=round(wall_s, 1), stage_wall_s=stage_wall_s,
         )  # fmt: skip
+        elo = self.rate(flight, params) if accepted else None
+        if elo and elo.get("gain"):
+            entry.figures["elo_gain"] = elo["gain"]
         history = self.load_history()
         if not any(h.get("attempt_id") == flight.attempt_id for h in history):
-            history.append({**entry.model_dump(mode="json"), "metrics": self._all_metrics()})
+            history.append({**entry.model_dump(mode="json"), "nudges": flight.nudges, "metrics": self._all_metrics()})
             atomic_write_json(self.path(HISTORY_FILE), history)
         if not any(e.attempt_id == flight.attempt_id for e in state.log):
             state.log.append(entry)
@@ -390,19 +413,47 @@ class Loop:
                 state.generation, state.attempt, state.failures = flight.generation + 1, 1, 0
             else:
                 state.attempt, state.failures = flight.attempt + 1, state.failures + 1
-            state.status = self._status_after(state, params.loop.max_generations, params.loop.max_retries)
+            state.status, state.stop_reason = self._status_after(state, params)
+            if not accepted and state.status == "running" and params.loop.suggest_on_retry:
+                state.nudges = suggest(gate, params.model_dump(mode="json"))
         state.in_flight = None
         self.save_state(state)
-        self.commit(_commit_message(entry))
+        append_record(
+            self.path(LEDGER),
+            FeedbackRecord(
+                timestamp=feedback_now(), attempt_id=flight.attempt_id, generation=flight.generation, attempt=flight.attempt,
+                params=params.model_dump(mode="json"), figures={k: v for k, v in gate.items() if k != "gate/batch"},
+                passed=accepted, outcome="blocked" if state.status == "blocked" else entry.verdict, nudges=flight.nudges,
+            ),
+        )  # fmt: skip
+        self.commit(_commit_message(entry, flight.nudges, state.nudges))
         return entry
 
-    @staticmethod
-    def _status_after(state: LoopState, max_generations: int, max_retries: int) -> str:
-        if state.generation >= max_generations:
-            return "done"
-        if state.failures > max_retries:
-            return "blocked"
-        return "running"
+    def rate(self, flight: InFlight, params: Params) -> dict:
+        """Tournament of an accepted generation and the refit of all ratings (idempotent)."""
+        students = {p.stem: load_policy(p)[0] for p in sorted(self.path("data/merged/students").glob("*.pt"))}
+        self.write_status("running", flight, stage="rating")
+        entry = rate_generation(
+            self.root, flight.attempt_id, flight.generation, students, prior_sigma_elo=params.rating.prior_sigma_elo,
+            games=params.rating.games, pod_size=params.game.pod_size, max_turns=params.game.max_turns,
+            num_envs=params.selfplay.num_envs, seed=params.stage_seed("rating"), encoder=RecordEncoder(),
+        )  # fmt: skip
+        if entry["table"]:
+            self.echo(format_table(entry))
+        return entry
+
+    def _status_after(self, state: LoopState, params: Params) -> tuple[str, str | None]:
+        if state.generation >= params.loop.max_generations:
+            return "done", f"loop.max_generations ({params.loop.max_generations}) reached"
+        if state.failures > params.loop.max_retries:
+            return "blocked", None
+        history = read_json(self.path(ELO_FILE)) if self.path(ELO_FILE).exists() else []
+        if converged(history, params.loop.convergence_elo, params.loop.convergence_window):
+            return (
+                "done",
+                f"converged: Elo gain within +-{params.loop.convergence_elo} for {params.loop.convergence_window} generations",
+            )
+        return "running", None
 
     def _figures(self, gate: dict) -> dict:
         train = read_json(self.path("metrics/train.json"))
@@ -426,6 +477,11 @@ class Loop:
             out[p.stem] = read_json(p)
         return out
 
+    def commit_paths(self, message: str, paths: list[str]) -> None:
+        """Stage ``paths`` and commit them (for commands other than attempts, e.g. promote)."""
+        self.git("add", "-A", "--", *paths)
+        self.git("commit", "--quiet", "--no-verify", "-m", message)
+
     def commit(self, message: str) -> None:
         """Stage the loop's paths and commit, unless this attempt's commit already exists."""
         attempt_id = message.rsplit("Attempt-Id: ", 1)[-1].strip()
@@ -442,14 +498,22 @@ def _stage_times(lines: list[tuple[float, str]]) -> dict[str, float]:
     return {name: round((marks[i + 1][0] if i + 1 < len(marks) else end) - t, 1) for i, (t, name) in enumerate(marks)}
 
 
-def _commit_message(entry: AttemptLog) -> str:
+def _commit_message(entry: AttemptLog, used: dict, next_nudges: dict) -> str:
     f = entry.figures
     head = (
         f"gen {entry.generation:03d} attempt {entry.attempt}: {entry.verdict} | "
         f"PPO win {f.get('win_rate', float('nan')):.3f} [{f.get('win_rate_low', float('nan')):.3f}, {f.get('win_rate_high', float('nan')):.3f}] "
         f"| holdout acc {f.get('holdout_accuracy', float('nan')):.3f} (drop {f.get('holdout_accuracy_drop', float('nan')):+.4f})"
     )
-    body = "\n".join(f"- {r}" for r in entry.reasons)
+    lines = [f"- {r}" for r in entry.reasons]
+    if used:
+        lines.append("params nudged by the suggester for this attempt: " + ", ".join(f"{k} = {v}" for k, v in used.items()))
+    if next_nudges:
+        lines.append("next attempt's params nudged: " + ", ".join(f"{k} = {v}" for k, v in next_nudges.items()))
+    if "elo_gain" in f:
+        g = f["elo_gain"]
+        lines.append(f"Elo gain {g['new']} over {g['old']}: {g['elo']:+.0f} [{g['low']:+.0f}, {g['high']:+.0f}]")
+    body = "\n".join(lines)
     return f"{head}\n\n{body}\n\nAttempt-Id: {entry.attempt_id}\n" if body else f"{head}\n\nAttempt-Id: {entry.attempt_id}\n"
 
 

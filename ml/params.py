@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 DEFAULT_PARAMS_PATH = Path("params.yaml")
 
-STAGE_SEED_OFFSETS = {"teacher": 0, "train": 1_000, "selfplay": 2_000, "export": 3_000, "gate": 4_000}
+STAGE_SEED_OFFSETS = {"teacher": 0, "train": 1_000, "selfplay": 2_000, "export": 3_000, "gate": 4_000, "rating": 6_000, "report": 7_000}
 """Fixed per-stage offsets added to the stage's root seed, so stages never share a random stream."""
 GENERATION_STRIDE = 7919
 """Prime step between the training seeds of consecutive generations."""
@@ -183,11 +183,26 @@ class GateParams(_Section):
         return self
 
 
+class RatingParams(_Section):
+    games: int = Field(200, ge=0)
+    """Tournament pods played after each accepted generation (games); the newest student sits in each."""
+    prior_sigma_elo: float = Field(400.0, gt=0)
+    """Standard deviation of the weak prior linking consecutive generations' ratings (Elo)."""
+    report_games: int = Field(100, ge=0)
+    """Pods per promoted bot in the final report (games)."""
+
+
 class LoopParams(_Section):
     max_generations: int = Field(2, ge=1)
     """Generations to run before the loop stops."""
     max_retries: int = Field(2, ge=0)
     """Retries of a generation after a rejected attempt before the loop blocks for a human."""
+    convergence_elo: float = Field(10.0, gt=0)
+    """Converged when the newest generation's Elo gain is known to lie within +-this (Elo) ..."""
+    convergence_window: int = Field(2, ge=1)
+    """... for this many accepted generations in a row."""
+    suggest_on_retry: bool = True
+    """After a rejection, nudge the retry's params by the bounded rules of ml/feedback.py."""
 
 
 class Params(_Section):
@@ -199,6 +214,7 @@ class Params(_Section):
     selfplay: SelfplayParams = SelfplayParams()
     export: ExportParams = ExportParams()
     gate: GateParams = GateParams()
+    rating: RatingParams = RatingParams()
     loop: LoopParams = LoopParams()
 
     def stage_seed(self, stage: str) -> int:

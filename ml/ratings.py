@@ -24,12 +24,19 @@ References:
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
+import torch
 from scipy.optimize import minimize
+
+from ml.io import atomic_write_json, atomic_write_text, read_json
+from ml.rollout import Controller, game_seeds, play_games
 
 ELO_BASE = 1500.0
 ELO_SCALE = 400.0 / math.log(10.0)
@@ -75,7 +82,15 @@ class Ratings:
         rows = []
         for name, g in zip(self.players, self.games, strict=True):
             low, high = self.elo_interval(name)
-            rows.append({"player": name, "elo": round(self.elo(name), 1), "low": round(low, 1), "high": round(high, 1), "games": int(g)})
+            rows.append(
+                {
+                    "player": name,
+                    "elo": round(self.elo(name), 1),
+                    "low": round(low, 1),
+                    "high": round(high, 1),
+                    "games": int(g),
+                }
+            )
         return sorted(rows, key=lambda r: -r["elo"])
 
 
@@ -147,7 +162,9 @@ def fit_plackett_luce(
         raise ValueError(f"all rankings must have the same length, got {sorted(lengths)}")
     arr = np.asarray([[index[p] for p in r] for r in rankings], dtype=np.int64)
     n, a = len(players), index[anchor]
-    pairs = np.asarray([(index[x], index[y]) for x, y in zip(prior_chain[1:], prior_chain[:-1], strict=False)], dtype=np.int64).reshape(-1, 2)
+    pairs = np.asarray(
+        [(index[x], index[y]) for x, y in zip(prior_chain[1:], prior_chain[:-1], strict=False)], dtype=np.int64
+    ).reshape(-1, 2)
     prec = (ELO_SCALE / prior_sigma_elo) ** 2
     stages = _stages(arr)
     res = minimize(
@@ -175,3 +192,145 @@ def fit_plackett_luce(
         for i in set(row.tolist()):
             games[i] += 1
     return Ratings(players, theta, cov, games)
+
+
+HEURISTIC, RANDOM = "heuristic", "random"
+
+
+def tournament_seatings(
+    newest: str, others: Sequence[str], games: int, pod_size: int, rng: np.random.Generator
+) -> list[list[str]]:
+    """Pods with ``newest`` rotated through the seats and the other seats drawn uniformly
+    from ``others`` (distinct where there are enough players, repeated otherwise)."""
+    out = []
+    for g in range(games):
+        k = pod_size - 1
+        picks = list(rng.choice(len(others), size=k, replace=len(others) < k))
+        seats = [others[i] for i in picks]
+        seats.insert(g % pod_size, newest)
+        out.append(seats)
+    return out
+
+
+def play_tournament(
+    students: dict[str, Any], newest: str, *, games: int, pod_size: int, max_turns: int, num_envs: int, seed: int, encoder: Any
+) -> list[list[str]]:
+    """Play ``games`` pods among students, the heuristic teacher and the random player.
+
+    Students act greedily (arg-max over legal actions). Every pod holds ``newest``.
+
+    Args:
+        students: name -> PolicyNet of each accepted generation's student.
+        newest: the student to rate now.
+        games, pod_size, max_turns, num_envs: tournament size and game settings.
+        seed: seeds the seatings, the games and any sampling.
+        encoder: observation encoder.
+
+    Returns:
+        Per game, player names from first place to last.
+    """
+    controllers = {HEURISTIC: Controller(HEURISTIC), RANDOM: Controller(RANDOM)}
+    controllers.update({name: Controller("net", net, greedy=True) for name, net in students.items()})
+    others = sorted(set(controllers) - {newest})
+    seatings = tournament_seatings(newest, others, games, pod_size, np.random.default_rng(seed))
+    gen = torch.Generator().manual_seed(seed)
+    results = play_games(
+        seatings, game_seeds(seed, games), controllers, pod_size=pod_size, max_turns=max_turns,
+        num_envs=num_envs, encoder=encoder, generator=gen,
+    )  # fmt: skip
+    return [[r.seats[s] for s in r.ranking] for r in sorted(results, key=lambda r: r.index)]
+
+
+TOURNAMENT_FILE = Path("state/tournament.jsonl")
+"""Every tournament game ever played: ``{"attempt_id", "ranking"}`` per line (the data of every refit)."""
+ELO_FILE = Path("state/elo_history.json")
+"""Every refit: the attempt that triggered it, the table and the newest generation's gain."""
+
+
+def load_tournament(root: Path) -> list[dict]:
+    """Tournament games recorded so far (empty when none)."""
+    path = root / TOURNAMENT_FILE
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def rate_generation(
+    root: Path, attempt_id: str, generation: int, students: dict[str, Any], prior_sigma_elo: float = 400.0, **play: Any
+) -> dict:
+    """Play the tournament of an accepted generation, refit all ratings, record both (idempotent).
+
+    Args:
+        root: repository root.
+        attempt_id: the accepted attempt (keys the games and the refit, so a rerun adds nothing).
+        generation: its generation; the newest student is ``gen{generation:03d}``.
+        students: name -> PolicyNet of every accepted generation's student.
+        prior_sigma_elo: the generation-linking prior (Elo).
+        **play: ``play_tournament`` keyword arguments (games, pod_size, ..., encoder).
+
+    Returns:
+        The ``elo_history`` entry: ``attempt_id``, ``generation``, ``games`` (all games so far),
+        ``table`` (rows of ``Ratings.table``) and ``gain`` (vs the previous generation, or None).
+    """
+    history = read_json(root / ELO_FILE) if (root / ELO_FILE).exists() else []
+    for entry in history:
+        if entry["attempt_id"] == attempt_id:
+            return entry
+    newest = f"gen{generation:03d}"
+    games = load_tournament(root)
+    if play.get("games", 0) and not any(g["attempt_id"] == attempt_id for g in games):
+        played = [{"attempt_id": attempt_id, "ranking": r} for r in play_tournament(students, newest, **play)]
+        games += played
+        atomic_write_text(root / TOURNAMENT_FILE, "".join(json.dumps(g) + "\n" for g in games))
+    entry: dict[str, Any] = {
+        "attempt_id": attempt_id,
+        "generation": generation,
+        "games": len(games),
+        "table": [],
+        "gain": None,
+    }
+    if games:
+        chain = sorted(n for n in students if n.startswith("gen"))
+        fit = fit_plackett_luce(
+            [g["ranking"] for g in games], anchor=HEURISTIC, prior_chain=chain, prior_sigma_elo=prior_sigma_elo
+        )
+        entry["table"] = fit.table()
+        earlier = [n for n in chain if n < newest]
+        if earlier and newest in fit.players:
+            gain, low, high = fit.gain(newest, earlier[-1])
+            entry["gain"] = {
+                "new": newest,
+                "old": earlier[-1],
+                "elo": round(gain, 1),
+                "low": round(low, 1),
+                "high": round(high, 1),
+            }
+    atomic_write_json(root / ELO_FILE, [*history, entry])
+    return entry
+
+
+def converged(history: list[dict], threshold_elo: float, window: int) -> bool:
+    """Whether the last ``window`` refits each put the newest generation's gain, with 95%
+    confidence, inside ``(-threshold_elo, +threshold_elo)``.
+
+    A clearly negative gain (interval reaching below ``-threshold_elo``) is a regression, not
+    convergence, and so is a gain that may still be large.
+    """
+    gains = [e.get("gain") for e in history[-window:]]
+    return len(gains) == window and all(
+        g is not None and g["high"] < threshold_elo and g["low"] > -threshold_elo for g in gains
+    )
+
+
+def format_table(entry: dict) -> str:
+    """The Elo table of an ``elo_history`` entry as text."""
+    lines = [
+        f"Elo after {entry['attempt_id']} ({entry['games']} games; heuristic anchored at 1500)",
+        f"{'player':12s} {'Elo':>7s} {'95% interval':>17s} {'games':>6s}",
+    ]
+    for r in entry["table"]:
+        lines.append(f"{r['player']:12s} {r['elo']:7.0f} [{r['low']:6.0f}, {r['high']:6.0f}] {r['games']:6d}")
+    if entry.get("gain"):
+        g = entry["gain"]
+        lines.append(f"gain {g['new']} over {g['old']}: {g['elo']:+.0f} Elo [{g['low']:+.0f}, {g['high']:+.0f}]")
+    return "\n".join(lines)

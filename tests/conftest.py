@@ -20,6 +20,7 @@ TINY = {
     "selfplay": {"total_steps": 600, "num_envs": 4, "rollout_steps": 300, "minibatch_size": 128, "update_epochs": 2},
     "export": {"games": 12, "only_wins": False},
     "gate": {"gated": False, "min_games": 8, "max_games": 40, "student_games": 16},
+    "rating": {"games": 16, "report_games": 8},
     "loop": {"max_generations": 2, "max_retries": 1},
 }
 

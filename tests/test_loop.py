@@ -53,9 +53,11 @@ def attempt_commits(repo: Path) -> list[tuple[str, str]]:
 def test_two_generations_commit_and_restore(project: Path):
     res = run_loop(project)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    assert "wall" in res.stdout and "done: 2 generations" in res.stdout
+    assert "wall" in res.stdout and "done: loop.max_generations (2) reached" in res.stdout
+    assert "Elo after" in res.stdout
     commits = attempt_commits(project)
     assert [s.split(":")[0] for _, s in commits] == ["gen 000 attempt 1", "gen 001 attempt 1"]
+    assert "Elo gain gen001 over gen000" in git(project, "log", "-1", "--format=%B", commits[1][0])
     assert all("accepted" in s for _, s in commits)  # tiny params: ungated (the gate itself: tests/test_gate.py)
     assert git(project, "status", "--porcelain") == ""
     assert "up to date" in dvc(project, "status") or dvc(project, "status").strip() in (
@@ -73,6 +75,19 @@ def test_two_generations_commit_and_restore(project: Path):
     assert [h["generation"] for h in history] == [0, 1]
     # generation 1 trained on generation 0's accepted batch
     assert history[1]["metrics"]["train"]["train/ppo_files"] == 1
+    elo = json.loads((project / "state/elo_history.json").read_text())
+    assert [e["generation"] for e in elo] == [0, 1] and elo[1]["gain"]["new"] == "gen001"
+    rows = {r["player"]: r for r in elo[1]["table"]}
+    assert rows["heuristic"]["elo"] == 1500 and rows["gen001"]["low"] < rows["gen001"]["elo"] < rows["gen001"]["high"]
+    ledger = (project / "state/feedback.jsonl").read_text().splitlines()
+    assert [json.loads(line)["outcome"] for line in ledger] == ["accepted", "accepted"]
+    assert "gen001" in run_loop(project, "elo").stdout
+    res = run_loop(project, "promote", "gen000-a1", "--name", "first-bot")
+    assert res.returncode == 0, res.stderr
+    assert (project / "bots/promoted/first-bot.pt").is_file() and git(project, "status", "--porcelain") == ""
+    assert "promote: first-bot" in git(project, "log", "-1", "--format=%s")
+    res = run_loop(project)
+    assert "final report" in res.stdout and "first-bot" in res.stdout
     dag = dvc(project, "dag")
     assert all(stage in dag for stage in ("teacher", "train", "selfplay", "export", "gate", "merge"))
     first = commits[0][0]
@@ -97,6 +112,13 @@ def test_rejection_blocks_and_overrides(tmp_path: Path):
     subjects = [s for _, s in attempt_commits(repo)]
     assert subjects[0].startswith("gen 000 attempt 1: rejected") and subjects[1].startswith("gen 000 attempt 2: rejected")
     assert len(subjects) == 2  # max_retries = 1
+    # the suggester nudged the retry's params after the strength check failed, and says so
+    shas = [sha for sha, _ in attempt_commits(repo)]
+    assert "next attempt's params nudged: selfplay.total_steps = 900" in git(repo, "log", "-1", "--format=%B", shas[0])
+    diff = dvc(repo, "params", "diff", shas[0], shas[1])
+    assert "selfplay.total_steps" in diff and "selfplay.ent_coef" in diff
+    ledger = [json.loads(line) for line in (repo / "state/feedback.jsonl").read_text().splitlines()]
+    assert [r["outcome"] for r in ledger] == ["rejected", "blocked"] and ledger[1]["nudges"]["selfplay.total_steps"] == 900
     state = json.loads((repo / "state/curriculum_state.json").read_text())
     assert state["status"] == "blocked"
     rejected = sorted(p.name for p in (repo / "data/merged/rejected").glob("*.jsonl"))

@@ -32,8 +32,8 @@ def _params(tmp: Path, **over) -> Path:
 def pipeline(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("stages")
     params = _params(tmp)
-    d = {name: tmp / name for name in ("teacher", "pool", "frozen", "rejected", "candidate", "merged", "m")}
-    for name in ("pool", "frozen", "rejected"):
+    d = {name: tmp / name for name in ("teacher", "pool", "frozen", "rejected", "students", "candidate", "merged", "m")}
+    for name in ("pool", "frozen", "rejected", "students"):
         d[name].mkdir()
     common = ["--params", str(params), "--no-progress"]
     assert teacher.main([*common, "--out", str(d["teacher"]), "--metrics", str(d["m"] / "teacher.json")]) == 0
@@ -117,8 +117,8 @@ def test_export_round_trip_gives_back_the_action(pipeline):
 
 def test_merge_accepted_and_rejected(pipeline, tmp_path):
     tmp, d, common, gate_args = pipeline
-    margs = ["--candidate", str(d["candidate"]), "--model", str(tmp / "ppo.pt"), "--pool", str(d["pool"]),
-             "--rejected", str(d["rejected"]), "--frozen", str(d["frozen"])]  # fmt: skip
+    margs = ["--candidate", str(d["candidate"]), "--model", str(tmp / "ppo.pt"), "--student", str(tmp / "student.pt"), "--pool", str(d["pool"]),
+             "--rejected", str(d["rejected"]), "--frozen", str(d["frozen"]), "--students", str(d["students"])]  # fmt: skip
     assert (
         merge.main(
             [
@@ -136,6 +136,7 @@ def test_merge_accepted_and_rejected(pipeline, tmp_path):
     )
     assert [p.name for p in (d["merged"] / "pool").iterdir()] == ["ml-decisions-ppo-gen000-a1.jsonl"]
     assert [p.name for p in (d["merged"] / "frozen").iterdir()] == ["gen000.pt"]
+    assert [p.name for p in (d["merged"] / "students").iterdir()] == ["gen000.pt"]
     assert not list((d["merged"] / "rejected").iterdir())
     strict = _params(
         tmp_path, gate={"gated": True, "target_win_rate": 0.9, "min_games": 8, "max_games": 40, "student_games": 16}
@@ -162,7 +163,9 @@ def test_merge_accepted_and_rejected(pipeline, tmp_path):
         )
         == 0
     )
-    assert not list((out / "pool").iterdir()) and not list((out / "frozen").iterdir())
+    assert (
+        not list((out / "pool").iterdir()) and not list((out / "frozen").iterdir()) and not list((out / "students").iterdir())
+    )
     assert [p.name for p in (out / "rejected").iterdir()] == ["ml-decisions-ppo-gen000-a1.jsonl"]
 
 

@@ -1,0 +1,123 @@
+"""Promoted bots: students kept as opponents for good, and the final report against them.
+
+``promote`` copies the student of a committed attempt (from the DVC cache, by the hash its
+``dvc.lock`` recorded) to ``bots/promoted/<name>.pt``: the policy checkpoint format
+(``ml.policy.CHECKPOINT_FORMAT``) plus ``bot_format`` and the provenance in its meta, and
+``dvc add``s the folder. ``final_report`` plays the final student against every promoted
+bot in seat-rotated duplicate deals (informational: it decides nothing).
+"""
+
+from __future__ import annotations
+
+import re
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ml.encoding import OBS_DIM, RecordEncoder
+from ml.gate import duplicate_deal_outcomes, wilson_interval
+from ml.policy import PolicyNet, load_policy, save_policy
+from ml.rollout import Controller
+
+BOTS_DIR = Path("bots/promoted")
+BOT_FORMAT = 1
+"""Bumped when a promoted bot's meta changes; the weights follow ml.policy.CHECKPOINT_FORMAT."""
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+class PromoteError(ValueError):
+    """The attempt or its student cannot be promoted; the message says why."""
+
+
+def find_attempt(git: Any, query: str) -> tuple[str, str]:
+    """``(commit sha, attempt id)`` of the attempt whose id equals or uniquely contains ``query``.
+
+    Args:
+        git: a callable running ``git`` with the given arguments and returning stdout.
+        query: an attempt id or a unique part of one (``gen003-a1``).
+
+    Raises:
+        PromoteError: no attempt or several attempts match.
+    """
+    out = git("log", "--format=%H %(trailers:key=Attempt-Id,valueonly,separator=)")
+    found = [line.split(" ", 1) for line in out.splitlines() if " " in line and line.split(" ", 1)[1].strip()]
+    exact = [(sha, aid.strip()) for sha, aid in found if aid.strip() == query]
+    hits = exact or [(sha, aid.strip()) for sha, aid in found if query in aid and "override" not in aid]
+    if len(hits) != 1:
+        names = ", ".join(a for _, a in hits[:5])
+        raise PromoteError(f"{'no' if not hits else len(hits)} attempts match {query!r}" + (f": {names}" if hits else ""))
+    return hits[0]
+
+
+def student_from_commit(root: Path, git: Any, sha: str) -> Path:
+    """Path in the DVC cache of the student checkpoint recorded in ``dvc.lock`` at ``sha``.
+
+    Raises:
+        PromoteError: the commit has no student, or the cache lacks it (``dvc pull`` first).
+    """
+    lock = yaml.safe_load(git("show", f"{sha}:dvc.lock"))
+    md5 = next(
+        (
+            o["md5"]
+            for st in lock.get("stages", {}).values()
+            for o in st.get("outs", [])
+            if o["path"] == "data/models/student.pt"
+        ),
+        None,
+    )
+    if md5 is None:
+        raise PromoteError(f"commit {sha[:10]} records no data/models/student.pt in dvc.lock")
+    path = root / ".dvc" / "cache" / "files" / "md5" / md5[:2] / md5[2:]
+    if not path.is_file():
+        raise PromoteError(f"student {md5} of commit {sha[:10]} is not in the DVC cache ({path}); run `dvc pull` first")
+    return path
+
+
+def promote(root: Path, git: Any, query: str, name: str | None = None) -> Path:
+    """Write ``bots/promoted/<name>.pt`` from an attempt's student. Returns its path.
+
+    Raises:
+        PromoteError: bad name, unknown attempt, missing student, or a name already taken.
+    """
+    sha, attempt_id = find_attempt(git, query)
+    name = name or attempt_id
+    if not NAME_RE.match(name):
+        raise PromoteError(f"bot name {name!r}: use letters, digits, '.', '_' or '-' (at most 64)")
+    out = root / BOTS_DIR / f"{name}.pt"
+    if out.exists():
+        raise PromoteError(f"{out} exists already; choose another --name")
+    net, meta = load_policy(student_from_commit(root, git, sha))
+    save_policy(
+        net, out, {**meta, "bot_format": BOT_FORMAT, "name": name, "attempt_id": attempt_id, "commit": sha, "obs_dim": OBS_DIM}
+    )
+    return out
+
+
+def load_bots(root: Path) -> dict[str, PolicyNet]:
+    """Every promoted bot, by name."""
+    return {p.stem: load_policy(p)[0] for p in sorted((root / BOTS_DIR).glob("*.pt"))}
+
+
+def final_report(
+    student: PolicyNet, bots: dict[str, PolicyNet], *, games: int, pod_size: int, max_turns: int, num_envs: int, seed: int
+) -> list[dict]:
+    """Win rate of ``student`` in pods against ``pod_size - 1`` copies of each bot (both greedy).
+
+    Returns:
+        Rows ``bot``, ``games``, ``wins``, ``win_rate``, ``low``, ``high`` (95% Wilson).
+    """
+    rows = []
+    for i, (name, bot) in enumerate(sorted(bots.items())):
+        deals = duplicate_deal_outcomes(
+            Controller("net", student, greedy=True), Controller("net", bot, greedy=True), pod_size=pod_size,
+            max_turns=max_turns, num_envs=num_envs, seed=seed + i, encoder=RecordEncoder(),
+        )  # fmt: skip
+        outcomes = [x for deal in islice(deals, max(1, games // pod_size)) for x in deal]
+        wins = sum(outcomes)
+        low, high = wilson_interval(wins, len(outcomes))
+        rows.append(
+            {"bot": name, "games": len(outcomes), "wins": wins, "win_rate": wins / len(outcomes), "low": low, "high": high}
+        )
+    return rows

@@ -1,0 +1,157 @@
+"""The feedback ledger and the parameter suggester.
+
+``state/feedback.jsonl`` is append-only: one validated ``FeedbackRecord`` per attempt
+(timestamp, attempt id, the params used, the gate's figures, passed, outcome). A corrupt
+line is reported with its line number and left in place: the ledger is never rewritten.
+
+After a rejection, ``suggest`` nudges the retry's params by fixed, bounded rules keyed to
+the check that failed (``RULES``). The loop writes the nudged values into ``params.yaml``
+so ``dvc params diff`` shows them and the commit message names them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+logger = logging.getLogger(__name__)
+
+LEDGER = Path("state/feedback.jsonl")
+
+
+class FeedbackRecord(BaseModel):
+    """One attempt in the ledger."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    timestamp: str
+    attempt_id: str
+    generation: int
+    attempt: int
+    params: dict[str, Any]
+    figures: dict[str, Any]
+    passed: bool
+    outcome: Literal["accepted", "rejected", "blocked", "done"]
+    nudges: dict[str, Any] = {}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A ledger line that could not be read (left in place)."""
+
+    line: int
+    error: str
+
+
+def read_ledger(path: Path) -> tuple[list[FeedbackRecord], list[Problem]]:
+    """All valid records, and the corrupt lines with their 1-based line numbers."""
+    records: list[FeedbackRecord] = []
+    problems: list[Problem] = []
+    if not path.exists():
+        return records, problems
+    with path.open(encoding="utf-8") as f:
+        for no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                records.append(FeedbackRecord.model_validate_json(line))
+            except ValidationError as e:
+                problems.append(Problem(no, str(e).splitlines()[0]))
+    for p in problems:
+        logger.warning("%s:%d: corrupt ledger line left in place: %s", path, p.line, p.error)
+    return records, problems
+
+
+def append_record(path: Path, record: FeedbackRecord) -> bool:
+    """Append ``record`` unless its attempt id is already in the ledger. Returns True if written.
+
+    The line is written with one ``write`` and fsynced; a line cut short by a crash shows
+    up as a corrupt line, reported by ``read_ledger`` and never rewritten.
+    """
+    records, _ = read_ledger(path)
+    if any(r.attempt_id == record.attempt_id for r in records):
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = record.model_dump_json() + "\n"
+    with path.open("a", encoding="utf-8") as f:
+        if f.tell() and not path.read_bytes().endswith(b"\n"):
+            data = "\n" + data  # never glue onto a truncated line
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    return True
+
+
+def now() -> str:
+    """UTC timestamp, ISO 8601, seconds."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Nudge ``key`` (dotted params path) by ``factor`` and ``step`` within ``[low, high]``."""
+
+    check: str
+    key: str
+    factor: float = 1.0
+    step: float = 0.0
+    low: float = float("-inf")
+    high: float = float("inf")
+    integer: bool = False
+
+
+RULES: tuple[Rule, ...] = (
+    # The agent was not stronger: train it longer, explore more, take smaller steps.
+    Rule("strength", "selfplay.total_steps", factor=1.5, high=2_000_000, integer=True),
+    Rule("strength", "selfplay.ent_coef", step=0.005, high=0.05),
+    Rule("strength", "selfplay.lr", factor=0.7, low=1e-5),
+    # The batch pulled the student away from the teacher: give PPO data less weight.
+    Rule("holdout", "train.source_weights.ppo", factor=0.7, low=0.1),
+    Rule("student", "train.source_weights.ppo", factor=0.7, low=0.1),
+    # Nothing to export: play more export games.
+    Rule("empty", "export.games", factor=2.0, high=5000, integer=True),
+)
+"""The suggester's rules: bounded, one direction each, so repeated retries converge to the bounds."""
+
+
+def get_dotted(params: dict[str, Any], key: str) -> Any:
+    node: Any = params
+    for part in key.split("."):
+        node = node[part]
+    return node
+
+
+def suggest(gate: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """Nudged values for a retry after a rejection.
+
+    Args:
+        gate: the gate metrics (``metrics/gate.json``).
+        params: the params of the rejected attempt (plain nested dict).
+
+    Returns:
+        dotted key -> new value, only for values that actually change (a value already at
+        its bound is left alone).
+    """
+    out: dict[str, Any] = {}
+    for check in gate.get("gate/failed", []):
+        for rule in (r for r in RULES if r.check == check and r.key not in out):
+            try:
+                old = float(get_dotted(params, rule.key))
+            except (KeyError, TypeError):
+                continue
+            new = min(max(old * rule.factor + rule.step, rule.low), rule.high)
+            new = round(new) if rule.integer else round(new, 6)
+            if new != old:
+                out[rule.key] = new
+    return out
+
+
+def describe(nudges: dict[str, Any], params: dict[str, Any]) -> str:
+    """``key old -> new`` for a commit message."""
+    return ", ".join(f"{k} {get_dotted(params, k)} -> {v}" for k, v in nudges.items())

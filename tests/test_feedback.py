@@ -1,0 +1,50 @@
+"""Feedback ledger and parameter suggester.
+
+Checks: records append once per attempt; a corrupt line is reported with its line number
+and left in place (the file is never rewritten) and the next record starts on a fresh
+line; the suggester nudges only the params of the failed check, within bounds, and stops
+at the bounds.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ml.feedback import RULES, FeedbackRecord, append_record, read_ledger, suggest
+from ml.params import Params
+
+
+def _record(attempt_id: str) -> FeedbackRecord:
+    return FeedbackRecord(timestamp="2026-11-29T00:00:00+00:00", attempt_id=attempt_id, generation=0, attempt=1,
+                          params={}, figures={"gate/win_rate": 0.3}, passed=False, outcome="rejected")  # fmt: skip
+
+
+def test_append_once_and_keep_corrupt_lines(tmp_path, caplog):
+    path = tmp_path / "feedback.jsonl"
+    assert append_record(path, _record("a1")) is True
+    assert append_record(path, _record("a1")) is False
+    with path.open("a") as f:
+        f.write('{"timestamp": "cut short')  # a crash mid-write, no newline
+    before = path.read_bytes()
+    with caplog.at_level(logging.WARNING):
+        records, problems = read_ledger(path)
+    assert [r.attempt_id for r in records] == ["a1"] and [p.line for p in problems] == [2]
+    assert "feedback.jsonl:2" in caplog.text
+    assert append_record(path, _record("a2")) is True
+    after = path.read_bytes()
+    assert after.startswith(before)  # nothing rewritten
+    records, problems = read_ledger(path)
+    assert [r.attempt_id for r in records] == ["a1", "a2"] and [p.line for p in problems] == [2]
+
+
+def test_suggest_follows_the_failed_check_within_bounds():
+    params = Params().model_dump(mode="json")
+    strength = suggest({"gate/failed": ["strength"]}, params)
+    assert strength == {"selfplay.total_steps": 300_000, "selfplay.ent_coef": 0.015, "selfplay.lr": 0.00021}
+    holdout = suggest({"gate/failed": ["holdout"]}, params)
+    assert holdout == {"train.source_weights.ppo": 0.35}
+    assert suggest({"gate/failed": []}, params) == {}
+    at_bounds = Params().model_dump(mode="json")
+    at_bounds["selfplay"].update(total_steps=2_000_000, ent_coef=0.05, lr=1e-5)
+    assert suggest({"gate/failed": ["strength"]}, at_bounds) == {}
+    assert all(r.low <= r.high for r in RULES)
