@@ -4,6 +4,7 @@
     python loop.py --max-generations 5  # override loop.max_generations for this run
     python loop.py --force-retry        # after a fix: unblock and retry the blocked generation
     python loop.py --skip-to-next-stage # give up on the blocked generation and go on
+    python loop.py --profile full       # apply the `full` profile of params.yaml, commit it, run
     python loop.py elo                  # print the latest Elo table
     python loop.py promote gen003-a1 [--name NAME]   # keep that attempt's student as a bot
 
@@ -34,6 +35,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--max-generations", type=int, help="stop after this many accepted generations (default: loop.max_generations)"
     )
     p.add_argument("--max-attempts", type=int, help="stop after running this many attempts in this invocation")
+    p.add_argument("--profile", help="apply a named profile of params.yaml (e.g. full) and commit it before running")
     over = p.add_mutually_exclusive_group()
     over.add_argument("--force-retry", action="store_true", help="unblock a blocked generation and retry it (after a fix)")
     over.add_argument("--skip-to-next-stage", action="store_true", help="leave a blocked generation and start the next one")
@@ -67,6 +69,25 @@ def apply_override(loop: Loop, args: argparse.Namespace) -> None:
         f"override: {kind} (generation {entry.generation:03d} -> {state.generation:03d})\n\nAttempt-Id: {entry.attempt_id}\n"
     )
     print(f"override {kind} recorded: next is generation {state.generation} attempt {state.attempt}")
+
+
+def apply_profile(loop: Loop, name: str) -> None:
+    """Write the named profile's overrides into params.yaml and commit them (no-op if applied)."""
+    state = loop.load_state()
+    if state.in_flight is not None:
+        raise LoopError(f"attempt {state.in_flight.attempt_id} is in flight; let it finish before changing params")
+    params = load_params(loop.path("params.yaml"))
+    if name not in params.profiles:
+        raise LoopError(f"params.yaml has no profile {name!r} (profiles: {', '.join(sorted(params.profiles)) or 'none'})")
+    overrides = params.profiles[name]
+    current = params.model_dump(mode="json")
+    if all(current[sec].get(k) == v for sec, values in overrides.items() for k, v in values.items()):
+        return
+    loop.set_params(
+        overrides,
+        f"params: profile {name}\n\n" + "\n".join(f"{s}.{k} = {v}" for s, vals in overrides.items() for k, v in vals.items()),
+    )
+    print(f"profile {name} applied to params.yaml and committed")
 
 
 def print_elo(loop: Loop) -> int:
@@ -175,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.force_retry or args.skip_to_next_stage:
             apply_override(loop, args)
+        if args.profile:
+            apply_profile(loop, args.profile)
         return run_attempts(loop, args)
     except (LoopError, PromoteError) as e:
         print(f"loop.py: {e}", file=sys.stderr)

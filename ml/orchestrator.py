@@ -23,6 +23,7 @@ attempt is in flight or uncommitted; ``params.yaml`` must still be what the loop
 from __future__ import annotations
 
 import hashlib
+from io import StringIO
 import logging
 import os
 import shutil
@@ -43,7 +44,7 @@ from ml.io import atomic_write_json, atomic_write_text, read_json
 from ml.encoding import RecordEncoder
 from ml.feedback import LEDGER, FeedbackRecord, append_record, suggest
 from ml.feedback import now as feedback_now
-from ml.params import Params, attempt_seed, load_params
+from ml.params import Params, attempt_seed, load_params, params_from_dict
 from ml.policy import load_policy
 from ml.ratings import ELO_FILE, converged, format_table, rate_generation
 from ml.progress import PROGRESS_FILE_ENV
@@ -307,11 +308,27 @@ class Loop:
             for part in parents:
                 node = node[part]
             node[leaf] = value
-        from io import StringIO
-
         buf = StringIO()
         yaml.dump(data, buf)
         return buf.getvalue()
+
+    def set_params(self, overrides: dict[str, dict], message: str) -> None:
+        """Write ``overrides`` (section -> key -> value) into params.yaml, comments kept, and commit.
+
+        Raises:
+            ParamsError: the result does not validate (nothing is written).
+        """
+        yaml = YAML()
+        path = self.path("params.yaml")
+        data = yaml.load(path.read_text(encoding="utf-8"))
+        for section, values in overrides.items():
+            for key, value in values.items():
+                data.setdefault(section, {})[key] = value
+        buf = StringIO()
+        yaml.dump(data, buf)
+        params_from_dict(YAML(typ="safe").load(buf.getvalue()), source=str(path))
+        atomic_write_text(path, buf.getvalue())
+        self.commit_paths(message, ["params.yaml"])
 
     def promote(self) -> None:
         """Make the last merge's outputs the inputs of the next attempt (idempotent)."""

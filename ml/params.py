@@ -20,7 +20,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 DEFAULT_PARAMS_PATH = Path("params.yaml")
 
-STAGE_SEED_OFFSETS = {"teacher": 0, "train": 1_000, "selfplay": 2_000, "export": 3_000, "gate": 4_000, "rating": 6_000, "report": 7_000}
+STAGE_SEED_OFFSETS = {
+    "teacher": 0,
+    "train": 1_000,
+    "selfplay": 2_000,
+    "export": 3_000,
+    "gate": 4_000,
+    "rating": 6_000,
+    "report": 7_000,
+}
 """Fixed per-stage offsets added to the stage's root seed, so stages never share a random stream."""
 GENERATION_STRIDE = 7919
 """Prime step between the training seeds of consecutive generations."""
@@ -216,6 +224,18 @@ class Params(_Section):
     gate: GateParams = GateParams()
     rating: RatingParams = RatingParams()
     loop: LoopParams = LoopParams()
+    profiles: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
+    """Named sets of overrides (section -> key -> value), applied with ``loop.py --profile NAME``."""
+
+    @model_validator(mode="after")
+    def _check_profiles(self) -> Params:
+        base = self.model_dump(mode="json", exclude={"profiles"})
+        for name, overrides in self.profiles.items():
+            try:
+                Params.model_validate(apply_overrides(base, overrides))
+            except ValidationError as e:
+                raise ValueError(f"profile {name!r}: {e.errors()[0]['loc']}: {e.errors()[0]['msg']}") from None
+        return self
 
     def stage_seed(self, stage: str) -> int:
         """Seed of a stage, ``<root> + STAGE_SEED_OFFSETS[stage]``.
@@ -234,6 +254,20 @@ class Params(_Section):
         else:
             root = self.run.seed
         return root + STAGE_SEED_OFFSETS[stage]
+
+
+def apply_overrides(raw: dict[str, Any], overrides: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A copy of ``raw`` (params as nested dicts) with ``overrides`` (section -> key -> value) set.
+
+    Raises:
+        ParamsError: an override names an unknown section.
+    """
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in raw.items()}
+    for section, values in overrides.items():
+        if section not in Params.model_fields or section == "profiles":
+            raise ParamsError(f"override names unknown section {section!r}")
+        out.setdefault(section, {}).update(values)
+    return out
 
 
 def load_params(path: str | Path = DEFAULT_PARAMS_PATH) -> Params:
