@@ -3,7 +3,8 @@
 Prints, in decisions per second on one core:
   * the Commander pod simulator with four heuristic players (rules API, no encoding),
   * the same pods through the PettingZoo env with the observation encoder (what self-play pays),
-  * PPO self-play collection (``ml.ppo.train_ppo`` with a fresh student, updates included),
+  * PPO self-play collection (``ml.ppo.train_ppo``, fresh student) with 1 and 2 worker
+    processes, their ratio (scaling), and the PPO update's samples/s,
   * OpenSpiel ``crazy_eights`` with 4 players and uniform-random play (the reference),
 and each figure's ratio to the OpenSpiel reference.
 
@@ -56,14 +57,15 @@ def bench_env(seconds: float) -> float:
     return decisions / (time.perf_counter() - started)
 
 
-def bench_ppo(seconds: float) -> float:
-    cfg = PPOConfig(total_steps=int(2000 * seconds), num_envs=16, rollout_steps=2048, lr=3e-4, gamma=0.995, gae_lambda=0.95, clip_coef=0.2,
-                    ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5, update_epochs=4, minibatch_size=512, opponent_mix={"heuristic": 1.0})  # fmt: skip
+def bench_ppo(seconds: float, workers: int) -> tuple[float, float]:
+    """PPO self-play with ``workers`` processes: (all-seat decisions/s while collecting, update samples/s)."""
+    steps = int(1500 * seconds * workers)
+    cfg = PPOConfig(total_steps=steps, num_envs=16, rollout_steps=max(steps // 2, 512), lr=3e-4, gamma=0.995, gae_lambda=0.95, clip_coef=0.2,
+                    ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5, update_epochs=4, minibatch_size=512, opponent_mix={"heuristic": 1.0},
+                    workers=workers, rollout_chunks=8)  # fmt: skip
     torch.manual_seed(0)
-    _, metrics = train_ppo(
-        PolicyNet(OBS_DIM, (256, 256)), {}, cfg, pod_size=4, max_turns=30, seed=0, encoder=RecordEncoder(), progress=False
-    )
-    return metrics["selfplay/all_seat_decisions_per_s"]
+    _, m = train_ppo(PolicyNet(OBS_DIM, (256, 256)), {}, cfg, pod_size=4, max_turns=30, seed=0, progress=False)
+    return m["selfplay/all_seat_decisions_per_s"], m["selfplay/update_samples_per_s"]
 
 
 def bench_openspiel(seconds: float) -> float:
@@ -88,15 +90,20 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     reference = bench_openspiel(args.seconds)
+    one, update_one = bench_ppo(args.seconds, 1)
+    two, _ = bench_ppo(args.seconds, 2)
     rows = [
         ("simulator, 4 heuristic players (rules API)", bench_rules(args.seconds)),
         ("env + encoder, 1 net + 3 heuristic seats, 16 games batched", bench_env(args.seconds)),
-        ("PPO self-play incl. updates, all seats", bench_ppo(args.seconds)),
+        ("PPO self-play collection, 1 worker, all seats", one),
+        ("PPO self-play collection, 2 workers, all seats", two),
         ("OpenSpiel crazy_eights 4p, uniform random (reference)", reference),
     ]
     print(f"{'benchmark':62s} {'decisions/s':>12s} {'vs OpenSpiel':>12s}")
     for name, rate in rows:
         print(f"{name:62s} {rate:12,.0f} {rate / reference:11.2f}x")
+    print(f"self-play scaling, 2 workers / 1 worker: {two / one:.2f}x (ideal 2.00x on 2 free cores)")
+    print(f"PPO update: {update_one:,.0f} samples/s (minibatch 512, MLP 256x256, CPU, 1 thread)")
 
 
 if __name__ == "__main__":

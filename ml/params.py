@@ -53,6 +53,17 @@ class BaseParams(_Section):
     """Project seed; loop.py derives each attempt's ``run.seed`` from it."""
     torch_threads: int = Field(1, ge=1)
     """Threads torch may use in a stage (1 keeps CPU results bit-for-bit reproducible)."""
+    device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$")
+    """Device of the supervised and PPO updates: ``auto`` takes the GPU when one is present (rollouts stay on the CPU)."""
+
+    @property
+    def torch_device(self) -> str:
+        """The concrete device: ``auto`` resolves to ``cuda`` when torch sees a GPU, else ``cpu``."""
+        if self.device != "auto":
+            return self.device
+        import torch  # local: params must load without importing torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 class RunParams(_Section):
@@ -138,6 +149,10 @@ class SelfplayParams(_Section):
     """Passes over each rollout per update."""
     minibatch_size: int = Field(512, ge=1)
     """Decisions per PPO minibatch."""
+    workers: int = Field(0, ge=0)
+    """Rollout worker processes; 0 = one per core. The result does not depend on it (see rollout_chunks)."""
+    rollout_chunks: int = Field(8, ge=1)
+    """Fixed pieces of each round, each with its own seed, shared out among the workers (ml/collect.py)."""
     opponent_mix: dict[str, float] = Field(default_factory=lambda: {"heuristic": 0.6, "frozen": 0.2, "self": 0.2})
     """Probability of each opponent kind per opponent seat: heuristic teacher, frozen earlier generation, current policy."""
 

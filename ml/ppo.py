@@ -9,8 +9,9 @@
   clipping and per-minibatch advantage normalisation (Schulman et al. 2017; the CleanRL
   ``ppo.py`` layout: ``b_`` flattened batch, ``mb_`` minibatch).
 
-Only finished episodes are used for an update, so every return is exact and no value
-bootstrap crosses a rollout boundary.
+Each round collects finished games only (``ml.collect``), with the policy of that round,
+so every return is exact, no value bootstrap crosses a rollout boundary, and the data of
+an update is on-policy.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from ml.encoding import RecordEncoder
 from ml.policy import PolicyNet
-from ml.rollout import Controller, Transition, game_seeds, play_games
+from ml.collect import Collector
+from ml.rollout import Transition
 from ml.progress import ProgressBar
 
 logger = logging.getLogger(__name__)
@@ -49,6 +50,8 @@ class PPOConfig:
     update_epochs: int
     minibatch_size: int
     opponent_mix: dict[str, float]
+    workers: int = 0
+    rollout_chunks: int = 8
 
 
 def compute_gae(
@@ -138,23 +141,28 @@ def ppo_loss(
 
 
 def ppo_update(
-    net: PolicyNet, opt: torch.optim.Optimizer, episodes: list[list[Transition]], cfg: PPOConfig, generator: torch.Generator
+    net: PolicyNet,
+    opt: torch.optim.Optimizer,
+    episodes: list[list[Transition]],
+    cfg: PPOConfig,
+    generator: torch.Generator,
+    device: str = "cpu",
 ) -> dict[str, float]:
-    """One PPO update over finished episodes of the learning seat. Returns mean stats."""
+    """One PPO update over finished episodes of the learning seat, on ``device``. Returns mean stats."""
     flat = [t for ep in episodes for t in ep]
     rewards = np.asarray([t.reward for t in flat], np.float32)
     values = np.asarray([t.value for t in flat], np.float32)
     dones = np.asarray([t.done for t in flat], bool)
     advantages, returns = compute_gae(rewards, values, dones, cfg.gamma, cfg.gae_lambda)
-    b_obs = torch.from_numpy(np.stack([t.obs for t in flat]))
-    b_mask = torch.from_numpy(np.stack([t.action_mask for t in flat]))
-    b_actions = torch.as_tensor([t.action for t in flat], dtype=torch.int64)
-    b_logprobs = torch.as_tensor([t.log_prob for t in flat], dtype=torch.float32)
-    b_advantages, b_returns = torch.from_numpy(advantages), torch.from_numpy(returns)
+    b_obs = torch.from_numpy(np.stack([t.obs for t in flat])).to(device)
+    b_mask = torch.from_numpy(np.stack([t.action_mask for t in flat])).to(device)
+    b_actions = torch.as_tensor([t.action for t in flat], dtype=torch.int64, device=device)
+    b_logprobs = torch.as_tensor([t.log_prob for t in flat], dtype=torch.float32, device=device)
+    b_advantages, b_returns = torch.from_numpy(advantages).to(device), torch.from_numpy(returns).to(device)
     stats: dict[str, list[float]] = {}
     net.train()
     for _ in range(cfg.update_epochs):
-        order = torch.randperm(len(flat), generator=generator)
+        order = torch.randperm(len(flat), generator=generator).to(device)
         for start in range(0, len(flat), cfg.minibatch_size):
             mb = order[start : start + cfg.minibatch_size]
             mb_adv = b_advantages[mb]
@@ -181,19 +189,6 @@ def ppo_update(
     return {k: float(np.mean(v)) for k, v in stats.items()}
 
 
-def _opponent_picker(mix: dict[str, float], frozen: list[str], rng: np.random.Generator):
-    kinds = [k for k, w in sorted(mix.items()) if w > 0 and (k != "frozen" or frozen)]
-    weights = np.asarray([mix[k] for k in kinds], np.float64)
-
-    def pick(_game: int, _seat: int) -> str:
-        kind = kinds[rng.choice(len(kinds), p=weights / weights.sum())]
-        if kind == "frozen":
-            return frozen[rng.integers(len(frozen))]
-        return "self" if kind == "self" else kind
-
-    return pick
-
-
 def train_ppo(
     student: PolicyNet,
     frozen: dict[str, PolicyNet],
@@ -202,10 +197,14 @@ def train_ppo(
     pod_size: int,
     max_turns: int,
     seed: int,
-    encoder: RecordEncoder,
+    device: str = "cpu",
     progress: bool = True,
 ) -> tuple[PolicyNet, dict]:
     """PPO self-play from a copy of ``student``.
+
+    Each round collects ``rollout_steps`` learner decisions of finished games
+    (``ml.collect.Collector``: worker processes, batched inference) with the current
+    policy, then runs one PPO update on ``device``.
 
     Args:
         student: the supervised student (left unchanged).
@@ -213,66 +212,53 @@ def train_ppo(
         cfg: PPO knobs.
         pod_size, max_turns: game settings.
         seed: seeds opponent draws, game seeds, sampling and minibatch order.
-        encoder: observation encoder.
-        progress: tqdm bar over decisions.
+        device: torch device of the update (``cpu`` or ``cuda``); rollouts run on the CPU.
+        progress: progress bar over decisions.
 
     Returns:
         ``(net, metrics)`` with ``selfplay/…`` keys (win rate of the learner during
         training, episodes, learner decisions and decisions/s, decisions/s of all seats
-        together, and the last update's losses).
+        together, update samples/s, and the last update's losses). ``net`` is on the CPU.
     """
-    net = copy.deepcopy(student)
+    net = copy.deepcopy(student).to(device)
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=1e-5)
     gen = torch.Generator().manual_seed(seed)
     rng = np.random.default_rng(seed)
-    controllers = {
-        "agent": Controller("net", net),
-        "self": Controller("net", net),
-        "heuristic": Controller("heuristic"),
-        "random": Controller("random"),
-    }
-    controllers.update({name: Controller("net", f) for name, f in frozen.items()})
-    pick = _opponent_picker(cfg.opponent_mix, sorted(frozen), rng)
-    # Enough games for the step budget: a learner makes ~100 decisions a game; the runner
-    # stops early once the budget is spent, so over-provisioning costs nothing.
-    n_games = max(cfg.num_envs, cfg.total_steps // 20)
-    seatings = [[("agent" if s == g % pod_size else pick(g, s)) for s in range(pod_size)] for g in range(n_games)]
-    seeds = game_seeds(seed, n_games)
-    episodes: list[list[Transition]] = []
+    settings = {"pod_size": pod_size, "max_turns": max_turns, "num_envs": cfg.num_envs, "opponent_mix": cfg.opponent_mix}
+    collector = Collector(net, frozen, settings, cfg.workers, cfg.rollout_chunks)
     steps = wins = games = all_decisions = 0
     update_stats: dict[str, float] = {}
-    started = time.perf_counter()
+    collect_s = update_s = 0.0
+    updated_samples = 0
     bar = ProgressBar(total=cfg.total_steps, desc="selfplay", unit="dec", disable=not progress)
-    runner = play_games(
-        seatings, seeds, controllers, pod_size=pod_size, max_turns=max_turns, num_envs=cfg.num_envs,
-        encoder=encoder, generator=gen, track_seats=lambda seats: [seats.index("agent")],
-    )  # fmt: skip
-    for result in runner:
-        seat = result.seats.index("agent")
-        all_decisions += result.decisions
-        ep = result.transitions[seat]
-        if not ep:
-            continue
-        episodes.append(ep)
-        games += 1
-        wins += int(result.winner == seat)
-        steps += len(ep)
-        bar.update(len(ep))
-        if sum(len(e) for e in episodes) >= cfg.rollout_steps or steps >= cfg.total_steps:
-            update_stats = ppo_update(net, opt, episodes, cfg, gen)
-            bar.set_postfix(win=f"{wins / games:.2f}", kl=f"{update_stats['approx_kl']:.4f}")
-            episodes = []
-        if steps >= cfg.total_steps:
-            break
-    runner.close()
-    bar.close()
-    elapsed = time.perf_counter() - started
+    try:
+        while steps < cfg.total_steps:
+            t0 = time.perf_counter()
+            chunks = collector.round(net, int(rng.integers(2**31 - 1)), min(cfg.rollout_steps, cfg.total_steps - steps))
+            t1 = time.perf_counter()
+            episodes = [ep for c in chunks for ep in c.episodes]
+            n = sum(len(ep) for ep in episodes)
+            update_stats = ppo_update(net, opt, episodes, cfg, gen, device)
+            update_s += time.perf_counter() - t1
+            collect_s += t1 - t0
+            updated_samples += n * cfg.update_epochs
+            steps += n
+            games += sum(c.games for c in chunks)
+            wins += sum(c.wins for c in chunks)
+            all_decisions += sum(c.all_decisions for c in chunks)
+            bar.update(n)
+            bar.set_postfix(win=f"{wins / max(games, 1):.2f}", kl=f"{update_stats['approx_kl']:.4f}")
+    finally:
+        collector.close()
+        bar.close()
     metrics = {
         "selfplay/decisions": steps,
         "selfplay/episodes": games,
         "selfplay/train_win_rate": wins / max(games, 1),
-        "selfplay/decisions_per_s": steps / elapsed if elapsed > 0 else 0.0,
-        "selfplay/all_seat_decisions_per_s": all_decisions / elapsed if elapsed > 0 else 0.0,
+        "selfplay/workers": collector.workers,
+        "selfplay/decisions_per_s": steps / collect_s if collect_s > 0 else 0.0,
+        "selfplay/all_seat_decisions_per_s": all_decisions / collect_s if collect_s > 0 else 0.0,
+        "selfplay/update_samples_per_s": updated_samples / update_s if update_s > 0 else 0.0,
         **{f"selfplay/{k}": v for k, v in update_stats.items()},
     }
-    return net, metrics
+    return net.cpu(), metrics

@@ -9,6 +9,7 @@ game result. Each epoch draws ``samples_per_epoch`` decisions from the source mi
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,13 +38,14 @@ class StudentConfig:
 
 @torch.no_grad()
 def predict(net: PolicyNet, data: DecisionSet, batch_size: int = 4096) -> np.ndarray:
-    """Greedy (arg-max over legal actions) predictions. Returns int64[N]."""
+    """Greedy (arg-max over legal actions) predictions, on the net's device. Returns int64[N]."""
     net.eval()
+    device = next(net.parameters()).device
     out = np.zeros(len(data), dtype=np.int64)
     for start in range(0, len(data), batch_size):
         sl = slice(start, start + batch_size)
-        logits, _ = net(torch.from_numpy(data.obs[sl]), torch.from_numpy(data.action_mask[sl]))
-        out[sl] = logits.argmax(dim=-1).numpy()
+        logits, _ = net(torch.from_numpy(data.obs[sl]).to(device), torch.from_numpy(data.action_mask[sl]).to(device))
+        out[sl] = logits.argmax(dim=-1).cpu().numpy()
     return out
 
 
@@ -55,7 +57,7 @@ def accuracy(net: PolicyNet, data: DecisionSet) -> float:
 
 
 def train_student(
-    train: DecisionSet, holdout: DecisionSet, cfg: StudentConfig, seed: int, progress: bool = True
+    train: DecisionSet, holdout: DecisionSet, cfg: StudentConfig, seed: int, progress: bool = True, device: str = "cpu"
 ) -> tuple[PolicyNet, dict]:
     """Train a student by imitation.
 
@@ -64,7 +66,8 @@ def train_student(
         holdout: teacher holdout decisions (never trained on).
         cfg: training knobs.
         seed: seeds torch and the mixture sampler.
-        progress: show a tqdm bar.
+        progress: show a progress bar.
+        device: torch device of the training (results match the CPU up to float tolerance).
 
     Returns:
         ``(net, metrics)`` with ``train/…`` keys: final loss, holdout accuracy, and the
@@ -75,7 +78,12 @@ def train_student(
     """
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    net = PolicyNet(train.obs.shape[1], cfg.hidden_sizes)
+    net = PolicyNet(train.obs.shape[1], cfg.hidden_sizes)  # initialised on the CPU: same weights on any device
+    net.to(device)
+    obs, mask = torch.from_numpy(train.obs).to(device), torch.from_numpy(train.action_mask).to(device)
+    label, value_target = torch.from_numpy(train.label).to(device), torch.from_numpy(train.value_target).to(device)
+    started = time.perf_counter()
+    samples = 0
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
     sampled_sources: dict[str, int] = {}
     loss_value = float("nan")
@@ -88,9 +96,11 @@ def train_student(
         losses = []
         for start in range(0, len(idx), cfg.batch_size):
             b = idx[start : start + cfg.batch_size]
-            logits, value = net(torch.from_numpy(train.obs[b]), torch.from_numpy(train.action_mask[b]))
-            pg = F.cross_entropy(logits, torch.from_numpy(train.label[b]))
-            v = F.mse_loss(value, torch.from_numpy(train.value_target[b]))
+            bt = torch.from_numpy(b).to(device)
+            logits, value = net(obs[bt], mask[bt])
+            pg = F.cross_entropy(logits, label[bt])
+            v = F.mse_loss(value, value_target[bt])
+            samples += len(b)
             loss = pg + cfg.value_coef * v
             opt.zero_grad()
             loss.backward()
@@ -99,6 +109,7 @@ def train_student(
         loss_value = float(np.mean(losses))
         bar.set_postfix(loss=f"{loss_value:.3f}")
         logger.info("epoch %d loss %.4f", epoch, loss_value)
+    train_s = time.perf_counter() - started
     net.eval()
     total = sum(sampled_sources.values())
     metrics = {
@@ -107,6 +118,8 @@ def train_student(
         "train/train_accuracy": accuracy(net, train.subset(np.arange(min(len(train), 20000)))),
         "train/holdout_decisions": len(holdout),
         "train/train_decisions": len(train),
+        "train/samples_per_s": samples / train_s if train_s > 0 else 0.0,
+        "train/device": str(device),
         "train/sampled_share": {s: c / total for s, c in sorted(sampled_sources.items())},
     }
-    return net, metrics
+    return net.cpu(), metrics

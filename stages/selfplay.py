@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 from ml.cli import stage_setup, write_metrics
-from ml.encoding import RecordEncoder
 from ml.policy import load_policy, save_policy
 from ml.ppo import PPOConfig, train_ppo
 
@@ -31,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = PPOConfig(**params.selfplay.model_dump())
     net, metrics = train_ppo(
         student, frozen, cfg, pod_size=params.game.pod_size, max_turns=params.game.max_turns,
-        seed=params.stage_seed("selfplay"), encoder=RecordEncoder(), progress=args.progress,
+        seed=params.stage_seed("selfplay"), device=params.base.torch_device, progress=args.progress,
     )  # fmt: skip
     metrics["selfplay/frozen_opponents"] = sorted(frozen)
     save_policy(net, args.out, {"role": "ppo", "generation": params.run.generation, "model_version": params.run.model_version})

@@ -32,7 +32,9 @@ def build_and_train(params: Params, teacher: Path, pools: list[Path], progress: 
     train, holdout, stats = load_teacher([teacher], params.train.holdout_fraction, encoder)
     ppo, ppo_stats = load_ppo(pools, encoder, params.train.min_reward_threshold)
     cfg = StudentConfig(**params.train.model_dump(include=set(StudentConfig.__dataclass_fields__)))
-    net, metrics = train_student(DecisionSet.concat([train, ppo]), holdout, cfg, params.stage_seed("train"), progress)
+    net, metrics = train_student(
+        DecisionSet.concat([train, ppo]), holdout, cfg, params.stage_seed("train"), progress, params.base.torch_device
+    )
     metrics.update({f"train/{k}": v for k, v in {**stats, **ppo_stats}.items()})
     metrics["train/available_decisions"] = {"sim": len(train), "ppo": len(ppo)}
     return net, metrics, holdout

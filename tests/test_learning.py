@@ -134,3 +134,19 @@ def test_repo_params_load_and_seeds_differ():
     assert attempt_seed(1, 0, 1) != attempt_seed(1, 0, 2) != attempt_seed(1, 1, 1)
     assert attempt_seed(1, 0, 1) == attempt_seed(1, 0, 1)
     assert len({params.stage_seed(s) for s in ("teacher", "train", "selfplay", "export", "gate")}) == 5
+
+
+def test_ppo_result_does_not_depend_on_worker_count():
+    from ml.encoding import OBS_DIM
+    from ml.ppo import PPOConfig, train_ppo
+
+    cfg = dict(total_steps=400, num_envs=4, rollout_steps=200, lr=3e-4, gamma=0.99, gae_lambda=0.95, clip_coef=0.2, ent_coef=0.01,
+               vf_coef=0.5, max_grad_norm=0.5, update_epochs=2, minibatch_size=64, opponent_mix={"heuristic": 1.0}, rollout_chunks=4)  # fmt: skip
+    torch.manual_seed(0)
+    student = PolicyNet(OBS_DIM, (32,))
+    one, m1 = train_ppo(student, {}, PPOConfig(**cfg, workers=1), pod_size=4, max_turns=30, seed=5, progress=False)
+    two, m2 = train_ppo(student, {}, PPOConfig(**cfg, workers=2), pod_size=4, max_turns=30, seed=5, progress=False)
+    assert m1["selfplay/workers"] == 1 and m2["selfplay/workers"] == 2
+    assert m1["selfplay/decisions"] == m2["selfplay/decisions"] and m1["selfplay/episodes"] == m2["selfplay/episodes"]
+    for a, b in zip(one.state_dict().values(), two.state_dict().values(), strict=True):
+        assert torch.equal(a, b)

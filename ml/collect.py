@@ -1,0 +1,165 @@
+"""Self-play collection across worker processes, with batched inference inside each.
+
+A PPO round collects ``rollout_steps`` learner decisions of *finished* games. The round is
+cut into ``chunks`` fixed pieces, each with its own seed and quota, played by a pool of
+``workers`` processes (one per core by default); each chunk runs ``num_envs`` games at once
+and answers all their network decisions with one forward pass per network. The chunks'
+results are concatenated in chunk order, so the outcome depends on the seeds and the
+chunk count, never on the number of workers or on timing: 1 and 2 workers give the same
+episodes, bit for bit.
+
+Workers get the policy weights each round (a CPU ``state_dict``, a few hundred kB) and the
+frozen opponents once, at start-up. The pool uses the ``fork`` start method where the
+platform has it (Linux), else ``spawn``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from ml.encoding import RecordEncoder
+from ml.policy import PolicyNet
+from ml.rollout import Controller, Transition, game_seeds, play_games
+
+# Learner decisions per game, a measured lower bound (about 60 in a 4-pod): sizing the list
+# of games a chunk may play; a chunk stops as soon as its quota is met.
+MIN_LEARNER_DECISIONS_PER_GAME = 10
+
+
+@dataclass(frozen=True)
+class ChunkTask:
+    """One chunk of a round: play until ``quota`` learner decisions of finished games."""
+
+    seed: int
+    quota: int
+
+
+@dataclass
+class ChunkResult:
+    """Finished learner episodes of a chunk and its counts."""
+
+    episodes: list[list[Transition]]
+    games: int
+    wins: int
+    all_decisions: int
+
+
+_WORKER: dict[str, Any] = {}
+
+
+def _init(arch: tuple[int, tuple[int, ...], int], frozen: dict[str, dict], settings: dict[str, Any]) -> None:
+    """Per-process set-up: nets for the learner and the frozen opponents, the encoder."""
+    torch.set_num_threads(1)
+    obs_dim, hidden, num_actions = arch
+    _WORKER["net"] = PolicyNet(obs_dim, hidden, num_actions)
+    nets = {}
+    for name, state in frozen.items():
+        nets[name] = PolicyNet(obs_dim, hidden, num_actions)
+        nets[name].load_state_dict(state)
+        nets[name].eval()
+    _WORKER["frozen"] = nets
+    _WORKER["encoder"] = RecordEncoder()
+    _WORKER["settings"] = settings
+
+
+def _opponent_picker(mix: dict[str, float], frozen: list[str], rng: np.random.Generator):
+    kinds = [k for k, w in sorted(mix.items()) if w > 0 and (k != "frozen" or frozen)]
+    weights = np.asarray([mix[k] for k in kinds], np.float64)
+
+    def pick() -> str:
+        kind = kinds[rng.choice(len(kinds), p=weights / weights.sum())]
+        return frozen[rng.integers(len(frozen))] if kind == "frozen" else kind
+
+    return pick
+
+
+def _play_chunk(state_dict: dict, task: ChunkTask) -> ChunkResult:
+    """Play one chunk in this process (a worker, or the learner when there is no pool)."""
+    s = _WORKER["settings"]
+    net: PolicyNet = _WORKER["net"]
+    net.load_state_dict(state_dict)
+    net.eval()
+    controllers = {
+        "agent": Controller("net", net),
+        "self": Controller("net", net),
+        "heuristic": Controller("heuristic"),
+        "random": Controller("random"),
+    }
+    controllers.update({name: Controller("net", f) for name, f in _WORKER["frozen"].items()})
+    rng = np.random.default_rng(task.seed)
+    pick = _opponent_picker(s["opponent_mix"], sorted(_WORKER["frozen"]), rng)
+    pod = s["pod_size"]
+    n_games = s["num_envs"] + task.quota // MIN_LEARNER_DECISIONS_PER_GAME
+    seatings = [["agent" if seat == g % pod else pick() for seat in range(pod)] for g in range(n_games)]
+    runner = play_games(
+        seatings, game_seeds(task.seed, n_games), controllers, pod_size=pod, max_turns=s["max_turns"], num_envs=s["num_envs"],
+        encoder=_WORKER["encoder"], generator=torch.Generator().manual_seed(task.seed), track_seats=lambda seats: [seats.index("agent")],
+    )  # fmt: skip
+    out = ChunkResult([], 0, 0, 0)
+    steps = 0
+    for result in runner:
+        seat = result.seats.index("agent")
+        out.all_decisions += result.decisions
+        episode = result.transitions[seat]
+        if not episode:
+            continue
+        out.episodes.append(episode)
+        out.games += 1
+        out.wins += int(result.winner == seat)
+        steps += len(episode)
+        if steps >= task.quota:
+            break
+    runner.close()
+    return out
+
+
+class Collector:
+    """Collects rounds of self-play, in worker processes when ``workers > 1``.
+
+    Args:
+        net: the learner (its architecture is copied into the workers).
+        frozen: name -> frozen opponent policy.
+        settings: ``pod_size``, ``max_turns``, ``num_envs``, ``opponent_mix``.
+        workers: processes (0: one per core).
+        chunks: pieces per round (fixes the result whatever ``workers`` is).
+    """
+
+    def __init__(
+        self, net: PolicyNet, frozen: dict[str, PolicyNet], settings: dict[str, Any], workers: int, chunks: int
+    ) -> None:
+        self.chunks = chunks
+        self.workers = min(workers or os.cpu_count() or 1, chunks)
+        init_args = (
+            (net.obs_dim, net.hidden_sizes, net.num_actions),
+            {k: v.state_dict() for k, v in frozen.items()},
+            settings,
+        )
+        self.pool: ProcessPoolExecutor | None = None
+        if self.workers > 1:
+            method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+            self.pool = ProcessPoolExecutor(
+                self.workers, mp_context=mp.get_context(method), initializer=_init, initargs=init_args
+            )
+        else:
+            _init(*init_args)
+
+    def round(self, net: PolicyNet, seed: int, steps: int) -> list[ChunkResult]:
+        """One round of ``steps`` learner decisions (split over the chunks), in chunk order."""
+        state = {k: v.detach().cpu() for k, v in net.state_dict().items()}
+        quota = -(-steps // self.chunks)
+        seeds = np.random.default_rng(seed).integers(0, 2**31 - 1, size=self.chunks)
+        tasks = [ChunkTask(int(s), quota) for s in seeds]
+        if self.pool is None:
+            return [_play_chunk(state, t) for t in tasks]
+        return list(self.pool.map(_play_chunk, [state] * len(tasks), tasks))
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown()
