@@ -1,0 +1,180 @@
+"""The FastAPI app: the dashboard page, the loop's status and history, and the control endpoints.
+
+Endpoints (OpenAPI schema at ``/openapi.json``, interactive docs at ``/docs``):
+
+| method and path | what |
+|---|---|
+| ``GET /`` | the dashboard page |
+| ``GET /api/ml/distill/status`` | state, generation, attempt, stage and progress, last verdict, HEAD SHA |
+| ``GET /api/ml/distill/history`` | every attempt of ``state/eval_history.json`` with its commit SHA |
+| ``GET /api/ml/elo/history`` | ``state/elo_history.json``, ``[]`` while absent |
+| ``POST /api/ml/distill/start`` | launch ``loop.py`` (body: ``max_generations``, ``params`` overrides) |
+| ``POST /api/ml/distill/pause`` / ``resume`` | pause between stages / go on |
+| ``POST /api/ml/distill/stop`` | finish the current stage and exit; ``{"force": true}`` kills now |
+
+Control endpoints (the POSTs) need ``Authorization: Bearer <token>`` when the app has a
+token (401 without it, 403 with a wrong one). Without a token they work only when the
+server is bound to a loopback address (403 otherwise). A browser request from another
+origin is refused (403), and on a loopback bind only loopback ``Host`` names are served
+(DNS-rebinding guard).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import secrets
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import urlsplit
+
+from fastapi import Body, Depends, FastAPI, Header, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+
+from ml.api.control import ControlError, Launcher, LoopController
+from ml.api.overrides import OverrideError, validate_overrides
+from ml.api.page import render_page, render_panels
+from ml.api.readers import RepoReadError, RepoView
+from ml.api.schemas import ControlResult, LoopStatus, Problem, StartRequest, StartResult, StopRequest
+from ml.api.status import loop_status
+
+logger = logging.getLogger(__name__)
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
+"""Host names served on a loopback bind (plus ``testserver``, the name FastAPI's TestClient uses)."""
+PROBLEMS: dict[int | str, dict[str, Any]] = {
+    401: {"model": Problem, "description": "token required (the server has one)"},
+    403: {"model": Problem, "description": "wrong token, non-loopback bind without token, or cross-origin request"},
+    409: {"model": Problem, "description": "the loop's state does not allow this now"},
+}
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an IP address or ``localhost``) is a loopback address."""
+    if host.strip("[]") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _guard(bind_host: str, token: str | None):
+    """The dependency that every control endpoint runs first (see module docstring)."""
+    loopback = is_loopback(bind_host)
+
+    def guard(request: Request, authorization: Annotated[str | None, Header()] = None) -> None:
+        if token is None and not loopback:
+            raise HTTPException(
+                403, f"control endpoints are off: the server listens on {bind_host} (not loopback) and has no token; "
+                "restart it with --token or DISTILL_API_TOKEN",
+            )  # fmt: skip
+        if token is not None:
+            scheme, _, given = (authorization or "").partition(" ")
+            if scheme.lower() != "bearer" or not given:
+                raise HTTPException(401, "send Authorization: Bearer <token>", headers={"WWW-Authenticate": "Bearer"})
+            if not secrets.compare_digest(given.encode(), token.encode()):
+                raise HTTPException(403, "wrong token")
+        origin = request.headers.get("origin")
+        if origin and urlsplit(origin).netloc != request.headers.get("host"):
+            raise HTTPException(403, f"cross-origin control request from {origin} refused")
+
+    return guard
+
+
+def create_app(
+    repo: Path, bind_host: str = "127.0.0.1", token: str | None = None, launcher: Launcher | None = None
+) -> FastAPI:
+    """Build the app for the loop repository ``repo``.
+
+    Args:
+        repo: the repository root (where ``loop.py`` and ``params.yaml`` are).
+        bind_host: the address the server listens on; decides the token rule.
+        token: bearer token of the control endpoints; None for none.
+        launcher: replaces ``ml.api.control.launch_loop`` (tests).
+
+    Raises:
+        RepoReadError: ``repo`` is not a git repository.
+    """
+    view = RepoView(repo)
+    controller = LoopController(view, launcher=launcher)
+    app = FastAPI(title="distill-loop", summary="Watch and steer loop.py", version="1")
+    if is_loopback(bind_host):
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=[*LOOPBACK_NAMES, "testserver"])
+    app.state.view, app.state.controller = view, controller
+
+    @app.exception_handler(ControlError)  # LoopBusyError, LoopNotRunningError, DirtyParamsError too
+    async def _conflict(_: Request, exc: ControlError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=409)
+
+    @app.exception_handler(RepoReadError)
+    async def _unreadable(_: Request, exc: RepoReadError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=500)
+
+    controls_enabled = token is not None or is_loopback(bind_host)
+    _add_read_routes(app, view, controller, token_required=token is not None, controls_enabled=controls_enabled)
+    _add_control_routes(app, controller, [Depends(_guard(bind_host, token))])
+    return app
+
+
+def _add_read_routes(
+    app: FastAPI, view: RepoView, controller: LoopController, token_required: bool, controls_enabled: bool
+) -> None:
+    """The page, its panels, status and the two histories (open to every client)."""
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    def dashboard() -> str:
+        return render_page(view, controller, token_required=token_required, controls_enabled=controls_enabled)
+
+    @app.get("/dashboard/panels", response_class=HTMLResponse, include_in_schema=False)
+    def panels() -> str:
+        return render_panels(view, controller)
+
+    @app.get("/api/ml/distill/status", response_model=LoopStatus, tags=["distill"])
+    def status() -> dict:
+        """Where the loop is: state, generation, attempt, stage and progress, last verdict, HEAD SHA."""
+        return loop_status(view, controller)
+
+    @app.get("/api/ml/distill/history", tags=["distill"])
+    def history(metrics: Annotated[bool, Query(description="include every stage's metrics")] = True) -> list[dict[str, Any]]:
+        """Every attempt of ``state/eval_history.json`` (oldest first) with ``commit``: its SHA, or None."""
+        return view.history_with_commits(include_metrics=metrics)
+
+    @app.get("/api/ml/elo/history", tags=["elo"])
+    def elo_history() -> Any:
+        """``state/elo_history.json`` as written by the ratings stage; ``[]`` while it is absent."""
+        return view.elo_history()
+
+
+def _add_control_routes(app: FastAPI, controller: LoopController, guard: list) -> None:
+    """Start, stop, pause, resume: each runs ``guard`` (token and origin rules) first."""
+    opts: dict[str, Any] = {"dependencies": guard, "responses": PROBLEMS, "tags": ["control"]}
+
+    @app.post("/api/ml/distill/start", response_model=StartResult, **opts)
+    def start(body: Annotated[StartRequest | None, Body()] = None) -> dict:
+        """Commit params overrides (if any), clear a stale pause/stop and launch ``loop.py`` in its own session."""
+        body = body or StartRequest()
+        try:
+            overrides = validate_overrides(body.params)
+            return controller.start(body.max_generations, overrides)
+        except OverrideError as e:
+            raise RequestValidationError(e.errors) from e
+
+    @app.post("/api/ml/distill/stop", response_model=ControlResult, **opts)
+    def stop(body: Annotated[StopRequest | None, Body()] = None) -> dict:
+        """Ask the loop to stop after the current stage; with ``{"force": true}`` kill its process group now."""
+        if body is not None and body.force:
+            return controller.kill()
+        return controller.request("stop")
+
+    @app.post("/api/ml/distill/pause", response_model=ControlResult, **opts)
+    def pause() -> dict:
+        """Ask the loop to wait before its next stage (status becomes ``paused`` when it does)."""
+        return controller.request("pause")
+
+    @app.post("/api/ml/distill/resume", response_model=ControlResult, **opts)
+    def resume() -> dict:
+        """Let a paused loop go on."""
+        return controller.request("resume")

@@ -1,0 +1,147 @@
+"""Params overrides sent with a start request: validation against ``ml.params.Params`` and the write.
+
+A request names values as ``{section: {key: value}}``. Each section is validated with its
+pydantic model from ``ml.params`` (so types, bounds and unknown keys are checked exactly as
+``params.yaml`` is), then the whole file with the overrides merged in is validated again.
+``params.yaml`` is rewritten with ruamel.yaml's round trip, keeping its comments.
+"""
+
+from __future__ import annotations
+
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedSeq
+
+from ml.io import atomic_write_text
+from ml.params import Params, ParamsError, params_from_dict
+
+LOOP_OWNED_SECTIONS = frozenset({"run"})
+"""Sections ``loop.py`` rewrites for every attempt; an override of them is refused."""
+
+
+class OverrideError(ValueError):
+    """A bad override. ``errors`` are FastAPI-style dicts (``loc``, ``msg``, ``type``), one per problem."""
+
+    def __init__(self, errors: list[dict[str, Any]]) -> None:
+        self.errors = errors
+        super().__init__("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors))
+
+
+def _section_model(section: str) -> type[BaseModel] | None:
+    """The pydantic model of a ``{key: value}`` section of ``Params``; None for other fields (``profiles``)."""
+    field = Params.model_fields.get(section)
+    annotation = field.annotation if field is not None else None
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+def validate_overrides(overrides: dict[str, Any], loc: tuple[str, ...] = ("body", "params")) -> dict[str, dict[str, Any]]:
+    """Check ``{section: {key: value}}`` against the section models of ``ml.params.Params``.
+
+    Args:
+        overrides: the request's ``params`` object.
+        loc: location prefix of the reported errors.
+
+    Returns:
+        The overrides as the section models parsed them, in JSON types (pydantic's lax
+        conversions apply, e.g. ``"3"`` for an int field becomes 3; a tuple comes back as a list).
+
+    Raises:
+        OverrideError: an unknown, loop-owned or non-``{key: value}`` section (``profiles``), an unknown key, or a bad value;
+            each error's ``loc`` ends with the section and key.
+    """
+    errors: list[dict[str, Any]] = []
+    clean: dict[str, dict[str, Any]] = {}
+    for section, values in overrides.items():
+        model = _section_model(section)
+        if model is None:
+            msg = f"unknown params section {section!r}"
+            if section in Params.model_fields:
+                msg = f"{section!r} is not a {{key: value}} section; edit params.yaml for it"
+            errors.append({"loc": (*loc, section), "msg": msg, "type": "value_error"})
+            continue
+        if section in LOOP_OWNED_SECTIONS:
+            errors.append({"loc": (*loc, section), "msg": "set by loop.py for every attempt", "type": "value_error"})
+            continue
+        if not isinstance(values, dict):
+            errors.append({"loc": (*loc, section), "msg": "must be an object of {key: value}", "type": "dict_type"})
+            continue
+        try:
+            validated = model.model_validate(values)
+        except ValidationError as e:
+            for err in e.errors():
+                where = err["loc"] or ("",)
+                msg = f"unknown key {where[0]!r}" if err["type"] == "extra_forbidden" else err["msg"]
+                errors.append({"loc": (*loc, section, *where), "msg": msg, "type": err["type"]})
+            continue
+        dumped = validated.model_dump(mode="json")
+        clean[section] = {key: dumped[key] for key in values}
+    if errors:
+        raise OverrideError(errors)
+    return clean
+
+
+def apply_overrides(params_path: Path, overrides: dict[str, dict[str, Any]]) -> list[str]:
+    """Merge validated overrides into ``params.yaml`` (comments kept) and write it atomically.
+
+    Args:
+        params_path: the repository's ``params.yaml``.
+        overrides: output of :func:`validate_overrides`.
+
+    Returns:
+        ``section.key=value`` for each value that changed (empty: nothing was written).
+
+    Raises:
+        OverrideError: the merged file does not validate (e.g. a combination of values).
+        ParamsError: ``params.yaml`` itself is not valid YAML.
+    """
+    yaml = YAML()
+    yaml.preserve_quotes = True
+    text = params_path.read_text(encoding="utf-8")
+    try:
+        data = yaml.load(text)
+    except Exception as e:  # ruamel raises several YAMLError subclasses
+        raise ParamsError(f"{params_path}: not valid YAML: {e}") from e
+    changed = []
+    for section, values in overrides.items():
+        target = data.setdefault(section, {})
+        for key, value in values.items():
+            if target.get(key) == value:
+                continue
+            old = target.get(key)
+            if isinstance(value, list) and isinstance(old, CommentedSeq):
+                seq = CommentedSeq(value)
+                if old.fa.flow_style():
+                    seq.fa.set_flow_style()
+                value = seq
+            target[key] = value
+            changed.append(f"{section}.{key}={_short(value)}")
+    try:
+        params_from_dict(_plain(data), source=str(params_path))
+    except ParamsError as e:
+        raise OverrideError([{"loc": ("body", "params"), "msg": str(e), "type": "value_error"}]) from e
+    if changed:
+        buf = StringIO()
+        yaml.dump(data, buf)
+        atomic_write_text(params_path, buf.getvalue())
+    return changed
+
+
+def _plain(node: Any) -> Any:
+    """ruamel's commented containers as plain dicts and lists (for pydantic)."""
+    if isinstance(node, dict):
+        return {str(k): _plain(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_plain(v) for v in node]
+    return node
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {v}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(map(str, value)) + "]"
+    return str(value)

@@ -1,0 +1,99 @@
+"""The dashboard page (``/``) and its self-refreshing panels (``/dashboard/panels``), rendered with Jinja2.
+
+The page is static HTML plus a small inline script: every ``REFRESH_S`` seconds it fetches
+the panels fragment (status, charts, attempts table, all rendered here on the server) and
+swaps it in; the buttons POST to the control endpoints. Nothing is loaded from the network.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from ml.api.charts import elo_chart, pie_chart, winrate_chart
+from ml.api.control import LoopController
+from ml.api.readers import RepoView, per_generation, sampled_share
+from ml.api.status import loop_status
+
+REFRESH_S = 3
+"""Seconds between two refreshes of the panels."""
+
+_env = Environment(loader=PackageLoader("ml.api", "templates"), autoescape=select_autoescape(["html"]))
+
+
+def _ppo_share(share: dict[str, float]) -> float | None:
+    total = sum(share.values())
+    return share.get("ppo", 0.0) / total if total else None
+
+
+def attempt_rows(view: RepoView) -> list[dict[str, Any]]:
+    """Rows of the attempts table, newest first: verdict, headline figures, PPO share and commit."""
+    rows = []
+    for e in view.history_with_commits(include_metrics=True):
+        f = e.get("figures") or {}
+        rows.append({
+            "attempt_id": e.get("attempt_id"), "generation": e.get("generation"), "attempt": e.get("attempt"),
+            "verdict": e.get("verdict"), "win_rate": f.get("win_rate"), "low": f.get("win_rate_low"),
+            "high": f.get("win_rate_high"), "eval_games": f.get("eval_games"), "holdout_accuracy": f.get("holdout_accuracy"),
+            "drop": f.get("holdout_accuracy_drop"), "ppo_share": _ppo_share(sampled_share(e)), "wall_s": e.get("wall_s"),
+            "commit": e.get("commit"), "reasons": e.get("reasons") or [],
+        })  # fmt: skip
+    return rows[::-1]
+
+
+def _pies(view: RepoView, chosen: list[dict]) -> tuple[str, list[str]]:
+    current = view.train_metrics().get("train/sampled_share") or {}
+    current_svg = pie_chart(
+        {str(k): float(v) for k, v in current.items()},
+        title="current (metrics/train.json)",
+        attrs={"current": "true"},
+        size=140,
+    )
+    per_gen = [
+        pie_chart(sampled_share(e), title=f"generation {e['generation']}", attrs={"generation": e["generation"], "attempt-id": e.get("attempt_id")})
+        for e in chosen
+    ]  # fmt: skip
+    return current_svg, per_gen
+
+
+def panels_context(view: RepoView, controller: LoopController) -> dict[str, Any]:
+    """Everything the panels template shows."""
+    params = view.params()
+    chosen = per_generation(view.eval_history())
+    current_pie, generation_pies = _pies(view, chosen)
+    elo_svg, elo_caption = elo_chart(view.elo_history())
+    return {
+        "status": loop_status(view, controller),
+        "winrate_svg": winrate_chart(
+            chosen, getattr(params.gate, "target_win_rate", None) if params else None, params.game.pod_size if params else None
+        ),
+        "elo_svg": elo_svg,
+        "elo_caption": elo_caption,
+        "current_pie": current_pie,
+        "generation_pies": generation_pies,
+        "rows": attempt_rows(view),
+    }
+
+
+def render_panels(view: RepoView, controller: LoopController) -> str:
+    """The ``/dashboard/panels`` HTML fragment."""
+    return _env.get_template("panels.html").render(**panels_context(view, controller))
+
+
+def render_page(view: RepoView, controller: LoopController, token_required: bool, controls_enabled: bool) -> str:
+    """The whole dashboard page, with the panels already in it.
+
+    Args:
+        view: the repository.
+        controller: its loop controller.
+        token_required: show a token field (the server was started with ``--token``).
+        controls_enabled: False when control requests are refused (non-loopback bind, no token).
+    """
+    return _env.get_template("dashboard.html").render(
+        panels=render_panels(view, controller),
+        repo=str(view.root),
+        refresh_ms=REFRESH_S * 1000,
+        token_required=token_required,
+        controls_enabled=controls_enabled,
+    )

@@ -1,0 +1,179 @@
+"""The dashboard in headless Chromium against a real loop (tiny params) in a temporary project copy.
+
+Checks: the API server starts (``python -m ml.api``) on a free loopback port; the page's
+Start button launches loop.py; after two generations the page's Pause button pauses the
+loop between stages (status ``paused``); the win-rate chart then has one point per
+finished generation with the gate figures of eval_history, and the composition pies match
+``train/sampled_share`` of metrics/train.json (current) and of each generation's attempt;
+Resume lets it go on, Stop makes it finish its stage and exit (status ``stopped``). A
+screenshot of the paused page is saved; its path is printed.
+
+Needs Debian's ``chromium`` and ``chromium-driver`` (.ci/run installs them) and selenium.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ml.api.control import is_loop_process
+from ml.api.readers import per_generation, sampled_share
+from tests.conftest import ROOT, make_project_copy, tiny_params
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+CHROMIUM_FLAGS = (
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", "--window-size=1400,1150",
+)  # fmt: skip
+LOOP_TIMEOUT_S = 240
+
+pytestmark = [
+    pytest.mark.expensive,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs /usr/bin/chromium (apt-get install chromium; .ci/run does)"),
+    pytest.mark.skipif(not CHROMEDRIVER.exists(), reason="needs /usr/bin/chromedriver (apt-get install chromium-driver)"),
+]
+webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (pip install -e '.[dev]')")
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get_json(url: str) -> dict | list:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return json.load(r)
+
+
+def wait_for(pred: Callable[[], object], timeout: float, what: str, poll: float = 0.5) -> object:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = pred()
+        except OSError:
+            value = None
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(poll)
+
+
+def browser(profile: Path):
+    """Headless Chromium through Debian's chromedriver, with a fresh profile in ``profile``."""
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = str(CHROMIUM)
+    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={profile}"):
+        opts.add_argument(flag)
+    return webdriver.Chrome(service=webdriver.ChromeService(executable_path=str(CHROMEDRIVER)), options=opts)
+
+
+def click(driver, button_id: str) -> None:
+    """Click a control button once the page has enabled it (buttons follow the refreshed status)."""
+    WebDriverWait(driver, 30).until(ec.element_to_be_clickable((By.ID, button_id))).click()
+
+
+def page_state(driver) -> str:
+    return driver.find_element(By.ID, "status-state").get_attribute("data-state")
+
+
+def shares_of(svg) -> dict[str, float]:
+    return {
+        s.get_attribute("data-source"): float(s.get_attribute("data-share"))
+        for s in svg.find_elements(By.CLASS_NAME, "pie-slice")
+    }
+
+
+def check_charts(driver, repo: Path) -> None:
+    """Win-rate points and pies on the page against eval_history.json and metrics/train.json."""
+    history = json.loads((repo / "state/eval_history.json").read_text())
+    chosen = per_generation(history)
+    points = driver.find_elements(By.CSS_SELECTOR, "#winrate-chart circle.winrate-point")
+    assert [int(p.get_attribute("data-generation")) for p in points] == [e["generation"] for e in chosen]
+    for p, e in zip(points, chosen, strict=True):
+        assert float(p.get_attribute("data-win-rate")) == pytest.approx(e["figures"]["win_rate"], abs=1e-5)
+    current = driver.find_element(By.CSS_SELECTOR, 'svg.composition-pie[data-current="true"]')
+    want = json.loads((repo / "metrics/train.json").read_text())["train/sampled_share"]
+    assert shares_of(current) == pytest.approx(want, abs=1e-5)
+    pies = driver.find_elements(By.CSS_SELECTOR, "svg.composition-pie[data-generation]")
+    assert [int(p.get_attribute("data-generation")) for p in pies] == [e["generation"] for e in chosen]
+    for pie, e in zip(pies, chosen, strict=True):
+        assert shares_of(pie) == pytest.approx(sampled_share(e), abs=1e-5)
+
+
+def kill_loop(repo: Path) -> None:
+    """Kill a loop left running by a failed test (its own process group)."""
+    for name in ("status.json", "api-launch.json"):
+        try:
+            pid = json.loads((repo / ".dvc/tmp/loop" / name).read_text()).get("pid")
+        except (OSError, ValueError):
+            continue
+        if isinstance(pid, int) and is_loop_process(pid):
+            os.killpg(pid, signal.SIGKILL)
+
+
+def test_dashboard_drives_a_real_loop(tmp_path: Path, capsys: pytest.CaptureFixture):
+    repo = make_project_copy(tmp_path / "repo", tiny_params())
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "PYTHONHASHSEED": "0"}
+    server_log = open(tmp_path / "server.log", "wb")  # closed in finally
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ml.api", "--repo", str(repo), "--port", str(port), "--log-level", "warning"],
+        cwd=ROOT, env=env, stdout=server_log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    driver = None
+    try:
+        wait_for(lambda: get_json(f"{base}/api/ml/distill/status"), 30, "the API server")
+        driver = browser(tmp_path / "chromium-profile")
+        driver.get(base)
+        assert page_state(driver) == "idle"
+        driver.find_element(By.ID, "start-max-generations").send_keys("3")
+        click(driver, "btn-start")
+        WebDriverWait(driver, 10).until(ec.text_to_be_present_in_element((By.ID, "action-result"), "start: ok"))
+        status = lambda: get_json(f"{base}/api/ml/distill/status")  # noqa: E731
+        wait_for(lambda: status()["running"], 30, "the loop to start")
+        history = lambda: get_json(f"{base}/api/ml/distill/history?metrics=false")  # noqa: E731
+        wait_for(lambda: len(history()) >= 2 or status()["state"] in ("error", "done"), LOOP_TIMEOUT_S, "two attempts", 1.0)
+        assert len(history()) >= 2, (repo / ".dvc/tmp/loop/loop.log").read_text()[-3000:]
+
+        click(driver, "btn-pause")
+        wait_for(lambda: status()["state"] == "paused", 120, "the loop to pause")
+        WebDriverWait(driver, 15).until(lambda d: page_state(d) == "paused")
+        driver.refresh()
+        assert page_state(driver) == "paused"
+        check_charts(driver, repo)
+        shot = tmp_path / "dashboard.png"
+        driver.save_screenshot(str(shot))
+        with capsys.disabled():
+            print(f"\ndashboard screenshot: {shot}")
+
+        click(driver, "btn-resume")
+        wait_for(lambda: status()["state"] in ("running", "starting"), 60, "the loop to resume")
+        click(driver, "btn-stop")
+        wait_for(lambda: not status()["running"], 120, "the loop to stop")
+        s = status()
+        assert s["state"] == "stopped", s
+        WebDriverWait(driver, 15).until(lambda d: page_state(d) == "stopped")
+        assert "stopped on request" in (repo / ".dvc/tmp/loop/loop.log").read_text()
+    finally:
+        if driver is not None:
+            driver.quit()
+        server.terminate()
+        server.wait(timeout=30)
+        server_log.close()
+        kill_loop(repo)
