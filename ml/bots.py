@@ -16,7 +16,6 @@ from typing import Any
 
 import yaml
 
-from ml.encoding import OBS_DIM, RecordEncoder
 from ml.gate import duplicate_deal_outcomes, wilson_interval
 from ml.policy import PolicyNet, load_policy, save_policy
 from ml.rollout import Controller
@@ -90,7 +89,9 @@ def promote(root: Path, git: Any, query: str, name: str | None = None) -> Path:
         raise PromoteError(f"{out} exists already; choose another --name")
     net, meta = load_policy(student_from_commit(root, git, sha))
     save_policy(
-        net, out, {**meta, "bot_format": BOT_FORMAT, "name": name, "attempt_id": attempt_id, "commit": sha, "obs_dim": OBS_DIM}
+        net,
+        out,
+        {**meta, "bot_format": BOT_FORMAT, "name": name, "attempt_id": attempt_id, "commit": sha, "obs_dim": net.obs_dim},
     )
     return out
 
@@ -101,9 +102,19 @@ def load_bots(root: Path) -> dict[str, PolicyNet]:
 
 
 def final_report(
-    student: PolicyNet, bots: dict[str, PolicyNet], *, games: int, pod_size: int, max_turns: int, num_envs: int, seed: int
+    student: PolicyNet,
+    bots: dict[str, PolicyNet],
+    *,
+    games: int,
+    pod_size: int,
+    max_turns: int,
+    num_envs: int,
+    seed: int,
+    game: Any = None,
 ) -> list[dict]:
     """Win rate of ``student`` in pods against ``pod_size - 1`` copies of each bot (both greedy).
+
+    ``game`` (``ml.game.registry.GameSpec``) defaults to the commander.
 
     Returns:
         Rows ``bot``, ``games``, ``wins``, ``win_rate``, ``low``, ``high`` (95% Wilson).
@@ -112,7 +123,7 @@ def final_report(
     for i, (name, bot) in enumerate(sorted(bots.items())):
         deals = duplicate_deal_outcomes(
             Controller("net", student, greedy=True), Controller("net", bot, greedy=True), pod_size=pod_size,
-            max_turns=max_turns, num_envs=num_envs, seed=seed + i, encoder=RecordEncoder(),
+            max_turns=max_turns, num_envs=num_envs, seed=seed + i, encoder=None, game=game,
         )  # fmt: skip
         outcomes = [x for deal in islice(deals, max(1, games // pod_size)) for x in deal]
         wins = sum(outcomes)

@@ -1,5 +1,9 @@
 """Source-aware dataset builder: teacher and PPO decision files -> encoded arrays.
 
+* **Games.** The encoder decides the game: ``ml.encoding.RecordEncoder`` for the
+  commander (seat views), ``ml.game.registry.ObservationEncoder`` for OpenSpiel games (the
+  observation stored in each record, label ``action.action_idx``); both have ``obs_dim``,
+  ``num_actions``, ``encode_batch``, ``label`` and ``action_mask``.
 * **Sources.** Teacher batches (``ml-decisions-sim-*.jsonl``, source ``sim``; real Forge
   files only when asked, source ``forge``) and accepted PPO batches
   (``ml-decisions-ppo-*.jsonl``, source ``ppo``). Every sample keeps its source tag.
@@ -20,12 +24,11 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from ml.actions import NUM_ACTIONS
-from ml.encoding import OBS_DIM, RecordEncoder, label_record, record_action_mask
-from ml.records import DecisionRecord, read_records, scan_batches
+from ml.records import Record, read_records, scan_batches
 
 logger = logging.getLogger(__name__)
 
@@ -37,9 +40,9 @@ class DecisionSet:
     """Encoded, labelled decisions.
 
     Attributes:
-        obs: float32[N, OBS_DIM] seat-relative observations.
-        action_mask: bool[N, NUM_ACTIONS] legal actions (all-ones where a file has none).
-        label: int64[N] macro-action index taken.
+        obs: float32[N, obs_dim] observations (the commander's: seat-relative, ``OBS_DIM``).
+        action_mask: bool[N, num_actions] legal actions (all-ones where a file has none).
+        label: int64[N] action index taken (the commander's: macro action).
         value_target: float32[N] the acting seat's game result (win 1, loss -1/(n-1), draw 0).
         source: str array [N], the record's source (``sim``, ``forge``, ``ppo``).
         game_id: str array [N].
@@ -75,11 +78,16 @@ class DecisionSet:
         return DecisionSet(*(np.concatenate(f) for f in fields))
 
 
-def empty_set() -> DecisionSet:
-    """A DecisionSet with no rows."""
+def empty_set(obs_dim: int | None = None, num_actions: int | None = None) -> DecisionSet:
+    """A DecisionSet with no rows (of the commander's sizes unless given)."""
+    if obs_dim is None or num_actions is None:
+        from ml.actions import NUM_ACTIONS
+        from ml.encoding import OBS_DIM
+
+        obs_dim, num_actions = OBS_DIM, NUM_ACTIONS
     return DecisionSet(
-        np.zeros((0, OBS_DIM), np.float32),
-        np.zeros((0, NUM_ACTIONS), bool),
+        np.zeros((0, obs_dim), np.float32),
+        np.zeros((0, num_actions), bool),
         np.zeros(0, np.int64),
         np.zeros(0, np.float32),
         np.zeros(0, dtype=object),
@@ -93,34 +101,46 @@ def in_holdout(game_id: str, fraction: float) -> bool:
     return int.from_bytes(digest[:8], "big") / 2**64 < fraction
 
 
-def outcome_value(record: DecisionRecord) -> float:
+def outcome_value(record: Record) -> float:
     """The acting seat's result: win 1, loss -1/(n-1), draw 0 (the zero-sum reward scheme)."""
     winner = record.winner()
     if winner is None:
         return 0.0
-    return 1.0 if winner == record.active_seat else -1.0 / (len(record.players) - 1)
+    return 1.0 if winner == record.active_seat else -1.0 / (record.players_count - 1)
 
 
-def encode_records(records: Iterable[DecisionRecord], encoder: RecordEncoder) -> tuple[DecisionSet, int]:
+def encode_records(records: Iterable[Record], encoder: Any) -> tuple[DecisionSet, int]:
     """Encode and label records; non-trainable ones (land drops, unlabelable) are skipped.
+
+    Args:
+        records: decision records of one game kind.
+        encoder: the game's encoder (``obs_dim``, ``num_actions``, ``encode_batch``, ``label``,
+            ``action_mask``; see the module docstring).
 
     Returns:
         ``(set, skipped)`` where ``skipped`` counts non-trainable records (decisions).
+
+    Raises:
+        ValueError: a record of another game (observation or mask of the wrong size).
     """
-    rows: list[DecisionRecord] = []
+    rows: list[Record] = []
     labels: list[int] = []
     skipped = 0
     for rec in records:
-        label = label_record(rec, encoder.pool)
+        label = encoder.label(rec)
         if label is None:
             skipped += 1
             continue
         rows.append(rec)
         labels.append(label)
     if not rows:
-        return empty_set(), skipped
+        return empty_set(encoder.obs_dim, encoder.num_actions), skipped
     obs = encoder.encode_batch(rows)
-    masks = np.stack([record_action_mask(r) for r in rows])
+    masks = np.stack([encoder.action_mask(r) for r in rows])
+    if masks.shape[1] != encoder.num_actions:
+        raise ValueError(
+            f"game {rows[0].game_id!r}: action_mask has {masks.shape[1]} entries, this game has {encoder.num_actions}"
+        )
     label_arr = np.asarray(labels, dtype=np.int64)
     masks[np.arange(len(rows)), label_arr] = True  # a label is legal by definition (Forge files carry no mask)
     return (
@@ -136,13 +156,13 @@ def encode_records(records: Iterable[DecisionRecord], encoder: RecordEncoder) ->
     )
 
 
-def _read_files(paths: list[Path]) -> Iterable[DecisionRecord]:
+def _read_files(paths: list[Path]) -> Iterable[Record]:
     for path in paths:
         yield from read_records(path)
 
 
 def load_teacher(
-    teacher_dirs: list[Path], holdout_fraction: float, encoder: RecordEncoder, include_forge: bool = False
+    teacher_dirs: list[Path], holdout_fraction: float, encoder: Any, include_forge: bool = False
 ) -> tuple[DecisionSet, DecisionSet, dict]:
     """Teacher decisions split by game into (train, holdout).
 
@@ -150,7 +170,7 @@ def load_teacher(
         teacher_dirs: folders holding ``ml-decisions-sim-*.jsonl`` (and Forge files if
             ``include_forge``).
         holdout_fraction: share of teacher games held out (0.10-0.15).
-        encoder: the observation encoder.
+        encoder: the game's encoder (see ``encode_records``).
         include_forge: also read external Forge files (never by default).
 
     Returns:
@@ -176,14 +196,14 @@ def load_teacher(
     return train, holdout, stats
 
 
-def load_ppo(pool_dirs: list[Path], encoder: RecordEncoder, min_reward_threshold: float) -> tuple[DecisionSet, dict]:
+def load_ppo(pool_dirs: list[Path], encoder: Any, min_reward_threshold: float) -> tuple[DecisionSet, dict]:
     """Accepted PPO decisions whose game's ``episode_return`` >= ``min_reward_threshold``.
 
     Returns:
         ``(set, stats)``; stats counts kept and filtered games.
     """
     paths = [p for d in pool_dirs for p in scan_batches(d, sources=("ppo",))]
-    kept: list[DecisionRecord] = []
+    kept: list[Record] = []
     games, dropped = set(), set()
     for rec in _read_files(paths):
         games.add(rec.game_id)

@@ -74,13 +74,23 @@ class RecordEncoder:
 
     Attributes:
         obs_dim: length of the observation vector (``OBS_DIM``).
+        num_actions: size of the action space (``NUM_ACTIONS``).
         pool: card name -> Card, used for card attributes.
     """
 
     obs_dim = OBS_DIM
+    num_actions = NUM_ACTIONS
 
     def __init__(self, pool: dict[str, Card] | None = None) -> None:
         self.pool = pool if pool is not None else load_card_pool()
+
+    def label(self, record: Mapping[str, Any] | Any) -> int | None:
+        """Macro-action index of the record's action, or None if not trainable (``label_record``)."""
+        return label_record(record, self.pool)
+
+    def action_mask(self, record: Mapping[str, Any] | Any) -> np.ndarray:
+        """bool[NUM_ACTIONS] legal actions of the record (``record_action_mask``)."""
+        return record_action_mask(record)
 
     def __call__(self, record: Mapping[str, Any] | Any) -> np.ndarray:
         """Encode one record. Returns float32[OBS_DIM]."""

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import torch
 
-from ml.encoding import RecordEncoder
+from typing import Any
+
+from ml.game.registry import GameSpec
 from ml.policy import PolicyNet
 from ml.records import BatchWriter
 from ml.rollout import Controller, game_seeds, play_games, rotated_seatings
@@ -37,13 +39,16 @@ def export_batch(
     max_turns: int,
     num_envs: int,
     seed: int,
-    encoder: RecordEncoder,
+    encoder: Any = None,
     progress: bool = True,
+    game: GameSpec | None = None,
 ) -> dict:
     """Play ``games`` pods and stream the agent's exported decisions to one batch file.
 
-    Rewards: the environment's zero-sum scheme (winner +1, others -1/(n-1), draw 0),
-    received at the agent's last decision; ``episode_return`` is the agent seat's total.
+    Rewards: the environment's (the commander's zero-sum scheme: winner +1, others
+    -1/(n-1), draw 0; see ``ml.game.openspiel_env`` for OpenSpiel games), received at the
+    agent's last decision; ``episode_return`` is the agent seat's total. ``game``
+    (``ml.game.registry``) defaults to the commander of ``pod_size`` and ``max_turns``.
 
     Returns:
         ``export/…`` metrics: games played, games won, games and decisions exported, path.
@@ -58,7 +63,7 @@ def export_batch(
     with BatchWriter(out_dir, "ppo", batch_id) as writer:
         runner = play_games(
             seatings, game_seeds(seed, games), controllers, pod_size=pod_size, max_turns=max_turns, num_envs=num_envs,
-            encoder=encoder, generator=gen, log_seats=lambda seats: [seats.index("agent")],
+            encoder=encoder, generator=gen, log_seats=lambda seats: [seats.index("agent")], game=game,
         )  # fmt: skip
         for result in ProgressBar(runner, total=games, desc="export", unit="game", disable=not progress):
             seat = result.seats.index("agent")

@@ -33,12 +33,13 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 from scipy.stats import binomtest
 
-from ml.encoding import RecordEncoder
+from ml.game.registry import GameSpec
 from ml.records import iter_games, read_records
 from ml.rollout import Controller, play_games
 
@@ -157,16 +158,19 @@ def duplicate_deal_outcomes(
     opponent: Controller,
     *,
     pod_size: int,
-    max_turns: int,
+    max_turns: int = 30,
     num_envs: int,
     seed: int,
-    encoder: RecordEncoder,
+    encoder: Any = None,
     deals_per_chunk: int = 16,
+    game: GameSpec | None = None,
 ) -> Iterator[list[bool]]:
     """Seat-rotated duplicate deals: each deal (one game seed: same shuffled decks and seat
-    order) is replayed ``pod_size`` times with the candidate in each seat and ``opponent`` in
-    the others. Yields, per deal in order, the candidate's first places. Endless: the caller
-    stops (chunks of ``deals_per_chunk`` deals are played at once, batched).
+    order, or the same chance outcomes of an OpenSpiel game) is replayed ``pod_size`` times
+    with the candidate in each seat and ``opponent`` in the others. Yields, per deal in order,
+    the candidate's first places. Endless: the caller stops (chunks of ``deals_per_chunk``
+    deals are played at once, batched). ``game`` (``ml.game.registry``) defaults to the
+    commander of ``pod_size`` and ``max_turns``; its players must number ``pod_size``.
     """
     controllers = {"candidate": candidate, "opponent": opponent}
     gen = torch.Generator().manual_seed(seed)
@@ -185,6 +189,7 @@ def duplicate_deal_outcomes(
                 num_envs=num_envs,
                 encoder=encoder,
                 generator=gen,
+                game=game,
             ),
             key=lambda r: r.index,
         )
@@ -231,7 +236,7 @@ def batch_quality(batch: Path) -> dict:
 
     Returns:
         ``games``, ``decisions``, ``action_entropy_bits`` (Shannon entropy of the macro
-        action distribution, bits), ``action_counts``, and mean/std/min/max of ``reward``
+        action distribution, bits; OpenSpiel games: of the moves by ``action.raw``), ``action_counts``, and mean/std/min/max of ``reward``
         (per decision) and ``episode_return`` (per game).
     """
     actions: Counter[str] = Counter()
@@ -242,7 +247,7 @@ def batch_quality(batch: Path) -> dict:
         games += 1
         returns.append(float(game[0].episode_return or 0.0))
         for rec in game:
-            actions[rec.action.macro_action or rec.action.type] += 1
+            actions[getattr(rec.action, "macro_action", None) or rec.action.raw or rec.action.type] += 1
             rewards.append(float(rec.reward or 0.0))
     total = sum(actions.values())
     entropy = -sum(c / total * math.log2(c / total) for c in actions.values()) if total else 0.0

@@ -86,15 +86,33 @@ class RunParams(_Section):
 
 
 class GameParams(_Section):
+    name: str = "commander"
+    """``commander`` (the built-in pod) or ``openspiel:<game>``, any sequential OpenSpiel game (ml/game/registry.py)."""
+    openspiel_params: dict[str, int | float | bool | str] = Field(default_factory=dict)
+    """The OpenSpiel game's own parameters, e.g. ``{players: 4}`` for crazy_eights (unused by the commander)."""
     pod_size: int = Field(4, ge=2, le=6)
-    """Players per pod (commander-pod.md: 2 to 6)."""
+    """Players per pod (commander-pod.md: 2 to 6); for an OpenSpiel game it must equal the game's players."""
     max_turns: int = Field(30, ge=1)
-    """Turn cap in rounds; at the cap the game is a draw for the players still in it."""
+    """Turn cap in rounds; at the cap the game is a draw for the players still in it (commander only)."""
+
+    @model_validator(mode="after")
+    def _check_game(self) -> GameParams:
+        if self.name != "commander":
+            from ml.game.registry import make_game  # lazy: loads pyspiel only for OpenSpiel games
+
+            make_game(self)
+        return self
 
 
 class TeacherParams(_Section):
     games: int = Field(300, ge=1)
     """Heuristic-teacher pods to log (games); every seat's decisions are recorded."""
+    mcts_simulations: int = Field(50, ge=1)
+    """OpenSpiel games: MCTS simulations per teacher decision (the commander's teacher is the heuristic)."""
+    mcts_rollouts: int = Field(1, ge=1)
+    """OpenSpiel games: random rollouts per MCTS leaf evaluation."""
+    mcts_uct_c: float = Field(2.0, gt=0)
+    """OpenSpiel games: the UCT exploration constant of the MCTS teacher."""
 
 
 class TrainParams(_Section):

@@ -213,11 +213,21 @@ def tournament_seatings(
 
 
 def play_tournament(
-    students: dict[str, Any], newest: str, *, games: int, pod_size: int, max_turns: int, num_envs: int, seed: int, encoder: Any
+    students: dict[str, Any],
+    newest: str,
+    *,
+    games: int,
+    pod_size: int,
+    max_turns: int,
+    num_envs: int,
+    seed: int,
+    encoder: Any,
+    game: Any = None,
 ) -> list[list[str]]:
     """Play ``games`` pods among students, the heuristic teacher and the random player.
 
-    Students act greedily (arg-max over legal actions). Every pod holds ``newest``.
+    Students act greedily (arg-max over legal actions). Every pod holds ``newest``. The
+    ``heuristic`` player is the game's teacher (MCTS for OpenSpiel games), the anchor.
 
     Args:
         students: name -> PolicyNet of each accepted generation's student.
@@ -225,6 +235,7 @@ def play_tournament(
         games, pod_size, max_turns, num_envs: tournament size and game settings.
         seed: seeds the seatings, the games and any sampling.
         encoder: observation encoder.
+        game: the game (``ml.game.registry.GameSpec``); None is the commander.
 
     Returns:
         Per game, player names from first place to last.
@@ -236,7 +247,7 @@ def play_tournament(
     gen = torch.Generator().manual_seed(seed)
     results = play_games(
         seatings, game_seeds(seed, games), controllers, pod_size=pod_size, max_turns=max_turns,
-        num_envs=num_envs, encoder=encoder, generator=gen,
+        num_envs=num_envs, encoder=encoder, generator=gen, game=game,
     )  # fmt: skip
     return [[r.seats[s] for s in r.ranking] for r in sorted(results, key=lambda r: r.index)]
 

@@ -10,8 +10,14 @@ Files (forge-decision-format.md "Files"), by :func:`classify_file`: ``ml-decisio
 written by :class:`BatchWriter`; ``ml-decisions-<8 hex>[-t<N>].jsonl`` -> ``forge`` (Forge's own files,
 read only when asked for); anything else, ``*.tmp`` included -> None (ignored).
 
+Two record kinds share the reading and writing path: :class:`DecisionRecord` (the commander
+and Forge: seat views in ``players``) and :class:`OpenSpielRecord` (any OpenSpiel game: the
+acting player's ``observation`` vector is stored in the record, so no game engine is needed
+to read it). A line with an ``observation`` key is an OpenSpiel record.
+
 Version History:
-    1: first version (Forge keys + PPO extension + ``action_mask``).
+    1: first version (Forge keys + PPO extension + ``action_mask``). The OpenSpiel record kind
+       was added without a bump: every existing file reads exactly as before.
 """
 
 from __future__ import annotations
@@ -215,6 +221,115 @@ class DecisionRecord(_Model):
         assert m is not None, "game_outcome was validated at construction"
         return None if m.group(1) is None else int(m.group(1))
 
+    @property
+    def players_count(self) -> int:
+        """Seats in the game (``len(players)``)."""
+        return len(self.players)
+
+
+class MoveAction(_Model):
+    """The move taken in an OpenSpiel game (``action`` of an :class:`OpenSpielRecord`)."""
+
+    type: str = "move"
+    raw: str = ""
+    """``state.action_to_string(player, action)`` (at most 200 characters)."""
+    action_idx: int = Field(ge=0)
+    """The OpenSpiel action id, the label and the policy's output index."""
+
+
+class OpenSpielRecord(_Model):
+    """One decision of an OpenSpiel game; field order is the write order.
+
+    The common keys mean what they mean in :class:`DecisionRecord`; ``turn`` counts the game's
+    decisions (1-based) and ``phase`` is ``play``.
+    """
+
+    game_id: str
+    turn: int = Field(ge=1)
+    phase: str = "play"
+    active_seat: int = Field(ge=0)
+    game_outcome: str
+    game: str
+    """The game, ``openspiel:<short name>``."""
+    num_players: int = Field(ge=1)
+    observation: list[float]
+    """float[obs_dim]: ``observation_tensor`` (else ``information_state_tensor``) of the acting player."""
+    action: MoveAction
+    action_mask: list[int] | None = None
+    """int[num_distinct_actions] of 0/1: the legal moves."""
+    source: Source | None = None
+    model_version: str | None = None
+    generation: int | None = Field(default=None, ge=0)
+    reward: float | None = Field(default=None, allow_inf_nan=False)
+    episode_return: float | None = Field(default=None, allow_inf_nan=False)
+    schema_version: int | None = None
+
+    @field_validator("game_outcome")
+    @classmethod
+    def _outcome_form(cls, v: str) -> str:
+        return _check_outcome(v, None)
+
+    @field_validator("action_mask")
+    @classmethod
+    def _mask_bits(cls, v: list[int] | None) -> list[int] | None:
+        return DecisionRecord._mask_bits(v)
+
+    @field_validator("schema_version")
+    @classmethod
+    def _known_version(cls, v: int | None) -> int | None:
+        return DecisionRecord._known_version(v)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> OpenSpielRecord:
+        if self.active_seat >= self.num_players:
+            raise _FieldProblem("active_seat", f"seat {self.active_seat} in a game of {self.num_players} players")
+        winner = self.winner()
+        if winner is not None and winner >= self.num_players:
+            raise _FieldProblem("game_outcome", f"{self.game_outcome!r} in a game of {self.num_players} players")
+        if self.source == "ppo":
+            missing = [f for f in OPENSPIEL_PPO_REQUIRED if _get_dotted(self, f) is None]
+            if missing:
+                raise _FieldProblem(missing[0], f"a ppo record requires {', '.join(missing)}")
+        if self.action_mask is not None:
+            if self.action.action_idx >= len(self.action_mask):
+                raise _FieldProblem(
+                    "action.action_idx", f"action_idx {self.action.action_idx} >= {len(self.action_mask)} actions"
+                )
+            if not self.action_mask[self.action.action_idx]:
+                raise _FieldProblem("action.action_idx", f"action_idx {self.action.action_idx} is masked out by action_mask")
+        return self
+
+    @property
+    def players_count(self) -> int:
+        """Seats in the game."""
+        return self.num_players
+
+    def winner(self) -> int | None:
+        """Seat of the game's winner, or None for a draw."""
+        m = _OUTCOME_RE.match(self.game_outcome)
+        assert m is not None, "game_outcome was validated at construction"
+        return None if m.group(1) is None else int(m.group(1))
+
+
+Record = DecisionRecord | OpenSpielRecord
+"""Either record kind; :func:`record_model` tells which one a JSON object is."""
+OPENSPIEL_PPO_REQUIRED: tuple[str, ...] = ("model_version", "generation", "reward", "episode_return", "schema_version")
+
+
+def _check_outcome(v: str, limit: int | None) -> str:
+    m = _OUTCOME_RE.match(v)
+    if m is None or (limit is not None and m.group(1) is not None and int(m.group(1)) >= limit):
+        bound = f"0..{limit - 1}" if limit is not None else "k"
+        raise ValueError(f"game_outcome must be 'draw' or 'win_seat_<{bound}>', got {v!r}")
+    return v
+
+
+def record_model(obj: Any) -> type[DecisionRecord] | type[OpenSpielRecord]:
+    """The record kind of a JSON object or record: OpenSpiel when it has an ``observation``."""
+    if isinstance(obj, (DecisionRecord, OpenSpielRecord)):
+        return type(obj)
+    return OpenSpielRecord if isinstance(obj, dict) and "observation" in obj else DecisionRecord
+
 
 def _get_dotted(obj: Any, dotted: str) -> Any:
     for part in dotted.split("."):
@@ -225,7 +340,7 @@ def _get_dotted(obj: Any, dotted: str) -> Any:
 # --------------------------------------------------------------------------- writing
 
 
-def record_to_json(record: DecisionRecord | dict[str, Any]) -> str:
+def record_to_json(record: Record | dict[str, Any]) -> str:
     """Serialize a record as one compact JSON line (no newline), keys in Forge's order.
 
     None-valued optional fields are left out; non-ASCII is written raw. Unknown keys of a
@@ -240,8 +355,8 @@ def record_to_json(record: DecisionRecord | dict[str, Any]) -> str:
     Raises:
         pydantic.ValidationError: if a dict input does not fit the schema.
     """
-    if not isinstance(record, DecisionRecord):
-        record = DecisionRecord.model_validate(record)
+    if not isinstance(record, (DecisionRecord, OpenSpielRecord)):
+        record = record_model(record).model_validate(record)
     return record.model_dump_json(exclude_none=True)
 
 
@@ -301,7 +416,7 @@ class BatchWriter:
         self._seen: set[str] = set()
         self._writer = JsonlWriter(self.path)
 
-    def write_game(self, records: Iterable[DecisionRecord | dict[str, Any]], outcome: str) -> None:
+    def write_game(self, records: Iterable[Record | dict[str, Any]], outcome: str) -> None:
         """Validate and append one game's records.
 
         Args:
@@ -317,10 +432,10 @@ class BatchWriter:
         lines: list[str] = []
         game_id: str | None = None
         for i, rec in enumerate(records):
-            data = rec.model_dump() if isinstance(rec, DecisionRecord) else dict(rec)
+            data = rec.model_dump() if isinstance(rec, (DecisionRecord, OpenSpielRecord)) else dict(rec)
             data.update(game_outcome=outcome, source=self.source, schema_version=SCHEMA_VERSION)
             try:
-                model = DecisionRecord.model_validate(data)
+                model = record_model(data).model_validate(data)
             except ValidationError as e:
                 field, problem = _describe(e)
                 raise RecordError(
@@ -386,7 +501,7 @@ def _describe(err: ValidationError) -> tuple[str, str]:
     return ".".join(loc) or "<record>", msg
 
 
-def read_records(path: str | os.PathLike[str], *, source: str | None = None) -> Iterator[DecisionRecord]:
+def read_records(path: str | os.PathLike[str], *, source: str | None = None) -> Iterator[Record]:
     """Stream and validate the records of one decision file.
 
     Records without a ``source`` get the file's class filled in (``source`` if given, else
@@ -398,7 +513,8 @@ def read_records(path: str | os.PathLike[str], *, source: str | None = None) -> 
         source: class to assume for the file instead of the one its name gives.
 
     Yields:
-        Validated records in file order.
+        Validated records in file order: ``OpenSpielRecord`` for lines with an ``observation``,
+        else ``DecisionRecord``.
 
     Raises:
         RecordError: for a record that does not fit the schema, or whose ``source``
@@ -422,7 +538,7 @@ def read_records(path: str | os.PathLike[str], *, source: str | None = None) -> 
             if rec_source != file_class:
                 raise RecordError(path, line_no, "source", f"record source {rec_source!r} in a {file_class!r} file")
         try:
-            yield DecisionRecord.model_validate(obj, strict=True)
+            yield record_model(obj).model_validate(obj, strict=True)
         except ValidationError as e:
             field, problem = _describe(e)
             raise RecordError(path, line_no, field, problem, e.errors(include_url=False)) from None
@@ -458,7 +574,7 @@ def scan_batches(
     return sorted(p for p in directory.glob("ml-decisions-*.jsonl") if p.is_file() and classify_file(p) in wanted)
 
 
-def iter_games(records: Iterable[DecisionRecord]) -> Iterator[list[DecisionRecord]]:
+def iter_games(records: Iterable[Record]) -> Iterator[list[Record]]:
     """Group consecutive records by ``game_id`` (files are written one game at a time).
 
     A game id seen again after another game is yielded as a new group with a logged
@@ -468,7 +584,7 @@ def iter_games(records: Iterable[DecisionRecord]) -> Iterator[list[DecisionRecor
         One list of records per game, in input order.
     """
     seen: set[str] = set()
-    game: list[DecisionRecord] = []
+    game: list[Record] = []
     for rec in records:
         if game and rec.game_id != game[0].game_id:
             yield game

@@ -3,9 +3,10 @@
 One ``play_games`` runner serves every stage that plays: the teacher (all heuristic
 seats, every decision logged), PPO self-play (one learning seat, transitions kept), the
 exporter (the agent's decisions logged) and the gate's evaluation pods. Games go through
-the PettingZoo AEC interface (``ml.game.env.CommanderPodEnv``); all network-controlled
-decisions pending across the concurrent games are answered by one forward pass per
-network.
+the PettingZoo AEC interface of the run's game (``ml.game.registry.GameSpec.make_env``:
+``CommanderPodEnv`` or ``OpenSpielEnv``); all network-controlled decisions pending across
+the concurrent games are answered by one forward pass per network. The controller kind
+``heuristic`` is the game's teacher (the commander's heuristic, MCTS for OpenSpiel games).
 
 Seats are named by *controller*: a key into a mapping of ``Controller`` objects, e.g.
 ``["agent", "heuristic", "heuristic", "heuristic"]``.
@@ -20,10 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ml.encoding import RecordEncoder
-from ml.game.env import CommanderPodEnv
-from ml.game.players import HeuristicPlayer, RandomPlayer
-from ml.game.rules import outcome
+from ml.game.registry import GameSpec, commander
 from ml.policy import PolicyNet
 
 
@@ -32,7 +30,7 @@ class Controller:
     """Who plays a seat: a scripted player kind (``heuristic``/``random``) or a network.
 
     Attributes:
-        kind: ``heuristic``, ``random`` or ``net``.
+        kind: ``heuristic`` (the game's teacher), ``random`` or ``net``.
         net: the policy for ``net`` controllers.
         greedy: arg-max instead of sampling for ``net`` controllers.
     """
@@ -87,7 +85,7 @@ class GameResult:
 
 @dataclass
 class _Slot:
-    env: CommanderPodEnv
+    env: Any  # the game's AEC env (CommanderPodEnv, OpenSpielEnv)
     index: int
     seats: list[str]
     scripted: dict[int, Any]
@@ -98,14 +96,14 @@ class _Slot:
     decisions: int = 0
 
 
-def _skip_dead_steps(env: CommanderPodEnv, slot: _Slot) -> None:
+def _skip_dead_steps(env: Any, slot: _Slot) -> None:
     """Step terminated agents out (the AEC dead-step convention) and collect rewards."""
     while env.agents and (env.terminations[env.agent_selection] or env.truncations[env.agent_selection]):
         env.step(None)
         _collect_rewards(env, slot)
 
 
-def _collect_rewards(env: CommanderPodEnv, slot: _Slot) -> None:
+def _collect_rewards(env: Any, slot: _Slot) -> None:
     for agent, r in env.rewards.items():
         if r:
             seat = int(agent.split("_")[1])
@@ -120,38 +118,47 @@ def play_games(
     game_seeds: list[int],
     controllers: dict[str, Controller],
     *,
-    pod_size: int,
-    max_turns: int,
+    pod_size: int | None = None,
+    max_turns: int = 30,
     num_envs: int,
-    encoder: RecordEncoder,
+    encoder: Any = None,
     generator: torch.Generator,
     log_seats: Callable[[list[str]], list[int]] | None = None,
     track_seats: Callable[[list[str]], list[int]] | None = None,
+    game: GameSpec | None = None,
 ) -> Iterator[GameResult]:
     """Play ``len(seatings)`` games, ``num_envs`` at a time, yielding each as it ends.
 
     Args:
-        seatings: per game, the controller key of each seat (length ``pod_size``).
+        seatings: per game, the controller key of each seat (length: the game's players).
         game_seeds: per game, the simulator seed (scripted players derive theirs from it).
         controllers: controller key -> Controller.
-        pod_size: players per pod.
-        max_turns: turn cap in rounds.
+        pod_size: players per pod of the commander (when ``game`` is None).
+        max_turns: the commander's turn cap in rounds (when ``game`` is None).
         num_envs: games in flight at once (batched inference across them).
-        encoder: observation encoder shared with the env.
+        encoder: the commander's observation encoder shared with the envs (None: a new one).
         generator: torch RNG for sampling network actions.
         log_seats: seats whose decisions are logged as records (given the seating).
         track_seats: seats whose decisions are kept as PPO transitions.
+        game: the game (``ml.game.registry``); None is the commander of ``pod_size`` and ``max_turns``.
 
     Yields:
         GameResult, in order of completion (deterministic for fixed inputs).
+
+    Raises:
+        ValueError: neither ``game`` nor ``pod_size`` given.
     """
+    if game is None:
+        if pod_size is None:
+            raise ValueError("play_games needs game= or the commander's pod_size=")
+        game = commander(pod_size, max_turns)
+    if encoder is None and not game.is_openspiel:
+        encoder = game.encoder()
     pending = list(range(len(seatings)))[::-1]
     slots: list[_Slot] = []
     while pending or slots:
         while pending and len(slots) < num_envs:
-            slots.append(
-                _start(pending.pop(), seatings, game_seeds, controllers, pod_size, max_turns, encoder, log_seats, track_seats)
-            )
+            slots.append(_start(pending.pop(), seatings, game_seeds, controllers, game, encoder, log_seats, track_seats))
         groups: dict[str, list[_Slot]] = {}
         for slot in slots:
             key = slot.seats[int(slot.env.agent_selection.split("_")[1])]
@@ -167,24 +174,22 @@ def play_games(
         slots = still
 
 
-def _start(index, seatings, game_seeds, controllers, pod_size, max_turns, encoder, log_seats, track_seats) -> _Slot:
-    env = CommanderPodEnv(pod_size=pod_size, max_turns=max_turns, encoder=encoder)
+def _start(index, seatings, game_seeds, controllers, game: GameSpec, encoder, log_seats, track_seats) -> _Slot:
+    env = game.make_env(encoder)
     seed = int(game_seeds[index])
     env.reset(seed=seed, options={"game_index": index})
     seats = seatings[index]
     scripted: dict[int, Any] = {}
     for s, key in enumerate(seats):
         kind = controllers[key].kind
-        if kind == "heuristic":
-            scripted[s] = HeuristicPlayer(seed * 7 + s)
-        elif kind == "random":
-            scripted[s] = RandomPlayer(seed * 7 + s)
+        if kind in ("heuristic", "random"):
+            scripted[s] = game.make_player(kind, seed * 7 + s)
     slot = _Slot(
         env,
         index,
         seats,
         scripted,
-        np.zeros(pod_size, np.float64),
+        np.zeros(game.num_players, np.float64),
         frozenset(log_seats(seats) if log_seats else ()),
         [],
         {s: [] for s in (track_seats(seats) if track_seats else [])},
@@ -218,22 +223,12 @@ def _decide(ctrl: Controller, slots: list[_Slot], generator: torch.Generator) ->
 
 
 def _finish(slot: _Slot) -> GameResult:
-    state = slot.env.state
     for trans in slot.transitions.values():
         if trans:
             trans[-1].done = True
-    result = outcome(state)
+    game_id, result, winner, ranking = slot.env.game_result()
     return GameResult(
-        slot.index,
-        state.game_id,
-        result,
-        state.winner,
-        slot.seats,
-        slot.returns,
-        slot.records,
-        slot.transitions,
-        slot.decisions,
-        state.ranking(),
+        slot.index, game_id, result, winner, slot.seats, slot.returns, slot.records, slot.transitions, slot.decisions, ranking
     )
 
 

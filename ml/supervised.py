@@ -78,7 +78,7 @@ def train_student(
     """
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    net = PolicyNet(train.obs.shape[1], cfg.hidden_sizes)  # initialised on the CPU: same weights on any device
+    net = PolicyNet(train.obs.shape[1], cfg.hidden_sizes, train.action_mask.shape[1])  # initialised on the CPU: same weights on any device
     net.to(device)
     obs, mask = torch.from_numpy(train.obs).to(device), torch.from_numpy(train.action_mask).to(device)
     label, value_target = torch.from_numpy(train.label).to(device), torch.from_numpy(train.value_target).to(device)

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 from ml.cli import stage_setup, write_metrics
-from ml.encoding import RecordEncoder
 from ml.export import export_batch
+from ml.game.registry import make_game
 from ml.policy import load_policy
 
 
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         net, args.out, batch_id=params.run.batch_id, model_version=params.run.model_version,
         generation=params.run.generation, games=params.export.games, only_wins=params.export.only_wins,
         pod_size=params.game.pod_size, max_turns=params.game.max_turns, num_envs=params.selfplay.num_envs,
-        seed=params.stage_seed("export"), encoder=RecordEncoder(), progress=args.progress,
+        seed=params.stage_seed("export"), progress=args.progress, game=make_game(params.game, params.teacher),
     )  # fmt: skip
     write_metrics(args.metrics, metrics, args, "export")
     return 0

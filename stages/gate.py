@@ -16,7 +16,7 @@ from itertools import islice
 from pathlib import Path
 
 from ml.cli import stage_setup, write_metrics
-from ml.encoding import RecordEncoder
+from ml.game.registry import make_game
 from ml.gate import (
     SPRT,
     batch_quality,
@@ -52,8 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     agent, _ = load_policy(args.model)
     current, _ = load_policy(args.student)
-    encoder = RecordEncoder()
-    pods = {"pod_size": game.pod_size, "max_turns": game.max_turns, "num_envs": params.selfplay.num_envs, "encoder": encoder}
+    spec = make_game(game, params.teacher)
+    pods = {"pod_size": game.pod_size, "max_turns": game.max_turns, "num_envs": params.selfplay.num_envs, "game": spec}
     sprt = SPRT(1.0 / game.pod_size, g.target_win_rate, g.alpha, g.beta)
     deals = duplicate_deal_outcomes(Controller("net", agent), Controller("heuristic"), seed=params.stage_seed("gate"), **pods)
     strength = sequential_test(deals, sprt, g.min_games, g.max_games, g.confidence)

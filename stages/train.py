@@ -2,7 +2,9 @@
 
 Reads the teacher batches and the pool of accepted PPO batches, holds out a fixed share of
 teacher games, trains on the source mixture and writes the student checkpoint and
-``metrics/train.json`` (holdout accuracy, realised source shares of the training set).
+``metrics/train.json`` (holdout accuracy, realised source shares of the training set; for
+kuhn_poker and leduc_poker the exact NashConv of the student, the teacher and the uniform
+policy, ``ml.nashconv``).
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from pathlib import Path
 
 from ml.cli import stage_setup, write_metrics
 from ml.dataset import DecisionSet, load_ppo, load_teacher
-from ml.encoding import RecordEncoder
+from ml.game.registry import make_game
 from ml.params import Params
+from ml.nashconv import nash_conv_metrics
 from ml.policy import save_policy
 from ml.supervised import StudentConfig, train_student
 
@@ -28,7 +31,7 @@ def _args(p: argparse.ArgumentParser) -> None:
 
 def build_and_train(params: Params, teacher: Path, pools: list[Path], progress: bool):
     """Load data, train a student with the generation's training seed. Returns (net, metrics, holdout)."""
-    encoder = RecordEncoder()
+    encoder = make_game(params.game, params.teacher).encoder()
     train, holdout, stats = load_teacher([teacher], params.train.holdout_fraction, encoder)
     ppo, ppo_stats = load_ppo(pools, encoder, params.train.min_reward_threshold)
     cfg = StudentConfig(**params.train.model_dump(include=set(StudentConfig.__dataclass_fields__)))
@@ -43,6 +46,7 @@ def build_and_train(params: Params, teacher: Path, pools: list[Path], progress: 
 def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("train", __doc__, argv, _args)
     net, metrics, _ = build_and_train(params, args.teacher, [args.pool], args.progress)
+    metrics.update(nash_conv_metrics(net, make_game(params.game, params.teacher), args.teacher))  # kuhn/leduc only
     save_policy(
         net,
         args.out,

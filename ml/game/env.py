@@ -201,6 +201,11 @@ class CommanderPodEnv(AECEnv):
         """
         return rules.describe_action(self.state, action)
 
+    def game_result(self) -> tuple[str, str, int | None, list[int]]:
+        """``(game_id, outcome, winner, ranking)`` of the finished game (``GameState.ranking``)."""
+        st = self.state
+        return st.game_id, rules.outcome(st), st.winner, st.ranking()
+
     def render(self) -> None:
         """No rendering (``render_modes`` is empty)."""
         return None

@@ -1,0 +1,297 @@
+"""PettingZoo AEC adapter over any sequential OpenSpiel game (``openspiel_v0``), and its players.
+
+==================== ================================================================
+Import               ``from ml.game.openspiel_env import OpenSpielEnv``
+Actions              Discrete(game.num_distinct_actions())
+Parallel API         no (``is_parallelizable: False``); simultaneous-move games are refused
+Agents               ``player_0 .. player_{n-1}`` (OpenSpiel player index)
+Observation          Dict(observation: Box(float32[obs_dim]), action_mask: Box(int8[num_actions]))
+Observation values   ``state.observation_tensor(player)`` (``information_state_tensor`` for
+                     games without an observation tensor)
+Chance nodes         sampled inside the env from ``chance_outcomes()`` with a numpy
+                     Generator seeded by ``reset(seed)``
+Rewards              zero-sum games: OpenSpiel's returns / max |utility|; other games: the
+                     project's zero-sum outcome scheme (first place +1, others -1/(n-1), draw 0)
+Termination          all agents terminate together when the OpenSpiel state is terminal
+==================== ================================================================
+
+Outcome: first place is the seat with the largest return; a tie for the largest return is a
+``draw``. The ranking (for Plackett-Luce ratings) orders seats by return, ties by seat.
+
+Players for the loop's controller kinds (``ml.rollout``): :class:`MCTSPlayer` (OpenSpiel's
+C++ ``MCTSBot`` with a ``RandomRolloutEvaluator``: the teacher) and :class:`UniformPlayer`.
+MCTS searches the true state, so on imperfect-information games it sees hidden cards (a
+clairvoyant teacher); the records keep only the acting player's observation.
+
+Version History:
+    v0: first version.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, ClassVar
+
+import numpy as np
+from gymnasium import spaces
+from pettingzoo import AECEnv
+
+import pyspiel
+
+
+class IllegalMoveError(ValueError):
+    """An action outside the legal mask of the acting player."""
+
+
+def observation_size(game: pyspiel.Game) -> int:
+    """Length of the flat observation the env gives (observation, else information-state tensor).
+
+    Raises:
+        ValueError: the game provides neither tensor.
+    """
+    kind = game.get_type()
+    if kind.provides_observation_tensor:
+        return int(np.prod(game.observation_tensor_shape()))
+    if kind.provides_information_state_tensor:
+        return int(np.prod(game.information_state_tensor_shape()))
+    raise ValueError(f"{game}: provides neither an observation tensor nor an information-state tensor")
+
+
+def observation_of(state: pyspiel.State, player: int) -> list[float]:
+    """The flat observation of ``player`` in ``state`` (see :func:`observation_size`)."""
+    if state.get_game().get_type().provides_observation_tensor:
+        return state.observation_tensor(player)
+    return state.information_state_tensor(player)
+
+
+def check_game(game: pyspiel.Game) -> None:
+    """Refuse games the loop cannot play.
+
+    Raises:
+        ValueError: simultaneous-move games, games whose rewards are not terminal-only, games
+            without a flat observation.
+    """
+    kind = game.get_type()
+    if kind.dynamics != pyspiel.GameType.Dynamics.SEQUENTIAL:
+        raise ValueError(f"{kind.short_name}: only sequential games are supported (dynamics {kind.dynamics})")
+    if kind.reward_model != pyspiel.GameType.RewardModel.TERMINAL:
+        raise ValueError(f"{kind.short_name}: only terminal-reward games are supported (MCTSBot needs them)")
+    observation_size(game)
+
+
+def outcome_of(returns: list[float]) -> tuple[str, int | None, list[int]]:
+    """``(outcome, winner, ranking)`` from final returns: first place = max return, ties -> draw."""
+    best = max(returns)
+    top = [s for s, r in enumerate(returns) if r == best]
+    winner = top[0] if len(top) == 1 else None
+    ranking = sorted(range(len(returns)), key=lambda s: (-returns[s], s))
+    return (f"win_seat_{winner}" if winner is not None else "draw"), winner, ranking
+
+
+class OpenSpielEnv(AECEnv):
+    """A sequential OpenSpiel game as a PettingZoo AEC environment.
+
+    Args:
+        game: the loaded game (``pyspiel.load_game``).
+        game_name: the name written into records, e.g. ``openspiel:kuhn_poker``.
+
+    Raises:
+        ValueError: see :func:`check_game`.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"name": "openspiel_v0", "is_parallelizable": False, "render_modes": []}
+
+    def __init__(self, game: pyspiel.Game, game_name: str | None = None) -> None:
+        super().__init__()
+        check_game(game)
+        self.game = game
+        self.game_name = game_name or f"openspiel:{game.get_type().short_name}"
+        self.num_players = game.num_players()
+        self.obs_dim = observation_size(game)
+        self.num_actions = game.num_distinct_actions()
+        self.zero_sum = game.get_type().utility == pyspiel.GameType.Utility.ZERO_SUM
+        self.reward_scale = max(abs(game.min_utility()), abs(game.max_utility())) or 1.0
+        self.render_mode = None
+        self.possible_agents = [f"player_{i}" for i in range(self.num_players)]
+        self.agent_name_mapping = {a: i for i, a in enumerate(self.possible_agents)}
+        self._observation_space = spaces.Dict(
+            {
+                "observation": spaces.Box(-np.inf, np.inf, shape=(self.obs_dim,), dtype=np.float32),
+                "action_mask": spaces.Box(0, 1, shape=(self.num_actions,), dtype=np.int8),
+            }
+        )
+        self._action_space = spaces.Discrete(self.num_actions)
+        self._seed_rng = random.Random()
+        self._games = 0
+        self._state: pyspiel.State | None = None
+        self.game_id = ""
+        self.decisions = 0
+
+    def observation_space(self, agent: str) -> spaces.Dict:
+        """The same Dict space for every agent."""
+        return self._observation_space
+
+    def action_space(self, agent: str) -> spaces.Discrete:
+        """Discrete(num_distinct_actions) for every agent."""
+        return self._action_space
+
+    @property
+    def state(self) -> pyspiel.State:
+        """The underlying OpenSpiel state (what the scripted players act on).
+
+        Raises:
+            RuntimeError: before the first ``reset``.
+        """
+        if self._state is None:
+            raise RuntimeError("call reset() first")
+        return self._state
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> None:
+        """Start a new game; ``seed`` seeds the chance-node sampling (later seedless resets draw from it).
+
+        Args:
+            seed: game seed, or None.
+            options: ``{"game_index": int}`` names the game ``game-<index>-<seed>``.
+        """
+        if seed is not None:
+            self._seed_rng = random.Random(seed)
+            game_seed = seed
+        else:
+            game_seed = self._seed_rng.getrandbits(31)
+        index = (options or {}).get("game_index", self._games)
+        self._games += 1
+        self.game_id = f"game-{index}-{game_seed}"
+        self._rng = np.random.default_rng(game_seed)
+        self._state = self.game.new_initial_state()
+        self.decisions = 0
+        self.agents = self.possible_agents[:]
+        self.rewards = {a: 0.0 for a in self.agents}
+        self._cumulative_rewards = {a: 0.0 for a in self.agents}
+        self.terminations = {a: False for a in self.agents}
+        self.truncations = {a: False for a in self.agents}
+        self.infos: dict[str, dict] = {a: {} for a in self.agents}
+        self._skip_agent_selection = None
+        self.agent_selection = self.agents[0]
+        self._settle()
+
+    def step(self, action: int | None) -> None:
+        """Apply ``action`` for ``agent_selection`` (``None`` for a dead agent).
+
+        Raises:
+            IllegalMoveError: an action outside the mask.
+        """
+        agent = self.agent_selection
+        if self.terminations[agent] or self.truncations[agent]:
+            self._was_dead_step(action)
+            return
+        self._cumulative_rewards[agent] = 0.0
+        for a in self.agents:
+            self.rewards[a] = 0.0
+        legal = self.state.legal_actions()
+        if action is None or int(action) not in legal:
+            raise IllegalMoveError(f"{self.game_id}: action {action!r} is not legal for {agent}; legal: {legal}")
+        self.state.apply_action(int(action))
+        self.decisions += 1
+        self._settle()
+
+    def _settle(self) -> None:
+        """Sample chance nodes, end the game (rewards, terminations) or pick the next agent."""
+        st = self.state
+        while st.is_chance_node():
+            actions, probs = zip(*st.chance_outcomes(), strict=True)
+            st.apply_action(int(actions[self._rng.choice(len(actions), p=np.asarray(probs) / np.sum(probs))]))
+        if st.is_terminal():
+            returns = st.returns()
+            outcome, winner, _ = outcome_of(returns)
+            n = self.num_players
+            for a, seat in self.agent_name_mapping.items():
+                if self.zero_sum:
+                    self.rewards[a] = returns[seat] / self.reward_scale
+                elif winner is not None:
+                    self.rewards[a] = 1.0 if seat == winner else -1.0 / (n - 1)
+                self.terminations[a] = True
+                self.infos[a] = {"outcome": outcome, "returns": returns}
+        else:
+            self.agent_selection = self.possible_agents[st.current_player()]
+        self._accumulate_rewards()
+        self._deads_step_first()
+
+    def observe(self, agent: str) -> dict[str, np.ndarray]:
+        """Observation of ``agent``: ``{"observation": float32[obs_dim], "action_mask": int8[num_actions]}``.
+
+        The mask is all zeros unless ``agent`` is to act.
+        """
+        seat = self.agent_name_mapping[agent]
+        obs = np.asarray(observation_of(self.state, seat), dtype=np.float32)
+        mask = np.zeros(self.num_actions, dtype=np.int8)
+        if not self.state.is_terminal() and self.state.current_player() == seat:
+            mask[self.state.legal_actions(seat)] = 1
+        return {"observation": obs, "action_mask": mask}
+
+    def decision_record(self) -> dict:
+        """Record of the decision the current agent is about to make (``ml.records.OpenSpielRecord``)."""
+        seat = self.state.current_player()
+        mask = [0] * self.num_actions
+        for a in self.state.legal_actions(seat):
+            mask[a] = 1
+        return {
+            "game_id": self.game_id,
+            "turn": self.decisions + 1,
+            "phase": "play",
+            "active_seat": seat,
+            "game": self.game_name,
+            "num_players": self.num_players,
+            "observation": observation_of(self.state, seat),
+            "action_mask": mask,
+        }
+
+    def describe_action(self, action: int) -> dict:
+        """The record's ``action`` object (call before ``step``): ``type``, ``raw``, ``action_idx``."""
+        raw = self.state.action_to_string(self.state.current_player(), int(action))
+        return {"type": "move", "raw": raw[:200], "action_idx": int(action)}
+
+    def game_result(self) -> tuple[str, str, int | None, list[int]]:
+        """``(game_id, outcome, winner, ranking)`` of the finished game."""
+        outcome, winner, ranking = outcome_of(self.state.returns())
+        return self.game_id, outcome, winner, ranking
+
+    def render(self) -> None:
+        """No rendering (``render_modes`` is empty)."""
+        return None
+
+    def close(self) -> None:
+        """Nothing to release."""
+        return None
+
+
+class MCTSPlayer:
+    """OpenSpiel's MCTS bot with random rollouts (the teacher of OpenSpiel games).
+
+    Args:
+        game: the loaded game.
+        seed: seeds the search and the rollouts.
+        simulations: MCTS simulations per decision.
+        rollouts: random rollouts per leaf evaluation.
+        uct_c: UCT exploration constant.
+    """
+
+    def __init__(self, game: pyspiel.Game, seed: int, simulations: int, rollouts: int = 1, uct_c: float = 2.0) -> None:
+        seed = int(seed) % (2**31 - 1)
+        self._evaluator = pyspiel.RandomRolloutEvaluator(rollouts, seed)  # kept alive: the bot holds a reference
+        self._bot = pyspiel.MCTSBot(game, self._evaluator, uct_c, simulations, 1000, False, seed, False)
+
+    def act(self, state: pyspiel.State) -> int:
+        """The bot's move in ``state`` (a decision node)."""
+        return int(self._bot.step(state))
+
+
+class UniformPlayer:
+    """Uniformly random legal moves from a seeded generator."""
+
+    def __init__(self, seed: int) -> None:
+        self._rng = np.random.default_rng(int(seed) % 2**63)
+
+    def act(self, state: pyspiel.State) -> int:
+        """A uniformly drawn legal move."""
+        legal = state.legal_actions()
+        return int(legal[self._rng.integers(len(legal))])

@@ -1,0 +1,232 @@
+"""Which game the loop plays: the built-in Commander pod or any sequential OpenSpiel game.
+
+``params.yaml`` names the game (``game.name``: ``commander`` or ``openspiel:<game>`` with
+``game.openspiel_params``); :func:`make_game` turns the ``game`` and ``teacher`` sections into
+a :class:`GameSpec`, the one object that rollout, stages and the dataset builder ask for the
+environment, the observation and action sizes, the scripted players behind the controller
+kinds ``heuristic`` (the game's teacher) and ``random``, and the record encoder.
+
+============ ======================================= ========================================
+             ``commander``                           ``openspiel:<game>``
+============ ======================================= ========================================
+env          ``CommanderPodEnv``                     ``OpenSpielEnv`` (``ml.game.openspiel_env``)
+obs_dim      ``ml.encoding.OBS_DIM``                 the game's observation tensor size
+num_actions  ``ml.actions.NUM_ACTIONS``              ``num_distinct_actions()``
+heuristic    ``HeuristicPlayer`` (Forge-like)        ``MCTSPlayer`` (MCTS, random rollouts)
+random       ``RandomPlayer``                        ``UniformPlayer``
+encoder      ``RecordEncoder`` (reads ``players``)   ``ObservationEncoder`` (reads ``observation``)
+============ ======================================= ========================================
+
+A ``GameSpec`` holds plain values only, so it pickles into worker processes; the OpenSpiel
+game object is loaded (and cached per process) on first use.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+COMMANDER = "commander"
+OPENSPIEL_PREFIX = "openspiel:"
+
+
+@functools.lru_cache(maxsize=16)
+def load_openspiel(short_name: str, params: tuple[tuple[str, Any], ...] = ()) -> Any:
+    """``pyspiel.load_game(short_name, dict(params))``, cached per process.
+
+    Raises:
+        ValueError: unknown game or bad parameters (pyspiel's message), or a game the loop
+            cannot play (``ml.game.openspiel_env.check_game``).
+    """
+    import pyspiel  # lazy: the commander never needs it
+
+    from ml.game.openspiel_env import check_game
+
+    if short_name not in pyspiel.registered_names():
+        raise ValueError(f"openspiel:{short_name}: no such OpenSpiel game (pyspiel.registered_names() lists them)")
+    try:
+        game = pyspiel.load_game(short_name, dict(params))
+    except pyspiel.SpielError as e:
+        raise ValueError(f"openspiel:{short_name} {dict(params)}: {str(e).splitlines()[0]}") from None
+    check_game(game)
+    return game
+
+
+class ObservationEncoder:
+    """Encoder and labeler of records that carry their own observation (OpenSpiel games).
+
+    Args:
+        obs_dim: observation length of the game.
+        num_actions: the game's number of distinct actions.
+    """
+
+    def __init__(self, obs_dim: int, num_actions: int) -> None:
+        self.obs_dim, self.num_actions = obs_dim, num_actions
+
+    def __call__(self, record: Any) -> np.ndarray:
+        """The record's ``observation`` as float32[obs_dim].
+
+        Raises:
+            ValueError: the observation has another length (a file of another game).
+        """
+        obs = np.asarray(_get(record, "observation"), dtype=np.float32)
+        if obs.shape != (self.obs_dim,):
+            raise ValueError(
+                f"game {_get(record, 'game_id')!r}: observation has {obs.size} values, this game has {self.obs_dim}"
+            )
+        return obs
+
+    def encode_batch(self, records: list[Any]) -> np.ndarray:
+        """float32[N, obs_dim] observations of ``records``."""
+        out = np.zeros((len(records), self.obs_dim), dtype=np.float32)
+        for i, rec in enumerate(records):
+            out[i] = self(rec)
+        return out
+
+    def label(self, record: Any) -> int | None:
+        """The record's ``action.action_idx``."""
+        return _get(_get(record, "action"), "action_idx")
+
+    def action_mask(self, record: Any) -> np.ndarray:
+        """bool[num_actions]: the stored mask, or all-ones when a record has none."""
+        mask = _get(record, "action_mask")
+        return np.ones(self.num_actions, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+
+
+def _get(obj: Any, key: str) -> Any:
+    return obj.get(key) if isinstance(obj, Mapping) else getattr(obj, key, None)
+
+
+@dataclass(frozen=True)
+class GameSpec:
+    """The game of a run (see the module docstring).
+
+    Attributes:
+        name: ``commander`` or ``openspiel:<game>``.
+        num_players: seats per game (``game.pod_size``).
+        obs_dim: observation length.
+        num_actions: size of the action space.
+        max_turns: the commander's round cap (unused by OpenSpiel games, which end by their rules).
+        openspiel_params: the game's own parameters, as sorted ``(key, value)`` pairs.
+        mcts_simulations, mcts_rollouts, mcts_uct_c: the MCTS teacher of OpenSpiel games.
+        min_learner_decisions: a lower bound of one seat's decisions per game, to size game lists.
+    """
+
+    name: str
+    num_players: int
+    obs_dim: int
+    num_actions: int
+    max_turns: int = 30
+    openspiel_params: tuple[tuple[str, Any], ...] = ()
+    mcts_simulations: int = 50
+    mcts_rollouts: int = 1
+    mcts_uct_c: float = 2.0
+    min_learner_decisions: int = 10
+
+    @property
+    def is_openspiel(self) -> bool:
+        return self.name.startswith(OPENSPIEL_PREFIX)
+
+    def openspiel_game(self) -> Any:
+        """The loaded ``pyspiel.Game`` (cached). Raises ValueError for the commander."""
+        if not self.is_openspiel:
+            raise ValueError(f"{self.name} is not an OpenSpiel game")
+        return load_openspiel(self.name[len(OPENSPIEL_PREFIX) :], self.openspiel_params)
+
+    def make_env(self, encoder: Any = None) -> Any:
+        """A fresh AEC environment (``encoder``: the commander's shared RecordEncoder, else ignored)."""
+        if self.is_openspiel:
+            from ml.game.openspiel_env import OpenSpielEnv
+
+            return OpenSpielEnv(self.openspiel_game(), self.name)
+        from ml.game.env import CommanderPodEnv
+
+        return CommanderPodEnv(pod_size=self.num_players, max_turns=self.max_turns, encoder=encoder)
+
+    def make_player(self, kind: str, seed: int) -> Any:
+        """The scripted player behind a controller kind: ``heuristic`` (the game's teacher) or ``random``.
+
+        Raises:
+            ValueError: another kind.
+        """
+        if kind not in ("heuristic", "random"):
+            raise ValueError(f"no scripted player of kind {kind!r}; use heuristic or random")
+        if self.is_openspiel:
+            from ml.game.openspiel_env import MCTSPlayer, UniformPlayer
+
+            if kind == "random":
+                return UniformPlayer(seed)
+            return MCTSPlayer(self.openspiel_game(), seed, self.mcts_simulations, self.mcts_rollouts, self.mcts_uct_c)
+        from ml.game.players import HeuristicPlayer, RandomPlayer
+
+        return HeuristicPlayer(seed) if kind == "heuristic" else RandomPlayer(seed)
+
+    def encoder(self) -> Any:
+        """A new record encoder of this game (``RecordEncoder`` or ``ObservationEncoder``)."""
+        if self.is_openspiel:
+            return ObservationEncoder(self.obs_dim, self.num_actions)
+        from ml.encoding import RecordEncoder
+
+        return RecordEncoder()
+
+    @property
+    def teacher_name(self) -> str:
+        """What the ``heuristic`` controller is in this game (for logs and reports)."""
+        return f"MCTS({self.mcts_simulations} simulations)" if self.is_openspiel else "Forge-like heuristic"
+
+
+def commander(pod_size: int = 4, max_turns: int = 30) -> GameSpec:
+    """The built-in Commander pod."""
+    from ml.actions import NUM_ACTIONS
+    from ml.encoding import OBS_DIM
+
+    return GameSpec(COMMANDER, pod_size, OBS_DIM, NUM_ACTIONS, max_turns, min_learner_decisions=10)
+
+
+def openspiel(name: str, params: Mapping[str, Any] | None = None, **teacher: Any) -> GameSpec:
+    """An OpenSpiel game by short name (``kuhn_poker``) or full name (``openspiel:kuhn_poker``).
+
+    Args:
+        name: the game.
+        params: the game's own parameters (``{"players": 4}``).
+        **teacher: ``mcts_simulations``, ``mcts_rollouts``, ``mcts_uct_c``.
+
+    Raises:
+        ValueError: see :func:`load_openspiel`.
+    """
+    from ml.game.openspiel_env import observation_size
+
+    short = name.removeprefix(OPENSPIEL_PREFIX)
+    frozen = tuple(sorted((params or {}).items()))
+    game = load_openspiel(short, frozen)
+    return GameSpec(
+        OPENSPIEL_PREFIX + short, game.num_players(), observation_size(game), game.num_distinct_actions(),
+        openspiel_params=frozen, min_learner_decisions=1, **teacher,
+    )  # fmt: skip
+
+
+def make_game(game: Any, teacher: Any = None) -> GameSpec:
+    """The GameSpec of the ``game`` and ``teacher`` sections of params (``ml.params``).
+
+    Args:
+        game: ``GameParams`` (``name``, ``pod_size``, ``max_turns``, ``openspiel_params``).
+        teacher: ``TeacherParams`` (``mcts_*``), or None for the defaults.
+
+    Raises:
+        ValueError: an unknown game name, or ``pod_size`` differing from the game's players.
+    """
+    if game.name == COMMANDER:
+        return commander(game.pod_size, game.max_turns)
+    if not game.name.startswith(OPENSPIEL_PREFIX):
+        raise ValueError(f"game.name must be {COMMANDER!r} or 'openspiel:<game>', got {game.name!r}")
+    knobs = {} if teacher is None else {k: getattr(teacher, k) for k in ("mcts_simulations", "mcts_rollouts", "mcts_uct_c")}
+    spec = openspiel(game.name, game.openspiel_params, **knobs)
+    if spec.num_players != game.pod_size:
+        raise ValueError(
+            f"game.pod_size is {game.pod_size} but {game.name} has {spec.num_players} players; set pod_size to it"
+        )
+    return spec

@@ -1,0 +1,145 @@
+"""Exact NashConv of the student, the teacher and the uniform policy on small poker games.
+
+NashConv (Lanctot et al. 2017) is the sum over players of what a best response gains
+against the policy: 0 at a Nash equilibrium. OpenSpiel computes it exactly by walking the
+game tree (``open_spiel.python.algorithms.exploitability.nash_conv``), which is cheap for
+``kuhn_poker`` and ``leduc_poker`` (two-player zero-sum).
+
+The policies measured:
+
+* the student: :class:`NetPolicy` runs the network on ``state.observation_tensor(player)``
+  with the legal mask (the same input the loop trains and plays with);
+* the teacher: MCTS is not a tabular policy (it searches the true state, hidden cards
+  included), so its policy is estimated from its own decisions: :class:`EmpiricalPolicy`
+  plays, at each (observation, legal moves), the frequencies of the teacher's recorded
+  moves there, and uniformly where the teacher data never reached;
+* the uniform-random policy (``policy.UniformRandomPolicy``).
+
+References:
+    Lanctot et al. (2017), "A Unified Game-Theoretic Approach to Multiagent Reinforcement
+    Learning", NeurIPS (NashConv, section 3).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from open_spiel.python import policy as os_policy
+from open_spiel.python.algorithms import exploitability
+
+from ml.game.openspiel_env import observation_of
+from ml.game.registry import GameSpec
+from ml.policy import PolicyNet
+from ml.records import read_records, scan_batches
+
+logger = logging.getLogger(__name__)
+
+EXACT_NASH_CONV_GAMES = ("openspiel:kuhn_poker", "openspiel:leduc_poker")
+"""Games whose exact NashConv the loop records (two-player zero-sum, a tree walk takes < 1 s)."""
+
+
+def _key(state: Any, player: int) -> tuple[tuple[float, ...], tuple[int, ...]]:
+    return tuple(observation_of(state, player)), tuple(state.legal_actions(player))
+
+
+class NetPolicy(os_policy.Policy):
+    """A policy network as an OpenSpiel policy (memoised by observation and legal moves).
+
+    Args:
+        game: the OpenSpiel game.
+        net: the network (``obs_dim`` = the game's observation size).
+    """
+
+    def __init__(self, game: Any, net: PolicyNet) -> None:
+        super().__init__(game, list(range(game.num_players())))
+        self.net = net
+        self._memo: dict[tuple, dict[int, float]] = {}
+
+    @torch.no_grad()
+    def action_probabilities(self, state: Any, player_id: int | None = None) -> dict[int, float]:
+        """``{action: probability}`` over the legal moves of the acting player (softmax of masked logits)."""
+        player = state.current_player() if player_id is None else player_id
+        key = _key(state, player)
+        if key not in self._memo:
+            obs, legal = key
+            mask = np.zeros((1, self.net.num_actions), dtype=bool)
+            mask[0, list(legal)] = True
+            logits, _ = self.net(torch.tensor([obs], dtype=torch.float32), torch.from_numpy(mask))
+            probs = torch.softmax(logits[0], dim=-1).numpy()
+            self._memo[key] = {a: float(probs[a]) for a in legal}
+        return self._memo[key]
+
+
+class EmpiricalPolicy(os_policy.Policy):
+    """The move frequencies of recorded decisions at each (observation, legal moves); uniform elsewhere.
+
+    Args:
+        game: the OpenSpiel game.
+        decisions: ``(observation, legal moves, move taken)`` triples.
+
+    Attributes:
+        covered: distinct (observation, legal moves) keys with data.
+    """
+
+    def __init__(self, game: Any, decisions: Iterable[tuple[list[float], list[int], int]]) -> None:
+        super().__init__(game, list(range(game.num_players())))
+        counts: dict[tuple, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+        for obs, legal, action in decisions:
+            counts[(tuple(obs), tuple(legal))][action] += 1
+        self._table = {k: {a: c / sum(v.values()) for a, c in v.items()} for k, v in counts.items()}
+        self.covered = len(self._table)
+
+    def action_probabilities(self, state: Any, player_id: int | None = None) -> dict[int, float]:
+        """Recorded frequencies (zero for legal moves never taken there), or uniform when unseen."""
+        player = state.current_player() if player_id is None else player_id
+        key = _key(state, player)
+        legal = key[1]
+        probs = self._table.get(key)
+        if probs is None:
+            return {a: 1.0 / len(legal) for a in legal}
+        return {a: probs.get(a, 0.0) for a in legal}
+
+
+def teacher_decisions(teacher_dir: Path) -> list[tuple[list[float], list[int], int]]:
+    """``(observation, legal moves, move)`` of every decision in the teacher batches of ``teacher_dir``."""
+    out = []
+    for path in scan_batches(teacher_dir, sources=("sim",)):
+        for rec in read_records(path):
+            legal = [i for i, b in enumerate(rec.action_mask or []) if b]
+            out.append((rec.observation, legal, rec.action.action_idx))
+    return out
+
+
+def nash_conv_metrics(net: PolicyNet, game: GameSpec, teacher_dir: Path | None, prefix: str = "train") -> dict[str, Any]:
+    """NashConv of ``net``, of the teacher's empirical policy and of the uniform policy.
+
+    Args:
+        net: the student (or any network of this game).
+        game: the game; metrics are computed only for ``EXACT_NASH_CONV_GAMES``.
+        teacher_dir: folder of the teacher batches (None: no teacher figure).
+        prefix: metric namespace.
+
+    Returns:
+        ``{}`` for other games, else ``<prefix>/nash_conv`` (the student),
+        ``<prefix>/nash_conv_teacher_empirical`` with ``<prefix>/teacher_infostates_covered``,
+        and ``<prefix>/nash_conv_uniform``; NashConv in the game's chips (sum over both players).
+    """
+    if game.name not in EXACT_NASH_CONV_GAMES:
+        return {}
+    os_game = game.openspiel_game()
+    out: dict[str, Any] = {
+        f"{prefix}/nash_conv": float(exploitability.nash_conv(os_game, NetPolicy(os_game, net))),
+        f"{prefix}/nash_conv_uniform": float(exploitability.nash_conv(os_game, os_policy.UniformRandomPolicy(os_game))),
+    }
+    if teacher_dir is not None:
+        empirical = EmpiricalPolicy(os_game, teacher_decisions(teacher_dir))
+        out[f"{prefix}/nash_conv_teacher_empirical"] = float(exploitability.nash_conv(os_game, empirical))
+        out[f"{prefix}/teacher_infostates_covered"] = empirical.covered
+    logger.info("NashConv: %s", out)
+    return out
