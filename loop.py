@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from ml.bots import PromoteError, final_report, load_bots, promote
+from ml.game.registry import make_game
 from ml.io import read_json
 from ml.orchestrator import AttemptLog, Loop, LoopError, acquire_lock
 from ml.params import load_params
@@ -110,7 +111,7 @@ def report(loop: Loop) -> None:
     student, _ = load_policy(students[-1])
     rows = final_report(
         student, bots, games=params.rating.report_games, pod_size=params.game.pod_size, max_turns=params.game.max_turns,
-        num_envs=params.selfplay.num_envs, seed=params.stage_seed("report"),
+        num_envs=params.selfplay.num_envs, seed=params.stage_seed("report"), game=make_game(params.game, params.teacher),
     )  # fmt: skip
     print(f"final report: student {students[-1].stem} in pods against {params.game.pod_size - 1} copies of each promoted bot")
     for r in rows:

@@ -65,7 +65,8 @@ def _init(arch: tuple[int, tuple[int, ...], int], frozen: dict[str, dict], setti
         nets[name].load_state_dict(state)
         nets[name].eval()
     _WORKER["frozen"] = nets
-    _WORKER["encoder"] = RecordEncoder()
+    game = settings.get("game")
+    _WORKER["encoder"] = RecordEncoder() if game is None or not game.is_openspiel else None
     _WORKER["settings"] = settings
 
 
@@ -96,11 +97,12 @@ def _play_chunk(state_dict: dict, task: ChunkTask) -> ChunkResult:
     rng = np.random.default_rng(task.seed)
     pick = _opponent_picker(s["opponent_mix"], sorted(_WORKER["frozen"]), rng)
     pod = s["pod_size"]
-    n_games = s["num_envs"] + task.quota // MIN_LEARNER_DECISIONS_PER_GAME
+    game = s.get("game")  # ml.game.registry.GameSpec; None: the commander
+    n_games = s["num_envs"] + task.quota // (game.min_learner_decisions if game else MIN_LEARNER_DECISIONS_PER_GAME)
     seatings = [["agent" if seat == g % pod else pick() for seat in range(pod)] for g in range(n_games)]
     runner = play_games(
         seatings, game_seeds(task.seed, n_games), controllers, pod_size=pod, max_turns=s["max_turns"], num_envs=s["num_envs"],
-        encoder=_WORKER["encoder"], generator=torch.Generator().manual_seed(task.seed), track_seats=lambda seats: [seats.index("agent")],
+        encoder=_WORKER["encoder"], generator=torch.Generator().manual_seed(task.seed), track_seats=lambda seats: [seats.index("agent")], game=game,
     )  # fmt: skip
     out = ChunkResult([], 0, 0, 0)
     steps = 0
@@ -126,7 +128,8 @@ class Collector:
     Args:
         net: the learner (its architecture is copied into the workers).
         frozen: name -> frozen opponent policy.
-        settings: ``pod_size``, ``max_turns``, ``num_envs``, ``opponent_mix``.
+        settings: ``pod_size``, ``max_turns``, ``num_envs``, ``opponent_mix``, and ``game``
+            (``ml.game.registry.GameSpec``, optional: the commander when absent).
         workers: processes (0: one per core).
         chunks: pieces per round (fixes the result whatever ``workers`` is).
     """

@@ -41,7 +41,7 @@ from pydantic import BaseModel, Field
 from ruamel.yaml import YAML
 
 from ml.io import atomic_write_json, atomic_write_text, read_json
-from ml.encoding import RecordEncoder
+from ml.game.registry import make_game
 from ml.feedback import LEDGER, FeedbackRecord, append_record, suggest
 from ml.feedback import now as feedback_now
 from ml.params import Params, attempt_seed, load_params, params_from_dict
@@ -453,7 +453,8 @@ class Loop:
         entry = rate_generation(
             self.root, flight.attempt_id, flight.generation, students, prior_sigma_elo=params.rating.prior_sigma_elo,
             games=params.rating.games, pod_size=params.game.pod_size, max_turns=params.game.max_turns,
-            num_envs=params.selfplay.num_envs, seed=params.stage_seed("rating"), encoder=RecordEncoder(),
+            num_envs=params.selfplay.num_envs, seed=params.stage_seed("rating"), encoder=None,
+            game=make_game(params.game, params.teacher),
         )  # fmt: skip
         if entry["table"]:
             self.echo(format_table(entry))

@@ -20,6 +20,7 @@ import copy
 import logging
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -199,6 +200,7 @@ def train_ppo(
     seed: int,
     device: str = "cpu",
     progress: bool = True,
+    game: Any = None,
 ) -> tuple[PolicyNet, dict]:
     """PPO self-play from a copy of ``student``.
 
@@ -214,6 +216,7 @@ def train_ppo(
         seed: seeds opponent draws, game seeds, sampling and minibatch order.
         device: torch device of the update (``cpu`` or ``cuda``); rollouts run on the CPU.
         progress: progress bar over decisions.
+        game: the game (``ml.game.registry.GameSpec``); None is the commander of ``pod_size``.
 
     Returns:
         ``(net, metrics)`` with ``selfplay/…`` keys (win rate of the learner during
@@ -225,6 +228,7 @@ def train_ppo(
     gen = torch.Generator().manual_seed(seed)
     rng = np.random.default_rng(seed)
     settings = {"pod_size": pod_size, "max_turns": max_turns, "num_envs": cfg.num_envs, "opponent_mix": cfg.opponent_mix}
+    settings["game"] = game
     collector = Collector(net, frozen, settings, cfg.workers, cfg.rollout_chunks)
     steps = wins = games = all_decisions = 0
     update_stats: dict[str, float] = {}

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from ml.cli import stage_setup, write_metrics
+from ml.game.registry import make_game
 from ml.policy import load_policy, save_policy
 from ml.ppo import PPOConfig, train_ppo
 
@@ -31,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     net, metrics = train_ppo(
         student, frozen, cfg, pod_size=params.game.pod_size, max_turns=params.game.max_turns,
         seed=params.stage_seed("selfplay"), device=params.base.torch_device, progress=args.progress,
+        game=make_game(params.game, params.teacher),
     )  # fmt: skip
     metrics["selfplay/frozen_opponents"] = sorted(frozen)
     save_policy(net, args.out, {"role": "ppo", "generation": params.run.generation, "model_version": params.run.model_version})
