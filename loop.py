@@ -25,7 +25,7 @@ from ml.game.registry import make_game
 from ml.io import read_json
 from ml.orchestrator import AttemptLog, Loop, LoopError, acquire_lock
 from ml.params import load_params
-from ml.policy import load_policy
+from ml.policy import CheckpointError, load_policy, save_policy
 from ml.ratings import ELO_FILE, format_table
 
 
@@ -37,6 +37,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--max-attempts", type=int, help="stop after running this many attempts in this invocation")
     p.add_argument("--profile", help="apply a named profile of params.yaml (e.g. full) and commit it before running")
+    p.add_argument(
+        "--seed-checkpoint", type=Path, help="start the first phase's students from this checkpoint (copied to data/seed)"
+    )
     over = p.add_mutually_exclusive_group()
     over.add_argument("--force-retry", action="store_true", help="unblock a blocked generation and retry it (after a fix)")
     over.add_argument("--skip-to-next-stage", action="store_true", help="leave a blocked generation and start the next one")
@@ -60,8 +63,13 @@ def apply_override(loop: Loop, args: argparse.Namespace) -> None:
         attempt=state.attempt,
         verdict="override",
         reasons=[kind],
+        phase=state.phase_name,
     )
-    if args.skip_to_next_stage:
+    phases = load_params(loop.path("params.yaml")).curriculum
+    if args.skip_to_next_stage and phases:  # with a curriculum, skip the blocked phase
+        state.phase, state.phase_generations = state.phase + 1, 0
+        state.generation, state.attempt = state.generation + 1, 1
+    elif args.skip_to_next_stage:
         state.generation, state.attempt = state.generation + 1, 1
     state.failures, state.status, state.stop_reason = 0, "running", None
     state.log.append(entry)
@@ -89,6 +97,26 @@ def apply_profile(loop: Loop, name: str) -> None:
         f"params: profile {name}\n\n" + "\n".join(f"{s}.{k} = {v}" for s, vals in overrides.items() for k, v in vals.items()),
     )
     print(f"profile {name} applied to params.yaml and committed")
+
+
+def seed_checkpoint(loop: Loop, path: Path) -> None:
+    """Copy a checkpoint to data/seed/seed.pt (DVC-tracked) and have the current phase's
+    students start from it (restored when the phase ends)."""
+    state = loop.load_state()
+    if state.in_flight is not None or state.log:
+        raise LoopError("--seed-checkpoint starts the first phase: use it on a fresh run (no attempt yet)")
+    try:
+        net, _ = load_policy(path)
+    except CheckpointError as e:
+        raise LoopError(str(e)) from e
+    loop.ensure_data_dirs()
+    save_policy(net, loop.path("data/seed/seed.pt"), {"role": "seed", "source": str(path)})
+    loop.run([*loop.dvc, "add", "--quiet", "data/seed"])
+    state.nudges["train.init_checkpoint"] = "data/seed/seed.pt"
+    state.phase_restore["train.init_checkpoint"] = None
+    loop.save_state(state)
+    loop.commit_paths(f"seed checkpoint: students start from {path.name}", ["data", "state"])
+    print(f"seed checkpoint {path} -> data/seed/seed.pt; the first phase's students start from it")
 
 
 def print_elo(loop: Loop) -> int:
@@ -156,6 +184,8 @@ def run_attempts(loop: Loop, args: argparse.Namespace) -> int:
             return 0
         started = time.perf_counter()
         loop.ensure_data_dirs()
+        if state.in_flight is None:
+            loop.enter_phase(state, params)
         flight = loop.begin(state)
         print(f"== attempt {flight.attempt_id}: generation {flight.generation}, attempt {flight.attempt}", flush=True)
         loop.promote()
@@ -167,8 +197,11 @@ def run_attempts(loop: Loop, args: argparse.Namespace) -> int:
         ran += 1
         f = entry.figures
         stages = ", ".join(f"{k} {v:.0f}s" for k, v in entry.stage_wall_s.items()) or "no stage re-ran"
+        if entry.verdict == "aborted":
+            print(f"== {entry.attempt_id}: ABORTED  {entry.reasons[0]}; wall {entry.wall_s:.0f}s", flush=True)
+            continue
         print(
-            f"== {entry.attempt_id}: {entry.verdict.upper()}  PPO win {f['win_rate']:.3f} "
+            f"== {entry.attempt_id} [{entry.phase}]: {entry.verdict.upper()}  PPO win {f['win_rate']:.3f} "
             f"[{f['win_rate_low']:.3f}, {f['win_rate_high']:.3f}] on {f['eval_games']} games (SPRT LLR {f['sprt_llr']:.2f}), "
             f"holdout acc {f['holdout_accuracy']:.3f}; wall {entry.wall_s:.0f}s ({stages})",
             flush=True,
@@ -199,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
             apply_override(loop, args)
         if args.profile:
             apply_profile(loop, args.profile)
+        if args.seed_checkpoint:
+            seed_checkpoint(loop, args.seed_checkpoint)
         return run_attempts(loop, args)
     except (LoopError, PromoteError) as e:
         print(f"loop.py: {e}", file=sys.stderr)

@@ -32,33 +32,41 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
 
 import psutil
 from filelock import FileLock, Timeout
 from git import InvalidGitRepositoryError, NoSuchPathError, Repo
-from pydantic import BaseModel, Field
 from ruamel.yaml import YAML
 
 from ml.io import atomic_write_json, atomic_write_text, read_json
 from ml.game.registry import make_game
+from ml.curriculum import phase_overrides
 from ml.feedback import LEDGER, FeedbackRecord, append_record, suggest
 from ml.feedback import now as feedback_now
 from ml.params import Params, attempt_seed, load_params, params_from_dict
 from ml.policy import load_policy
 from ml.ratings import ELO_FILE, converged, format_table, rate_generation
 from ml.progress import PROGRESS_FILE_ENV
+from ml.loop_state import (
+    HISTORY_FILE,
+    LOCK_FILE,
+    POLL_S,
+    RUNTIME_DIR,
+    STATE_FILE,
+    AttemptLog,
+    InFlight,
+    LoopState,
+    clear_control,
+    read_control,
+    sha256_file,
+    write_status,
+)
 
 logger = logging.getLogger(__name__)
 
-STATE_FILE = Path("state/curriculum_state.json")
-HISTORY_FILE = Path("state/eval_history.json")
-LOCK_FILE = Path(".dvc/tmp/loop.lock")
-RUNTIME_DIR = Path(".dvc/tmp/loop")
-"""Runtime files (not versioned): status.json (where the loop is), control.json (pause/resume/stop
-requests), progress.json (progress within the running stage, written by ml.progress)."""
-POLL_S = 1.0
 PROMOTED = ("pool", "rejected", "frozen", "students")
+TRACKED_INPUTS = (*PROMOTED, "seed")
+"""DVC-tracked input folders created empty on a fresh clone (``seed`` holds a --seed-checkpoint)."""
 OWNED_PATHS = ("params.yaml", "dvc.lock", "metrics/", "state/", "data/")
 """Paths the loop writes; any other change in the work tree makes it refuse to start."""
 DVC_ENV = {"DVC_NO_ANALYTICS": "1"}
@@ -71,60 +79,6 @@ class LoopError(RuntimeError):
     """The loop cannot go on; the message says why and what to do."""
 
 
-class AttemptLog(BaseModel):
-    """One finished attempt (or override) in the state's log."""
-
-    attempt_id: str
-    generation: int
-    attempt: int
-    verdict: Literal["accepted", "rejected", "override"]
-    figures: dict = Field(default_factory=dict)
-    reasons: list[str] = Field(default_factory=list)
-    wall_s: float | None = None
-    stage_wall_s: dict[str, float] = Field(default_factory=dict)
-
-
-class InFlight(BaseModel):
-    """The attempt being run: its id and the sha256 of the params.yaml it runs with."""
-
-    attempt_id: str
-    generation: int
-    attempt: int
-    params_sha256: str
-    started_at: str
-    nudges: dict = Field(default_factory=dict)
-
-
-class LoopState(BaseModel):
-    """``state/curriculum_state.json``.
-
-    Attributes:
-        status: ``idle`` (fresh), ``running``, ``blocked`` (waits for a human override),
-            ``done`` (``loop.max_generations`` reached).
-        generation: the generation being worked on (accepted generations so far).
-        attempt: the next attempt number in this generation (1-based).
-        failures: rejected attempts of this generation since the last override.
-        in_flight: the attempt being run, if any.
-        nudges: params the suggester changes for the next attempt (dotted key -> value).
-        stop_reason: why the loop is ``done`` (max generations, converged).
-        log: every finished attempt and override, oldest first.
-    """
-
-    schema_version: int = 1
-    status: Literal["idle", "running", "blocked", "done"] = "idle"
-    generation: int = 0
-    attempt: int = 1
-    failures: int = 0
-    in_flight: InFlight | None = None
-    nudges: dict = Field(default_factory=dict)
-    stop_reason: str | None = None
-    log: list[AttemptLog] = Field(default_factory=list)
-
-
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 class Loop:
     """Drives attempts in the repository ``root`` (the current directory by default)."""
 
@@ -132,6 +86,7 @@ class Loop:
         self.root = root.resolve()
         self.echo = echo
         self.dvc = DVC
+        self.aborted = False
         try:
             self.repo = Repo(self.root)
         except (InvalidGitRepositoryError, NoSuchPathError) as e:
@@ -268,7 +223,7 @@ class Loop:
     # ------------------------------------------------------------------ attempt steps
     def ensure_data_dirs(self) -> None:
         """Create and ``dvc add`` empty ``data/{pool,rejected,frozen,students}`` on a fresh clone."""
-        missing = [name for name in PROMOTED if not self.path(f"data/{name}.dvc").exists()]
+        missing = [name for name in TRACKED_INPUTS if not self.path(f"data/{name}.dvc").exists()]
         for name in missing:
             self.path(f"data/{name}").mkdir(parents=True, exist_ok=True)
         if missing:
@@ -365,6 +320,7 @@ class Loop:
             Wall seconds per stage that actually ran, or None when stopped.
         """
         self.clear_stale_dvc_locks()
+        self.aborted = False
         times: dict[str, float] = {}
         stages = self.stages()
         for i, stage in enumerate(stages):
@@ -374,35 +330,27 @@ class Loop:
             self._stage_times = {}
             self.run([*DVC, "repro", "--single-item", stage], stream=True)
             times.update(self._stage_times)
+            if stage == "selfplay" and read_json(self.path("metrics/selfplay.json")).get("selfplay/aborted"):
+                self.aborted = True  # abort_if: the attempt ends here as a failed attempt
+                break
         return times
 
     # ------------------------------------------------------------------ runtime status and control
     def write_status(self, status: str, flight: InFlight | None = None, **extra) -> None:
-        """Write ``.dvc/tmp/loop/status.json`` (not versioned) for the dashboard."""
-        doc = {"pid": os.getpid(), "status": status, "updated_at": time.time(), **extra}
-        if flight is not None:
-            doc.update(attempt_id=flight.attempt_id, generation=flight.generation, attempt=flight.attempt)
-        atomic_write_json(self.path(RUNTIME_DIR / "status.json"), doc)
-
-    def control(self) -> str | None:
-        """The pending control command (``pause``, ``resume``, ``stop``) or None."""
-        p = self.path(RUNTIME_DIR / "control.json")
-        try:
-            return read_json(p).get("command")
-        except (FileNotFoundError, ValueError):
-            return None
+        """Write the runtime ``status.json`` for the dashboard."""
+        write_status(self.root, status, flight, **extra)
 
     def wait_while_paused(self, flight: InFlight | None) -> str | None:
         """Block while the control file says ``pause``; returns ``stop`` if asked to stop."""
         announced = False
-        while (cmd := self.control()) == "pause":
+        while (cmd := read_control(self.root)) == "pause":
             if not announced:
                 self.write_status("paused", flight)
                 self.echo("paused (resume from the dashboard or POST /api/ml/distill/resume)")
                 announced = True
             time.sleep(POLL_S)
         if cmd == "stop":
-            self.path(RUNTIME_DIR / "control.json").unlink(missing_ok=True)
+            clear_control(self.root)
             self.write_status("stopped", flight)
             return "stop"
         return None
@@ -410,12 +358,14 @@ class Loop:
     def finish(self, state: LoopState, flight: InFlight, wall_s: float, stage_wall_s: dict[str, float]) -> AttemptLog:
         """Record the attempt (history, ratings, ledger), advance the state and commit (idempotent)."""
         params = load_params(self.path("params.yaml"))
-        gate = read_json(self.path("metrics/gate.json"))
-        accepted = bool(gate["gate/accepted"])
+        aborted = read_json(self.path("metrics/selfplay.json")).get("selfplay/aborted") if self.aborted else None
+        gate = {} if aborted else read_json(self.path("metrics/gate.json"))
+        accepted = bool(gate.get("gate/accepted"))
         entry = AttemptLog(
             attempt_id=flight.attempt_id, generation=flight.generation, attempt=flight.attempt,
-            verdict="accepted" if accepted else "rejected", figures=self._figures(gate),
-            reasons=list(gate.get("gate/reasons", [])), wall_s=round(wall_s, 1), stage_wall_s=stage_wall_s,
+            verdict="aborted" if aborted else "accepted" if accepted else "rejected",
+            figures={} if aborted else self._figures(gate), reasons=[aborted] if aborted else list(gate.get("gate/reasons", [])),
+            wall_s=round(wall_s, 1), stage_wall_s=stage_wall_s, phase=state.phase_name, overrides=flight.nudges,
         )  # fmt: skip
         elo = self.rate(flight, params) if accepted else None
         if elo and elo.get("gain"):
@@ -426,12 +376,8 @@ class Loop:
             atomic_write_json(self.path(HISTORY_FILE), history)
         if not any(e.attempt_id == flight.attempt_id for e in state.log):
             state.log.append(entry)
-            if accepted:
-                state.generation, state.attempt, state.failures = flight.generation + 1, 1, 0
-            else:
-                state.attempt, state.failures = flight.attempt + 1, state.failures + 1
-            state.status, state.stop_reason = self._status_after(state, params)
-            if not accepted and state.status == "running" and params.loop.suggest_on_retry:
+            self._advance(state, flight, accepted, params)
+            if not accepted and state.status == "running" and params.loop.suggest_on_retry and gate:
                 state.nudges = suggest(gate, params.model_dump(mode="json"))
         state.in_flight = None
         self.save_state(state)
@@ -439,12 +385,47 @@ class Loop:
             self.path(LEDGER),
             FeedbackRecord(
                 timestamp=feedback_now(), attempt_id=flight.attempt_id, generation=flight.generation, attempt=flight.attempt,
-                params=params.model_dump(mode="json"), figures={k: v for k, v in gate.items() if k != "gate/batch"},
-                passed=accepted, outcome="blocked" if state.status == "blocked" else entry.verdict, nudges=flight.nudges,
+                params=params.model_dump(mode="json"), figures={k: v for k, v in gate.items() if k != "gate/batch"} or {"aborted": aborted},
+                passed=accepted, outcome="blocked" if state.status == "blocked" else "rejected" if aborted else entry.verdict,
+                nudges=flight.nudges,
             ),
         )  # fmt: skip
         self.commit(_commit_message(entry, flight.nudges, state.nudges))
+        self.push()
         return entry
+
+    def _advance(self, state: LoopState, flight: InFlight, accepted: bool, params: Params) -> None:
+        """Next generation (and phase) after an accepted attempt, or the next attempt after a failed one."""
+        if accepted:
+            state.generation, state.attempt, state.failures = flight.generation + 1, 1, 0
+            state.phase_generations += 1
+            phases = params.curriculum or []
+            if phases and state.phase_generations >= phases[state.phase].generations:
+                state.phase_winners[phases[state.phase].name] = f"gen{flight.generation:03d}"
+                state.phase, state.phase_generations = state.phase + 1, 0
+        else:
+            state.attempt, state.failures = flight.attempt + 1, state.failures + 1
+        state.status, state.stop_reason = self._status_after(state, params)
+
+    def enter_phase(self, state: LoopState, params: Params) -> None:
+        """Queue the current curriculum phase's overrides (and the previous phase's restores)
+        for the next attempt's params, once per phase. No-op without a curriculum."""
+        phases = params.curriculum
+        if not phases or state.entered_phase == state.phase or state.phase >= len(phases):
+            return
+        phase = phases[state.phase]
+        previous = state.phase_winners.get(phases[state.phase - 1].name) if state.phase else None
+        wanted = {f"{sec}.{k}": v for sec, vals in phase_overrides(phase, previous).items() for k, v in vals.items()}
+        current = params.model_dump(mode="json")
+        base = {k: state.phase_restore.get(k, _dotted(current, k)) for k in wanted}
+        if state.phase == 0:  # nothing to restore before the first phase; keep what --seed-checkpoint queued
+            state.nudges = {**state.nudges, **wanted}
+            base = {**state.phase_restore, **base}
+        else:
+            restore = {k: v for k, v in state.phase_restore.items() if k not in wanted}
+            state.nudges = {**restore, **state.nudges, **wanted}
+        state.phase_restore, state.entered_phase, state.phase_name = base, state.phase, phase.name
+        self.save_state(state)
 
     def rate(self, flight: InFlight, params: Params) -> dict:
         """Tournament of an accepted generation and the refit of all ratings (idempotent)."""
@@ -461,7 +442,9 @@ class Loop:
         return entry
 
     def _status_after(self, state: LoopState, params: Params) -> tuple[str, str | None]:
-        if state.generation >= params.loop.max_generations:
+        if params.curriculum and state.phase >= len(params.curriculum):
+            return "done", f"curriculum finished ({len(params.curriculum)} phases)"
+        if not params.curriculum and state.generation >= params.loop.max_generations:
             return "done", f"loop.max_generations ({params.loop.max_generations}) reached"
         if state.failures > params.loop.max_retries:
             return "blocked", None
@@ -495,6 +478,38 @@ class Loop:
             out[p.stem] = read_json(p)
         return out
 
+    def push(self, tries: int = 3, backoff_s: float = 2.0) -> bool:
+        """Push DVC data, then git, to the configured remotes, with retries. Never raises.
+
+        Runs only when a git remote or a DVC remote is configured. A failure is reported and
+        remembered (``.dvc/tmp/loop/push-pending``); the next push then sends every commit's
+        data (``dvc push --all-commits``) and every commit, so nothing is lost.
+
+        Returns:
+            True when everything configured was pushed.
+        """
+        git_remotes = self.git("remote").split()
+        dvc_remotes = self.run([*DVC, "remote", "list"]).split()
+        if not git_remotes and not dvc_remotes:
+            return True
+        pending = self.path(RUNTIME_DIR / "push-pending")
+        branch = self.git("rev-parse", "--abbrev-ref", "HEAD")
+        for attempt in range(1, tries + 1):
+            try:
+                if dvc_remotes:
+                    self.run([*DVC, "push", "--quiet", *(["--all-commits"] if pending.exists() else [])])
+                if git_remotes:
+                    self.git("push", "--quiet", git_remotes[0], f"HEAD:refs/heads/{branch}")
+                pending.unlink(missing_ok=True)
+                return True
+            except Exception as e:  # any failure of a remote is reported, never fatal
+                self.echo(f"push failed (try {attempt}/{tries}): {str(e).strip().splitlines()[-1] if str(e).strip() else e}")
+                time.sleep(backoff_s * attempt if attempt < tries else 0)
+        pending.parent.mkdir(parents=True, exist_ok=True)
+        pending.write_text(time.strftime("%Y-%m-%dT%H:%M:%S"))
+        self.echo("push failed: it will be retried after the next commit (the commits and data are safe locally)")
+        return False
+
     def commit_paths(self, message: str, paths: list[str]) -> None:
         """Stage ``paths`` and commit them (for commands other than attempts, e.g. promote)."""
         self.git("add", "-A", "--", *paths)
@@ -516,10 +531,16 @@ def _stage_times(lines: list[tuple[float, str]]) -> dict[str, float]:
     return {name: round((marks[i + 1][0] if i + 1 < len(marks) else end) - t, 1) for i, (t, name) in enumerate(marks)}
 
 
+def _dotted(tree: dict, key: str):
+    for part in key.split("."):
+        tree = tree.get(part) if isinstance(tree, dict) else None
+    return tree
+
+
 def _commit_message(entry: AttemptLog, used: dict, next_nudges: dict) -> str:
     f = entry.figures
     head = (
-        f"gen {entry.generation:03d} attempt {entry.attempt}: {entry.verdict} | "
+        f"gen {entry.generation:03d} attempt {entry.attempt}: {entry.verdict} | phase {entry.phase} | "
         f"PPO win {f.get('win_rate', float('nan')):.3f} [{f.get('win_rate_low', float('nan')):.3f}, {f.get('win_rate_high', float('nan')):.3f}] "
         f"| holdout acc {f.get('holdout_accuracy', float('nan')):.3f} (drop {f.get('holdout_accuracy_drop', float('nan')):+.4f})"
     )

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ml.curriculum import AbortIf, Phase
 
 DEFAULT_PARAMS_PATH = Path("params.yaml")
 
@@ -132,6 +134,8 @@ class TrainParams(_Section):
     """Mixture ratios of the sampled training set per source; {sim: 1, ppo: 0.5} makes PPO a third."""
     min_reward_threshold: float = 0.0
     """PPO games whose ``episode_return`` is below this are dropped from training."""
+    init_checkpoint: str | None = None
+    """Warm start: a checkpoint (repo-relative path) the student starts from instead of random weights (``--seed-checkpoint``)."""
     value_coef: float = Field(0.5, ge=0)
     """Weight of the value (game outcome) loss next to the imitation cross-entropy."""
 
@@ -172,6 +176,10 @@ class SelfplayParams(_Section):
     rollout_chunks: int = Field(8, ge=1)
     """Fixed pieces of each round, each with its own seed, shared out among the workers (ml/collect.py)."""
     opponent_mix: dict[str, float] = Field(default_factory=lambda: {"heuristic": 0.6, "frozen": 0.2, "self": 0.2})
+    frozen_names: list[str] | None = None
+    """Only these frozen opponents (file stems in data/frozen, e.g. ``gen002``); None: all. Set by a curriculum phase."""
+    abort_if: AbortIf | None = None
+    """Stop the attempt early when a training metric is below a bar after some PPO steps (set by a curriculum phase)."""
     """Probability of each opponent kind per opponent seat: heuristic teacher, frozen earlier generation, current policy."""
 
     @model_validator(mode="after")
@@ -194,6 +202,8 @@ class ExportParams(_Section):
 class GateParams(_Section):
     gated: bool = True
     """Whether the verdict decides; an ungated attempt still measures and logs every figure but always advances."""
+    opponent: Literal["heuristic", "random"] = "heuristic"
+    """Reference players of the strength check: the game's teacher (default) or the uniform-random player."""
     target_win_rate: float = Field(0.35, gt=0, lt=1)
     """SPRT alternative H1: the PPO agent's first-place rate against heuristic teachers (H0 is parity, 1/pod size)."""
     alpha: float = Field(0.05, gt=0, lt=0.5)
@@ -257,12 +267,14 @@ class Params(_Section):
     gate: GateParams = GateParams()
     rating: RatingParams = RatingParams()
     loop: LoopParams = LoopParams()
+    curriculum: list[Phase] | None = None
+    """Ordered phases of the run (ml/curriculum.py); None: one implicit phase of ``loop.max_generations``."""
     profiles: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
     """Named sets of overrides (section -> key -> value), applied with ``loop.py --profile NAME``."""
 
     @model_validator(mode="after")
     def _check_profiles(self) -> Params:
-        base = self.model_dump(mode="json", exclude={"profiles"})
+        base = self.model_dump(mode="json", exclude={"profiles", "curriculum"})
         for name, overrides in self.profiles.items():
             try:
                 Params.model_validate(apply_overrides(base, overrides))

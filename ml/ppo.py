@@ -53,6 +53,8 @@ class PPOConfig:
     opponent_mix: dict[str, float]
     workers: int = 0
     rollout_chunks: int = 8
+    abort_if: dict | None = None
+    """``{metric, below, at_steps}``: stop when ``selfplay/<metric>`` < ``below`` once ``at_steps`` decisions are done."""
 
 
 def compute_gae(
@@ -190,6 +192,16 @@ def ppo_update(
     return {k: float(np.mean(v)) for k, v in stats.items()}
 
 
+def _check_abort(rule: dict | None, steps: int, values: dict[str, float]) -> str | None:
+    """The abort reason when ``rule`` applies (``steps >= at_steps`` and the metric is below the bar)."""
+    if not rule or steps < rule["at_steps"]:
+        return None
+    value = values.get(rule["metric"])
+    if value is None or value >= rule["below"]:
+        return None
+    return f"abort_if: selfplay/{rule['metric']} = {value:.4f} < {rule['below']} after {steps} PPO decisions (at_steps {rule['at_steps']})"
+
+
 def train_ppo(
     student: PolicyNet,
     frozen: dict[str, PolicyNet],
@@ -221,7 +233,8 @@ def train_ppo(
     Returns:
         ``(net, metrics)`` with ``selfplay/…`` keys (win rate of the learner during
         training, episodes, learner decisions and decisions/s, decisions/s of all seats
-        together, update samples/s, and the last update's losses). ``net`` is on the CPU.
+        together, update samples/s, the last update's losses, and ``aborted``: the reason
+        when ``cfg.abort_if`` stopped the training, else None). ``net`` is on the CPU.
     """
     net = copy.deepcopy(student).to(device)
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=1e-5)
@@ -235,8 +248,9 @@ def train_ppo(
     collect_s = update_s = 0.0
     updated_samples = 0
     bar = ProgressBar(total=cfg.total_steps, desc="selfplay", unit="dec", disable=not progress)
+    aborted = None
     try:
-        while steps < cfg.total_steps:
+        while steps < cfg.total_steps and aborted is None:
             t0 = time.perf_counter()
             chunks = collector.round(net, int(rng.integers(2**31 - 1)), min(cfg.rollout_steps, cfg.total_steps - steps))
             t1 = time.perf_counter()
@@ -252,6 +266,7 @@ def train_ppo(
             all_decisions += sum(c.all_decisions for c in chunks)
             bar.update(n)
             bar.set_postfix(win=f"{wins / max(games, 1):.2f}", kl=f"{update_stats['approx_kl']:.4f}")
+            aborted = _check_abort(cfg.abort_if, steps, {"train_win_rate": wins / max(games, 1), **update_stats})
     finally:
         collector.close()
         bar.close()
@@ -263,6 +278,7 @@ def train_ppo(
         "selfplay/decisions_per_s": steps / collect_s if collect_s > 0 else 0.0,
         "selfplay/all_seat_decisions_per_s": all_decisions / collect_s if collect_s > 0 else 0.0,
         "selfplay/update_samples_per_s": updated_samples / update_s if update_s > 0 else 0.0,
+        "selfplay/aborted": aborted,
         **{f"selfplay/{k}": v for k, v in update_stats.items()},
     }
     return net.cpu(), metrics

@@ -57,7 +57,13 @@ def accuracy(net: PolicyNet, data: DecisionSet) -> float:
 
 
 def train_student(
-    train: DecisionSet, holdout: DecisionSet, cfg: StudentConfig, seed: int, progress: bool = True, device: str = "cpu"
+    train: DecisionSet,
+    holdout: DecisionSet,
+    cfg: StudentConfig,
+    seed: int,
+    progress: bool = True,
+    device: str = "cpu",
+    init: PolicyNet | None = None,
 ) -> tuple[PolicyNet, dict]:
     """Train a student by imitation.
 
@@ -68,6 +74,7 @@ def train_student(
         seed: seeds torch and the mixture sampler.
         progress: show a progress bar.
         device: torch device of the training (results match the CPU up to float tolerance).
+        init: warm start from these weights (same architecture) instead of a random init.
 
     Returns:
         ``(net, metrics)`` with ``train/…`` keys: final loss, holdout accuracy, and the
@@ -75,10 +82,13 @@ def train_student(
 
     Raises:
         ValueError: when the mixture has no data (see ``sample_mixture``).
+        RuntimeError: ``init`` has another architecture than ``cfg.hidden_sizes``.
     """
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    net = PolicyNet(train.obs.shape[1], cfg.hidden_sizes, train.action_mask.shape[1])  # initialised on the CPU: same weights on any device
+    net = PolicyNet(
+        train.obs.shape[1], cfg.hidden_sizes, train.action_mask.shape[1]
+    )  # initialised on the CPU: same weights on any device
     net.to(device)
     obs, mask = torch.from_numpy(train.obs).to(device), torch.from_numpy(train.action_mask).to(device)
     label, value_target = torch.from_numpy(train.label).to(device), torch.from_numpy(train.value_target).to(device)

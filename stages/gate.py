@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = make_game(game, params.teacher)
     pods = {"pod_size": game.pod_size, "max_turns": game.max_turns, "num_envs": params.selfplay.num_envs, "game": spec}
     sprt = SPRT(1.0 / game.pod_size, g.target_win_rate, g.alpha, g.beta)
-    deals = duplicate_deal_outcomes(Controller("net", agent), Controller("heuristic"), seed=params.stage_seed("gate"), **pods)
+    deals = duplicate_deal_outcomes(Controller("net", agent), Controller(g.opponent), seed=params.stage_seed("gate"), **pods)
     strength = sequential_test(deals, sprt, g.min_games, g.max_games, g.confidence)
     candidate_student, train_metrics, holdout = build_and_train(
         params, args.teacher, [args.pool, args.candidate], args.progress

@@ -27,8 +27,14 @@ def _args(p: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("selfplay", __doc__, argv, _args)
     student, _ = load_policy(args.student)
-    frozen = {f"frozen:{p.stem}": load_policy(p)[0] for p in sorted(args.frozen.glob("*.pt"))} if args.frozen.is_dir() else {}
-    cfg = PPOConfig(**params.selfplay.model_dump())
+    wanted = params.selfplay.frozen_names
+    paths = sorted(args.frozen.glob("*.pt")) if args.frozen.is_dir() else []
+    missing = sorted(set(wanted or []) - {p.stem for p in paths})
+    if missing:
+        print(f"error: {args.frozen}: selfplay.frozen_names names {missing}, not found", file=sys.stderr)
+        return 2
+    frozen = {f"frozen:{p.stem}": load_policy(p)[0] for p in paths if wanted is None or p.stem in wanted}
+    cfg = PPOConfig(**params.selfplay.model_dump(exclude={"frozen_names"}))
     net, metrics = train_ppo(
         student, frozen, cfg, pod_size=params.game.pod_size, max_turns=params.game.max_turns,
         seed=params.stage_seed("selfplay"), device=params.base.torch_device, progress=args.progress,

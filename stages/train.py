@@ -18,7 +18,7 @@ from ml.dataset import DecisionSet, load_ppo, load_teacher
 from ml.game.registry import make_game
 from ml.params import Params
 from ml.nashconv import nash_conv_metrics
-from ml.policy import save_policy
+from ml.policy import load_policy, save_policy
 from ml.supervised import StudentConfig, train_student
 
 
@@ -35,8 +35,9 @@ def build_and_train(params: Params, teacher: Path, pools: list[Path], progress: 
     train, holdout, stats = load_teacher([teacher], params.train.holdout_fraction, encoder)
     ppo, ppo_stats = load_ppo(pools, encoder, params.train.min_reward_threshold)
     cfg = StudentConfig(**params.train.model_dump(include=set(StudentConfig.__dataclass_fields__)))
+    init = load_policy(params.train.init_checkpoint)[0] if params.train.init_checkpoint else None
     net, metrics = train_student(
-        DecisionSet.concat([train, ppo]), holdout, cfg, params.stage_seed("train"), progress, params.base.torch_device
+        DecisionSet.concat([train, ppo]), holdout, cfg, params.stage_seed("train"), progress, params.base.torch_device, init
     )
     metrics.update({f"train/{k}": v for k, v in {**stats, **ppo_stats}.items()})
     metrics["train/available_decisions"] = {"sim": len(train), "ppo": len(ppo)}

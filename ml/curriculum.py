@@ -1,0 +1,79 @@
+"""Curriculum phases: an ordered list of stages of a long run, each with its own settings.
+
+``params.yaml`` may hold a ``curriculum`` list; each phase has a ``name``, a number of
+``generations``, ``overrides`` (section -> key -> value, applied on top of the base
+params while the phase runs), ``gated`` (an ungated phase trains, exports, commits and
+always advances), an optional ``opponent: previous_phase`` (self-play opponents are the
+frozen PPO agent that passed the previous phase, resolved at run time) and an optional
+``abort_if`` (stop an attempt whose training metric has not cleared a bar by a number of
+PPO steps). Without a ``curriculum`` key the loop runs one implicit phase, ``main``, of
+``loop.max_generations`` generations with the params as they are.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+ABORT_METRICS = ("train_win_rate", "entropy", "approx_kl", "clipfrac", "pg_loss", "v_loss")
+"""Training metrics of ``ml.ppo.train_ppo`` an ``abort_if`` may name (``selfplay/<metric>``)."""
+
+
+class AbortIf(BaseModel):
+    """Stop the attempt when ``metric`` is below ``below`` once ``at_steps`` PPO decisions are done."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    metric: Literal[ABORT_METRICS] = "train_win_rate"  # type: ignore[valid-type]
+    below: float
+    at_steps: int = Field(ge=1)
+
+
+class Phase(BaseModel):
+    """One phase of the curriculum."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,40}$")
+    generations: int = Field(ge=1)
+    gated: bool = True
+    overrides: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    opponent: Literal["pool", "previous_phase"] = "pool"
+    abort_if: AbortIf | None = None
+
+    @model_validator(mode="after")
+    def _no_reserved(self) -> Phase:
+        reserved = {"run", "profiles", "curriculum"} & set(self.overrides)
+        if reserved:
+            raise ValueError(f"phase {self.name!r} may not override {sorted(reserved)}")
+        return self
+
+
+def phase_overrides(phase: Phase, previous_winner: str | None) -> dict[str, dict[str, Any]]:
+    """Everything a phase sets in params.yaml: its overrides, ``gate.gated``, the gauntlet
+    opponent and the abort rule.
+
+    Args:
+        phase: the phase.
+        previous_winner: name of the frozen PPO agent that passed the previous phase (e.g.
+            ``gen002``), needed when ``phase.opponent == "previous_phase"``.
+
+    Raises:
+        ValueError: a gauntlet phase with no passing model before it.
+    """
+    out = {section: dict(values) for section, values in phase.overrides.items()}
+    out.setdefault("gate", {})["gated"] = phase.gated
+    selfplay = out.setdefault("selfplay", {})
+    if phase.opponent == "previous_phase":
+        if previous_winner is None:
+            raise ValueError(f"phase {phase.name!r} plays the previous phase's model, but no earlier phase passed a model")
+        selfplay["opponent_mix"] = {"frozen": 1.0}
+        selfplay["frozen_names"] = [previous_winner]
+    selfplay.setdefault("abort_if", phase.abort_if.model_dump() if phase.abort_if else None)
+    return out
+
+
+def implicit_phase(max_generations: int) -> Phase:
+    """The single phase of a loop without a curriculum (it changes nothing in the params)."""
+    return Phase(name="main", generations=max_generations)

@@ -1,0 +1,116 @@
+"""The loop's state: its files, the models of ``state/curriculum_state.json``, and the
+runtime status/control files the dashboard shares with the loop.
+
+Versioned (``state/``): ``curriculum_state.json`` (``LoopState``), ``eval_history.json``.
+Runtime, not versioned (``.dvc/tmp/loop/``): ``status.json`` (where the loop is, written by
+the loop), ``control.json`` (pause/resume/stop requests, written by the dashboard),
+``progress.json`` (progress within the running stage, written by ``ml.progress``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from ml.io import atomic_write_json, read_json
+
+STATE_FILE = Path("state/curriculum_state.json")
+HISTORY_FILE = Path("state/eval_history.json")
+LOCK_FILE = Path(".dvc/tmp/loop.lock")
+RUNTIME_DIR = Path(".dvc/tmp/loop")
+"""Runtime files (not versioned): status.json (where the loop is), control.json (pause/resume/stop
+requests), progress.json (progress within the running stage, written by ml.progress)."""
+POLL_S = 1.0
+
+
+class AttemptLog(BaseModel):
+    """One finished attempt (or override) in the state's log."""
+
+    attempt_id: str
+    generation: int
+    attempt: int
+    verdict: Literal["accepted", "rejected", "aborted", "override"]
+    phase: str = "main"
+    overrides: dict = Field(default_factory=dict)
+    figures: dict = Field(default_factory=dict)
+    reasons: list[str] = Field(default_factory=list)
+    wall_s: float | None = None
+    stage_wall_s: dict[str, float] = Field(default_factory=dict)
+
+
+class InFlight(BaseModel):
+    """The attempt being run: its id and the sha256 of the params.yaml it runs with."""
+
+    attempt_id: str
+    generation: int
+    attempt: int
+    params_sha256: str
+    started_at: str
+    nudges: dict = Field(default_factory=dict)
+
+
+class LoopState(BaseModel):
+    """``state/curriculum_state.json``.
+
+    Attributes:
+        status: ``idle`` (fresh), ``running``, ``blocked`` (waits for a human override),
+            ``done`` (``loop.max_generations`` reached).
+        generation: the generation being worked on (accepted generations so far).
+        attempt: the next attempt number in this generation (1-based).
+        failures: rejected attempts of this generation since the last override.
+        in_flight: the attempt being run, if any.
+        nudges: params the suggester changes for the next attempt (dotted key -> value).
+        stop_reason: why the loop is ``done`` (max generations, converged, curriculum finished).
+        phase, phase_name: the curriculum phase being run (index, name; ``main`` without one).
+        phase_generations: generations the current phase has advanced so far.
+        entered_phase: the phase whose overrides are in params.yaml (-1: none yet).
+        phase_restore: base values of the keys the current phase overrides (restored after it).
+        phase_winners: phase name -> the frozen PPO agent that passed it (``genGGG``).
+        log: every finished attempt and override, oldest first.
+    """
+
+    schema_version: int = 1
+    status: Literal["idle", "running", "blocked", "done"] = "idle"
+    generation: int = 0
+    attempt: int = 1
+    failures: int = 0
+    in_flight: InFlight | None = None
+    nudges: dict = Field(default_factory=dict)
+    stop_reason: str | None = None
+    phase: int = 0
+    phase_name: str = "main"
+    phase_generations: int = 0
+    entered_phase: int = -1
+    phase_restore: dict = Field(default_factory=dict)
+    phase_winners: dict[str, str] = Field(default_factory=dict)
+    log: list[AttemptLog] = Field(default_factory=list)
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write_status(root: Path, status: str, flight: InFlight | None = None, **extra) -> None:
+    """Write ``status.json`` for the dashboard (atomic)."""
+    doc = {"pid": os.getpid(), "status": status, "updated_at": time.time(), **extra}
+    if flight is not None:
+        doc.update(attempt_id=flight.attempt_id, generation=flight.generation, attempt=flight.attempt)
+    atomic_write_json(root / RUNTIME_DIR / "status.json", doc)
+
+
+def read_control(root: Path) -> str | None:
+    """The pending control command (``pause``, ``resume``, ``stop``) or None."""
+    try:
+        return read_json(root / RUNTIME_DIR / "control.json").get("command")
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def clear_control(root: Path) -> None:
+    """Forget a consumed control command."""
+    (root / RUNTIME_DIR / "control.json").unlink(missing_ok=True)
