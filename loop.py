@@ -165,9 +165,11 @@ def run_attempts(loop: Loop, args: argparse.Namespace) -> int:
                 )
                 loop.write_status("blocked", generation=state.generation, attempt=state.attempt)
                 return 3
-            done = state.generation >= max_gen or (
-                state.status == "done" and state.stop_reason and "converged" in state.stop_reason
-            )
+            if params.curriculum:
+                done = state.phase >= len(params.curriculum)
+            else:
+                converged = state.status == "done" and "converged" in (state.stop_reason or "")
+                done = state.generation >= max_gen or converged
             if done:
                 reason = (
                     state.stop_reason if state.status == "done" else f"{state.generation} generations accepted (max {max_gen})"

@@ -400,7 +400,7 @@ class Loop:
             state.generation, state.attempt, state.failures = flight.generation + 1, 1, 0
             state.phase_generations += 1
             phases = params.curriculum or []
-            if phases and state.phase_generations >= phases[state.phase].generations:
+            if phases and state.phase < len(phases) and state.phase_generations >= phases[state.phase].generations:
                 state.phase_winners[phases[state.phase].name] = f"gen{flight.generation:03d}"
                 state.phase, state.phase_generations = state.phase + 1, 0
         else:

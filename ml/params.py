@@ -273,6 +273,13 @@ class Params(_Section):
     """Named sets of overrides (section -> key -> value), applied with ``loop.py --profile NAME``."""
 
     @model_validator(mode="after")
+    def _check_target_above_parity(self) -> Params:
+        parity = 1.0 / self.game.pod_size
+        if self.gate.target_win_rate <= parity:
+            raise ValueError(f"gate.target_win_rate ({self.gate.target_win_rate}) must exceed parity 1/game.pod_size ({parity:.3f})")
+        return self
+
+    @model_validator(mode="after")
     def _check_profiles(self) -> Params:
         base = self.model_dump(mode="json", exclude={"profiles", "curriculum"})
         for name, overrides in self.profiles.items():

@@ -1,10 +1,10 @@
 """Curriculum phases in a temporary copy of the project (real DVC and git).
 
 Checks: a three-phase curriculum (ungated warm-up, gated self-play, gated gauntlet against
-the warm-up's model) runs to the end: one commit per attempt with the phase in the
+the self-play phase's model) runs to the end: one commit per attempt with the phase in the
 message; `dvc params diff` between the first attempts of two phases shows the second
 phase's overrides; the gauntlet's self-play opponent is resolved at run time to the
-frozen agent that passed the warm-up; `curriculum_state.json` logs every attempt with
+frozen agent that passed the self-play phase; `curriculum_state.json` logs every attempt with
 its phase and overrides; `abort_if` ends an attempt early as a failed attempt with the
 reason; phase validation errors name the phase.
 """
@@ -53,6 +53,7 @@ def dvc(repo: Path, *args: str) -> str:
 @pytest.mark.expensive
 def test_three_phase_curriculum(tmp_path: Path):
     params = tiny_params({"game": {"pod_size": 2}, "loop": {"max_generations": 9, "max_retries": 6}})
+    params["gate"].update(target_win_rate=0.6)
     params["curriculum"] = CURRICULUM
     repo = make_project_copy(tmp_path / "repo", params)
     res = run_loop(repo)
@@ -67,10 +68,10 @@ def test_three_phase_curriculum(tmp_path: Path):
     diff = dvc(repo, "params", "diff", first["warmup"], first["selfplay"])
     assert "selfplay.ent_coef" in diff and "gate.gated" in diff and "selfplay.opponent_mix" in diff
     gauntlet = yaml.safe_load(git(repo, "show", f"{first['gauntlet']}:params.yaml"))
-    assert gauntlet["selfplay"]["frozen_names"] == ["gen000"] and gauntlet["selfplay"]["opponent_mix"] == {"frozen": 1.0}
+    assert gauntlet["selfplay"]["frozen_names"] == ["gen001"] and gauntlet["selfplay"]["opponent_mix"] == {"frozen": 1.0}
     assert gauntlet["selfplay"]["ent_coef"] == 0.01  # the self-play phase's override was restored
     state = json.loads((repo / "state/curriculum_state.json").read_text())
-    assert state["status"] == "done" and state["phase_winners"]["warmup"] == "gen000"
+    assert state["status"] == "done" and state["phase_winners"] == {"warmup": "gen000", "selfplay": "gen001", "gauntlet": "gen002"}
     log_phases = [e["phase"] for e in state["log"] if e["verdict"] != "override"]
     assert log_phases == phases
     assert state["log"][1]["overrides"]["selfplay.ent_coef"] == 0.02 or "selfplay.ent_coef" in state["log"][1]["overrides"]
@@ -94,6 +95,8 @@ def test_abort_if_fails_the_attempt(tmp_path: Path):
 def test_phase_rules():
     with pytest.raises(ParamsError, match="curriculum"):
         params_from_dict({"curriculum": [{"name": "x", "generations": 0}]})
+    with pytest.raises(ParamsError, match="must exceed parity"):
+        params_from_dict({"game": {"pod_size": 2}, "gate": {"target_win_rate": 0.35}})
     with pytest.raises(ParamsError, match="may not override"):
         params_from_dict({"curriculum": [{"name": "x", "generations": 1, "overrides": {"run": {"seed": 1}}}]})
     gauntlet = Phase(name="g", generations=1, opponent="previous_phase")

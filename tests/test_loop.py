@@ -50,8 +50,18 @@ def attempt_commits(repo: Path) -> list[tuple[str, str]]:
     return [tuple(line.split(" ", 1)) for line in out.splitlines() if " attempt " in line]
 
 
-def test_two_generations_commit_and_restore(project: Path):
-    res = run_loop(project)
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """One uninterrupted 2-generation run, with its attempt commits and data hashes taken
+    before any test changes the repo (the kill test compares against them)."""
+    repo = make_project_copy(tmp_path_factory.mktemp("run") / "repo", tiny_params())
+    res = run_loop(repo)
+    commits = attempt_commits(repo)
+    return repo, res, commits, [out_hashes(repo, sha) for sha, _ in commits]
+
+
+def test_two_generations_commit_and_restore(finished_run):
+    project, res, _, _ = finished_run
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert "wall" in res.stdout and "done: loop.max_generations (2) reached" in res.stdout
     assert "Elo after" in res.stdout
@@ -167,17 +177,16 @@ def _kill_during(repo: Path, marker: str) -> None:
     proc.wait()
 
 
-def test_kill_mid_stage_resumes_identically(tmp_path: Path):
-    a = make_project_copy(tmp_path / "a", tiny_params())
+def test_kill_mid_stage_resumes_identically(tmp_path: Path, finished_run):
+    _, res_a, ca, hashes_a = finished_run
+    assert res_a.returncode == 0
     b = make_project_copy(tmp_path / "b", tiny_params())
-    assert run_loop(a).returncode == 0
     _kill_during(b, "Running stage 'selfplay'")
     assert (b / "state/curriculum_state.json").exists()
     res = run_loop(b)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    ca, cb = attempt_commits(a), attempt_commits(b)
+    cb = attempt_commits(b)
     assert [s for _, s in ca] == [s for _, s in cb]
-    for (sa, _), (sb, _) in zip(ca, cb, strict=True):
-        hashes = out_hashes(a, sa)
+    for hashes, (sb, _) in zip(hashes_a, cb, strict=True):
         assert len(hashes) == 6 and hashes == out_hashes(b, sb)
     assert git(b, "status", "--porcelain") == ""

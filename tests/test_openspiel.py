@@ -106,7 +106,9 @@ def test_record_round_trip_through_the_dataset(tmp_path: Path) -> None:
     assert all(isinstance(r, OpenSpielRecord) and r.source == "sim" and r.game == "openspiel:leduc_poker" for r in records)
     line = json.loads(path.read_text().splitlines()[0])
     assert list(line)[:6] == ["game_id", "turn", "phase", "active_seat", "game_outcome", "game"]
-    encoder = make_game(params_from_dict({"game": {"name": "openspiel:leduc_poker", "pod_size": 2}}).game).encoder()
+    encoder = make_game(
+        params_from_dict({"game": {"name": "openspiel:leduc_poker", "pod_size": 2}, "gate": {"target_win_rate": 0.6}}).game
+    ).encoder()
     train_set, holdout, stats = load_teacher([tmp_path], 0.12, encoder)
     assert stats["teacher_decisions"] == len(records) == len(train_set) + len(holdout)
     both = np.concatenate([train_set.obs, holdout.obs])
