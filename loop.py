@@ -24,7 +24,7 @@ from ml.bots import PromoteError, final_report, load_bots, promote
 from ml.game.registry import make_game
 from ml.io import read_json
 from ml.orchestrator import AttemptLog, Loop, LoopError, acquire_lock
-from ml.params import load_params
+from ml.params import ParamsError, load_params
 from ml.policy import CheckpointError, load_policy, save_policy
 from ml.ratings import ELO_FILE, format_table
 
@@ -222,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"loop.py: {e}", file=sys.stderr)
         return 2
     try:
+        if args.command is None:
+            loop.kill_orphans()
         state = loop.load_state()
         loop.check_tree(state)
         if args.command == "promote":
@@ -237,9 +239,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.seed_checkpoint:
             seed_checkpoint(loop, args.seed_checkpoint)
         return run_attempts(loop, args)
-    except (LoopError, PromoteError) as e:
+    except (LoopError, PromoteError, ParamsError) as e:
         print(f"loop.py: {e}", file=sys.stderr)
-        loop.write_status("error", message=str(e)[-2000:])
+        if args.command is None:  # elo/promote failures say nothing about the run
+            loop.write_status("error", message=str(e)[-2000:])
         return 2
     except KeyboardInterrupt:
         print("\ninterrupted: run `python loop.py` again to resume where it stopped.", file=sys.stderr)

@@ -52,6 +52,8 @@ class InFlight(BaseModel):
     params_sha256: str
     started_at: str
     nudges: dict = Field(default_factory=dict)
+    stage_wall_s: dict[str, float] = Field(default_factory=dict)
+    """Wall seconds of each stage run so far, summed over interrupted runs of this attempt."""
 
 
 class LoopState(BaseModel):

@@ -22,6 +22,7 @@ attempt is in flight or uncommitted; ``params.yaml`` must still be what the loop
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from io import StringIO
 import logging
@@ -181,6 +182,34 @@ class Loop:
         return {line.strip() for line in out.splitlines() if line.strip()}
 
     # ------------------------------------------------------------------ checks
+    def kill_orphans(self) -> list[int]:
+        """Kill stage processes left running in this repo by a loop that was killed alone.
+
+        Called with the one-instance lock held, so no live loop owns them: a ``dvc repro``
+        or stage still running here is an orphan that would keep DVC's locks busy.
+
+        Returns:
+            The pids killed.
+        """
+        me = os.getpid()
+        orphans = []
+        for proc in psutil.process_iter(["pid", "cmdline", "cwd"]):
+            try:
+                cmd = " ".join(proc.info["cmdline"] or [])
+                stage_like = ("dvc" in cmd and " repro" in cmd) or "-m stages." in cmd
+                if proc.info["pid"] != me and proc.info["cwd"] == str(self.root) and stage_like:
+                    orphans.append(proc)
+            except (psutil.Error, TypeError):
+                continue
+        family = {p.pid: p for o in orphans for p in [o, *o.children(recursive=True)]}
+        for p in family.values():
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        psutil.wait_procs(list(family.values()), timeout=10)
+        if family:
+            self.echo(f"killed {len(family)} stage process(es) left by an earlier loop: {sorted(family)}")
+        return sorted(family)
+
     def clear_stale_dvc_locks(self) -> None:
         """Remove ``.dvc/tmp/lock`` and ``rwlock`` left by a killed DVC, when no DVC process runs here."""
         for proc in psutil.process_iter(["cmdline", "cwd"]):
@@ -254,6 +283,7 @@ class Loop:
         ``nudges`` (dotted key -> value) applied, comments kept."""
         yaml = YAML()
         yaml.preserve_quotes = True
+        yaml.width = 4096  # never re-wrap the user's long lines
         data = yaml.load(self.path("params.yaml").read_text(encoding="utf-8"))
         base_seed = int(data.get("base", {}).get("seed", 0))
         data["run"] = {"generation": generation, "attempt": attempt, "seed": attempt_seed(base_seed, generation, attempt)}
@@ -274,6 +304,7 @@ class Loop:
             ParamsError: the result does not validate (nothing is written).
         """
         yaml = YAML()
+        yaml.width = 4096
         path = self.path("params.yaml")
         data = yaml.load(path.read_text(encoding="utf-8"))
         for section, values in overrides.items():
@@ -330,10 +361,22 @@ class Loop:
             self._stage_times = {}
             self.run([*DVC, "repro", "--single-item", stage], stream=True)
             times.update(self._stage_times)
+            self._record_stage_times(self._stage_times)
             if stage == "selfplay" and read_json(self.path("metrics/selfplay.json")).get("selfplay/aborted"):
                 self.aborted = True  # abort_if: the attempt ends here as a failed attempt
                 break
         return times
+
+    def _record_stage_times(self, times: dict[str, float]) -> None:
+        """Add a stage's wall time to the in-flight attempt, so a resumed attempt keeps the
+        time its stages took before the interruption."""
+        if not times:
+            return
+        state = self.load_state()
+        if state.in_flight is not None:
+            for name, sec in times.items():
+                state.in_flight.stage_wall_s[name] = round(state.in_flight.stage_wall_s.get(name, 0.0) + sec, 1)
+            self.save_state(state)
 
     # ------------------------------------------------------------------ runtime status and control
     def write_status(self, status: str, flight: InFlight | None = None, **extra) -> None:
@@ -358,6 +401,9 @@ class Loop:
     def finish(self, state: LoopState, flight: InFlight, wall_s: float, stage_wall_s: dict[str, float]) -> AttemptLog:
         """Record the attempt (history, ratings, ledger), advance the state and commit (idempotent)."""
         params = load_params(self.path("params.yaml"))
+        if state.in_flight is not None and state.in_flight.stage_wall_s:  # include stages run before an interruption
+            earlier = sum(state.in_flight.stage_wall_s.values()) - sum(stage_wall_s.values())
+            wall_s, stage_wall_s = wall_s + max(earlier, 0.0), dict(state.in_flight.stage_wall_s)
         aborted = read_json(self.path("metrics/selfplay.json")).get("selfplay/aborted") if self.aborted else None
         gate = {} if aborted else read_json(self.path("metrics/gate.json"))
         accepted = bool(gate.get("gate/accepted"))
@@ -481,7 +527,8 @@ class Loop:
     def push(self, tries: int = 3, backoff_s: float = 2.0) -> bool:
         """Push DVC data, then git, to the configured remotes, with retries. Never raises.
 
-        Runs only when a git remote or a DVC remote is configured. A failure is reported and
+        Runs only when both a git remote and a DVC remote are configured (a plain clone has
+        ``origin`` but no DVC remote, so it never pushes by surprise). A failure is reported and
         remembered (``.dvc/tmp/loop/push-pending``); the next push then sends every commit's
         data (``dvc push --all-commits``) and every commit, so nothing is lost.
 
@@ -490,20 +537,19 @@ class Loop:
         """
         git_remotes = self.git("remote").split()
         dvc_remotes = self.run([*DVC, "remote", "list"]).split()
-        if not git_remotes and not dvc_remotes:
+        if not git_remotes or not dvc_remotes:
             return True
         pending = self.path(RUNTIME_DIR / "push-pending")
         branch = self.git("rev-parse", "--abbrev-ref", "HEAD")
         for attempt in range(1, tries + 1):
             try:
-                if dvc_remotes:
-                    self.run([*DVC, "push", "--quiet", *(["--all-commits"] if pending.exists() else [])])
-                if git_remotes:
-                    self.git("push", "--quiet", git_remotes[0], f"HEAD:refs/heads/{branch}")
+                self.run([*DVC, "push", "--quiet", *(["--all-commits"] if pending.exists() else [])])
+                self.git("push", "--quiet", git_remotes[0], f"HEAD:refs/heads/{branch}")
                 pending.unlink(missing_ok=True)
                 return True
             except Exception as e:  # any failure of a remote is reported, never fatal
-                self.echo(f"push failed (try {attempt}/{tries}): {str(e).strip().splitlines()[-1] if str(e).strip() else e}")
+                last = str(e).strip().splitlines()[-1].strip(" '\"") if str(e).strip() else repr(e)
+                self.echo(f"push failed (try {attempt}/{tries}): {last}")
                 time.sleep(backoff_s * attempt if attempt < tries else 0)
         pending.parent.mkdir(parents=True, exist_ok=True)
         pending.write_text(time.strftime("%Y-%m-%dT%H:%M:%S"))

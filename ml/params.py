@@ -134,6 +134,8 @@ class TrainParams(_Section):
     """Mixture ratios of the sampled training set per source; {sim: 1, ppo: 0.5} makes PPO a third."""
     min_reward_threshold: float = 0.0
     """PPO games whose ``episode_return`` is below this are dropped from training."""
+    include_forge: bool = False
+    """Also read external Forge files (``ml-decisions-<8 hex>[-tN].jsonl``) in the teacher folder as teacher data."""
     init_checkpoint: str | None = None
     """Warm start: a checkpoint (repo-relative path) the student starts from instead of random weights (``--seed-checkpoint``)."""
     value_coef: float = Field(0.5, ge=0)

@@ -28,6 +28,8 @@ TINY = {
 def tiny_params(overrides: dict | None = None) -> dict:
     """The repo's params.yaml with the TINY sizes (and ``overrides``) merged in."""
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    # a clone where the loop ran has its own run section: tests start from generation 0
+    params["run"] = {"generation": 0, "attempt": 1, "seed": params["base"]["seed"]}
     for section, values in {**TINY, **(overrides or {})}.items():
         params.setdefault(section, {}).update(values)
     return params
