@@ -62,6 +62,8 @@ def stage_setup(
     except ParamsError as e:
         parser.exit(2, f"error: {e}\n")
     torch.set_num_threads(params.base.torch_threads)
+    # cuBLAS needs a fixed workspace for deterministic results on a GPU (PyTorch "Reproducibility" notes)
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.use_deterministic_algorithms(True)
     # loop.py pipes stage output through; it sets DISTILL_PROGRESS=1 when its own stdout is a terminal
     args.progress = not args.no_progress and (sys.stderr.isatty() or os.environ.get("DISTILL_PROGRESS") == "1")
