@@ -1,0 +1,45 @@
+"""Pieces of the loop driver that need no pipeline run.
+
+Checks: stage processes left running in the repo by a loop killed alone are found and
+killed (and nothing else is); a bad params.yaml stops loop.py with one line naming the
+file, section and key, and exit status 2.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from ml.orchestrator import Loop
+from tests.conftest import make_project_copy, run_loop, tiny_params
+
+
+def test_kill_orphans(tmp_path: Path):
+    repo = make_project_copy(tmp_path / "repo", tiny_params())
+    (repo / "stages" / "sleepy.py").write_text("import time\ntime.sleep(60)\n")
+    orphan = subprocess.Popen([sys.executable, "-m", "stages.sleepy"], cwd=repo)
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], cwd=repo)
+    try:
+        time.sleep(0.5)
+        messages: list[str] = []
+        killed = Loop(repo, echo=messages.append).kill_orphans()
+        assert killed == [orphan.pid] and "left by an earlier loop" in messages[0]
+        orphan.wait(timeout=10)  # already reaped by the kill (psutil.wait_procs): it is gone
+        assert psutil.pid_exists(bystander.pid) and bystander.poll() is None
+    finally:
+        for p in (orphan, bystander):
+            p.kill()
+            p.wait()
+
+
+def test_bad_params_one_line(tmp_path: Path):
+    params = tiny_params()
+    params["train"]["epochz"] = 3
+    repo = make_project_copy(tmp_path / "repo", params)
+    res = run_loop(repo)
+    assert res.returncode == 2
+    assert "Traceback" not in res.stderr and "params.yaml: train.epochz" in res.stderr
