@@ -126,7 +126,7 @@ def final_report(
             max_turns=max_turns, num_envs=num_envs, seed=seed + i, encoder=None, game=game,
         )  # fmt: skip
         outcomes = [x for deal in islice(deals, max(1, games // pod_size)) for x in deal]
-        wins = sum(outcomes)
+        wins = sum(1 for x in outcomes if x)  # a draw (None) is no first place
         low, high = wilson_interval(wins, len(outcomes))
         rows.append(
             {"bot": name, "games": len(outcomes), "wins": wins, "win_rate": wins / len(outcomes), "low": low, "high": high}

@@ -119,7 +119,8 @@ def sequential_test(
 
     Args:
         outcomes: yields, per deal, whether the candidate took first place in each game of
-            the deal (one game per seat of the candidate); consumed only as far as needed.
+            the deal (one game per seat of the candidate; None for a draw, which counts as
+            no first place); consumed only as far as needed.
         test: the SPRT.
         min_games: never decide before this many games.
         max_games: stop here; undecided counts as H0.
@@ -132,7 +133,7 @@ def sequential_test(
     wins = games = 0
     decision = None
     for deal in outcomes:
-        wins += sum(deal)
+        wins += sum(1 for x in deal if x)  # a draw (None) is not a first place: conservative
         games += len(deal)
         if games >= min_games:
             decision = test.decide(wins, games)
@@ -195,7 +196,7 @@ def duplicate_deal_outcomes(
         )
         for d in range(deals_per_chunk):
             deal = results[d * pod_size : (d + 1) * pod_size]
-            yield [r.winner == r.seats.index("candidate") for r in deal]
+            yield [None if r.winner is None else r.winner == r.seats.index("candidate") for r in deal]
 
 
 def mcnemar_regression(correct_current: np.ndarray, correct_candidate: np.ndarray, margin: float, alpha: float = 0.05) -> dict:
@@ -268,26 +269,33 @@ def batch_quality(batch: Path) -> dict:
     }
 
 
-def student_non_regression(outcomes: list[bool], pod_size: int, margin: float, confidence: float = 0.95) -> dict:
+def student_non_regression(outcomes: list[bool | None], pod_size: int, margin: float, confidence: float = 0.95) -> dict:
     """Clear-regression check of the candidate student against the current one.
+
+    Draws are left out: two similar greedy students often stall to the turn cap, and a
+    draw says nothing about which is stronger, while counting it as a loss would make an
+    equal student look like a regression. The rate is the candidate's share of first
+    places among decisive games (parity ``1 / pod_size``).
 
     Args:
         outcomes: per game, whether the candidate student took first place in a pod
-            against ``pod_size - 1`` copies of the current student.
+            against ``pod_size - 1`` copies of the current student (None: a draw).
         pod_size: players per pod (parity is ``1 / pod_size``).
         margin: tolerated shortfall below parity (win-rate points).
         confidence: level of the Wilson interval.
 
     Returns:
-        ``games``, ``wins``, ``win_rate``, ``win_rate_low``/``win_rate_high``, ``parity``,
-        ``margin`` and ``regression``: True only when the whole interval lies below
-        ``parity - margin`` ("block only on a clear regression").
+        ``games`` (decisive), ``draws``, ``wins``, ``win_rate``, ``win_rate_low``/``_high``,
+        ``parity``, ``margin`` and ``regression``: True only when the whole interval lies
+        below ``parity - margin`` ("block only on a clear regression").
     """
-    wins, games = int(sum(outcomes)), len(outcomes)
+    decisive = [x for x in outcomes if x is not None]
+    wins, games = sum(decisive), len(decisive)
     low, high = wilson_interval(wins, games, confidence)
     parity = 1.0 / pod_size
     return {
         "games": games,
+        "draws": len(outcomes) - games,
         "wins": wins,
         "win_rate": wins / games if games else 0.0,
         "win_rate_low": low,
@@ -353,5 +361,6 @@ def verdict(strength: dict, holdout: dict, student: dict, batch: dict, gated: bo
         "gate/student_win_rate_low": student["win_rate_low"],
         "gate/student_win_rate_high": student["win_rate_high"],
         "gate/student_games": student["games"],
+        "gate/student_draws": student["draws"],
         "gate/batch": batch,
     }

@@ -98,6 +98,8 @@ def test_student_check_rejects_only_clear_regressions():
     assert not student_non_regression([True, False, False, False] * 50, POD, 0.05)["regression"]
     assert not student_non_regression([False] * 8, POD, 0.05)["regression"]  # too few games to be clear
     assert student_non_regression([False] * 200, POD, 0.05)["regression"]
+    stalled = student_non_regression([None] * 190 + [True, False, False, False] * 2 + [False] * 2, POD, 0.05)
+    assert stalled["draws"] == 190 and stalled["games"] == 10 and not stalled["regression"]  # draws are no evidence
 
 
 def test_ungated_verdict_accepts_but_reports():

@@ -96,7 +96,7 @@ def test_stage_outputs(pipeline):
     assert g["gate/accepted"] is True and g["gate/gated"] is False  # tiny params: ungated
     assert 8 <= g["gate/eval_games"] <= 40 and g["gate/eval_games"] % 4 == 0  # whole duplicate deals
     assert g["gate/win_rate_low"] <= g["gate/win_rate"] <= g["gate/win_rate_high"]
-    assert g["gate/sprt_decision"] in ("H0", "H1") and g["gate/student_games"] == 16
+    assert g["gate/sprt_decision"] in ("H0", "H1") and g["gate/student_games"] + g["gate/student_draws"] == 16
     assert 0 <= g["gate/holdout_mcnemar_p"] <= 1
     assert g["gate/batch"]["games"] == 12 and g["gate/batch"]["action_entropy_bits"] > 0
 
