@@ -171,9 +171,8 @@ def run_attempts(loop: Loop, args: argparse.Namespace) -> int:
                 converged = state.status == "done" and "converged" in (state.stop_reason or "")
                 done = state.generation >= max_gen or converged
             if done:
-                reason = (
-                    state.stop_reason if state.status == "done" else f"{state.generation} generations accepted (max {max_gen})"
-                )
+                by_count = not params.curriculum and state.generation >= max_gen
+                reason = f"{state.generation} generations accepted (max {max_gen})" if by_count else state.stop_reason
                 print(f"done: {reason}. Raise loop.max_generations (or --max-generations) to go on.")
                 loop.write_status("done", generation=state.generation, attempt=state.attempt)
                 report(loop)

@@ -63,7 +63,7 @@ def finished_run(tmp_path_factory):
 def test_two_generations_commit_and_restore(finished_run):
     project, res, _, _ = finished_run
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    assert "wall" in res.stdout and "done: loop.max_generations (2) reached" in res.stdout
+    assert "wall" in res.stdout and "done: 2 generations accepted (max 2)" in res.stdout
     assert "Elo after" in res.stdout
     commits = attempt_commits(project)
     assert [s.split(":")[0] for _, s in commits] == ["gen 000 attempt 1", "gen 001 attempt 1"]
