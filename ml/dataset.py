@@ -183,7 +183,11 @@ def load_teacher(
     if not include_forge:
         skipped = [p for d in teacher_dirs for p in scan_batches(d, sources=(), include_forge=True)]
         if skipped:
-            logger.warning("%d external Forge file(s) in %s left out (set train.include_forge to read them)", len(skipped), teacher_dirs[0])
+            logger.warning(
+                "%d external Forge file(s) in %s left out (set train.include_forge to read them)",
+                len(skipped),
+                teacher_dirs[0],
+            )
     records = list(_read_files(paths))
     held = np.asarray([in_holdout(r.game_id, holdout_fraction) for r in records], dtype=bool)
     train, skipped_train = encode_records([r for r, h in zip(records, held, strict=True) if not h], encoder)

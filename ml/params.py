@@ -278,7 +278,9 @@ class Params(_Section):
     def _check_target_above_parity(self) -> Params:
         parity = 1.0 / self.game.pod_size
         if self.gate.target_win_rate <= parity:
-            raise ValueError(f"gate.target_win_rate ({self.gate.target_win_rate}) must exceed parity 1/game.pod_size ({parity:.3f})")
+            raise ValueError(
+                f"gate.target_win_rate ({self.gate.target_win_rate}) must exceed parity 1/game.pod_size ({parity:.3f})"
+            )
         return self
 
     @model_validator(mode="after")

@@ -71,7 +71,11 @@ def test_three_phase_curriculum(tmp_path: Path):
     assert gauntlet["selfplay"]["frozen_names"] == ["gen001"] and gauntlet["selfplay"]["opponent_mix"] == {"frozen": 1.0}
     assert gauntlet["selfplay"]["ent_coef"] == 0.01  # the self-play phase's override was restored
     state = json.loads((repo / "state/curriculum_state.json").read_text())
-    assert state["status"] == "done" and state["phase_winners"] == {"warmup": "gen000", "selfplay": "gen001", "gauntlet": "gen002"}
+    assert state["status"] == "done" and state["phase_winners"] == {
+        "warmup": "gen000",
+        "selfplay": "gen001",
+        "gauntlet": "gen002",
+    }
     log_phases = [e["phase"] for e in state["log"] if e["verdict"] != "override"]
     assert log_phases == phases
     assert state["log"][1]["overrides"]["selfplay.ent_coef"] == 0.02 or "selfplay.ent_coef" in state["log"][1]["overrides"]
