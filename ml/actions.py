@@ -40,6 +40,17 @@ ACTION_INDEX: dict[str, int] = {name: i for i, name in enumerate(MACRO_ACTIONS)}
 CAST_CREATURE, CAST_REMOVAL, CAST_DRAW, CAST_RAMP, CAST_WIPE, CAST_COMMANDER, HOLD_MANA, PASS = range(8)
 FIRST_ATTACK = ACTION_INDEX["attack_opponent_1"]
 
+KIND_OF_ACTION: dict[int, str] = {
+    CAST_CREATURE: "creature",
+    CAST_REMOVAL: "removal",
+    CAST_DRAW: "draw",
+    CAST_RAMP: "ramp",
+    CAST_WIPE: "wipe",
+}
+"""Card kind (``ml/game/data/cards.yaml``) cast by each cast macro action other than the commander."""
+ACTION_OF_KIND: dict[str, int] = {kind: action for action, kind in KIND_OF_ACTION.items()}
+"""Cast macro action of each card kind (the inverse of ``KIND_OF_ACTION``)."""
+
 
 def attack_action(offset: int) -> int:
     """Index of ``attack_opponent_<offset>``.

@@ -32,12 +32,8 @@ import numpy as np
 
 from ml.actions import (
     ACTION_INDEX,
+    ACTION_OF_KIND,
     CAST_COMMANDER,
-    CAST_CREATURE,
-    CAST_DRAW,
-    CAST_RAMP,
-    CAST_REMOVAL,
-    CAST_WIPE,
     HOLD_MANA,
     MAX_POD,
     NUM_ACTIONS,
@@ -48,7 +44,6 @@ from ml.game.cards import Card, load_card_pool
 
 PHASES = ("main_1", "combat", "main_2", "end")
 KINDS = ("land", "creature", "removal", "draw", "ramp", "wipe", "unknown")
-KIND_TO_CAST = {"creature": CAST_CREATURE, "removal": CAST_REMOVAL, "draw": CAST_DRAW, "ramp": CAST_RAMP, "wipe": CAST_WIPE}
 
 # Normalisers: starting life 40, commander-damage lethal 21, 30-round turn cap, 99-card
 # library (commander-pod.md); the rest are typical board sizes so features stay near [0, 1].
@@ -232,7 +227,7 @@ def label_record(record: Mapping[str, Any] | Any, pool: dict[str, Card]) -> int 
         return CAST_COMMANDER
     if kind == "cast":
         card = pool.get(card_name)
-        return KIND_TO_CAST.get(card.kind) if card is not None else None
+        return ACTION_OF_KIND.get(card.kind) if card is not None else None
     if kind == "attack":
         target = _get(action, "target") or ""
         if not target.startswith("seat "):

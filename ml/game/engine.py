@@ -39,6 +39,7 @@ from ml.actions import (
     CAST_WIPE,
     FIRST_ATTACK,
     HOLD_MANA,
+    KIND_OF_ACTION,
     PASS,
 )
 from ml.game.cards import Card
@@ -46,9 +47,6 @@ from ml.game.combat import plan_blocks, resolve_damage, threat
 from ml.game.state import COMMANDER_DAMAGE_LETHAL, HAND_SIZE, GameState, Permanent, PlayerState
 
 logger = logging.getLogger(__name__)
-
-KIND_OF_ACTION = {CAST_CREATURE: "creature", CAST_REMOVAL: "removal", CAST_DRAW: "draw", CAST_RAMP: "ramp", CAST_WIPE: "wipe"}
-"""Card kind cast by each cast macro action (ml/actions.py CAST_ACTIONS)."""
 
 
 # ---------------------------------------------------------------------------- turn flow
