@@ -6,6 +6,7 @@
     python loop.py --skip-to-next-stage # give up on the blocked generation and go on
     python loop.py --profile full       # apply the `full` profile of params.yaml, commit it, run
     python loop.py elo                  # print the latest Elo table
+    python loop.py eval --games 2000    # each accepted generation's student against the teacher
     python loop.py promote gen003-a1 [--name NAME]   # keep that attempt's student as a bot
 
 Safe to stop at any moment (Ctrl-C, kill -9) and start again: it resumes the attempt in
@@ -20,13 +21,14 @@ import sys
 import time
 from pathlib import Path
 
-from ml.bots import PromoteError, final_report, load_bots, promote
+from ml.bots import PromoteError, final_report, load_bots, pod_win_rate, promote
 from ml.game.registry import make_game
-from ml.io import read_json
+from ml.io import atomic_write_json, read_json
 from ml.orchestrator import AttemptLog, Loop, LoopError, acquire_lock
 from ml.params import ParamsError, load_params
 from ml.policy import CheckpointError, load_policy, save_policy
 from ml.ratings import ELO_FILE, format_table
+from ml.rollout import Controller
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -43,8 +45,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     over = p.add_mutually_exclusive_group()
     over.add_argument("--force-retry", action="store_true", help="unblock a blocked generation and retry it (after a fix)")
     over.add_argument("--skip-to-next-stage", action="store_true", help="leave a blocked generation and start the next one")
-    sub = p.add_subparsers(dest="command", metavar="{elo,promote}")
+    sub = p.add_subparsers(dest="command", metavar="{elo,eval,promote}")
     sub.add_parser("elo", help="print the latest Elo table (state/elo_history.json)")
+    ev = sub.add_parser(
+        "eval",
+        help="win rate of each accepted generation's student (greedy) in pods against the teacher",
+        description="Plays each student in data/students (one per accepted generation) greedily in seat-rotated "
+        "duplicate deals against pod_size - 1 teachers, on deals no stage ever played (seed: base.seed), and "
+        "prints the win rate with its 95%% Wilson interval. Reads the run's params.yaml; changes nothing.",
+    )
+    ev.add_argument("--games", type=int, default=2000, help="games per student (whole deals of pod_size games; default 2000)")
+    ev.add_argument("--json", type=Path, help="also write the rows to this JSON file")
     prom = sub.add_parser("promote", help="copy an attempt's student to bots/promoted/<name>.pt and commit it")
     prom.add_argument("attempt", help="attempt id, or a unique part of one (e.g. gen003-a1)")
     prom.add_argument("--name", help="bot name (default: the attempt id)")
@@ -126,6 +137,38 @@ def print_elo(loop: Loop) -> int:
         print("no ratings yet: they are fitted after each accepted generation")
         return 0
     print(format_table(history[-1]))
+    return 0
+
+
+def evaluate(loop: Loop, games: int, out: Path | None) -> int:
+    """``loop.py eval``: each accepted generation's student against the teacher; prints a table."""
+    if games < 1:
+        print("loop.py eval: --games must be >= 1", file=sys.stderr)
+        return 2
+    params = load_params(loop.path("params.yaml"))
+    students = sorted(loop.path("data/students").glob("gen*.pt"))
+    if not students:
+        print("no students yet: data/students gets one per accepted generation (run `python loop.py`)")
+        return 0
+    game = make_game(params.game, params.teacher)
+    n = params.game.pod_size
+    print(f"students (greedy) in pods against {n - 1} teachers ({game.teacher_name}); parity {1 / n:.3f}")
+    rows = []
+    for path in students:
+        net, _ = load_policy(path)
+        row = pod_win_rate(
+            Controller("net", net, greedy=True), Controller("heuristic"), games=games, pod_size=n,
+            max_turns=params.game.max_turns, num_envs=params.selfplay.num_envs, seed=params.stage_seed("eval"),
+            game=game, progress=sys.stderr.isatty(), label=path.stem,
+        )  # fmt: skip
+        rows.append({"student": path.stem, **row})
+        print(
+            f"  {path.stem}  win {row['win_rate']:.3f} [{row['low']:.3f}, {row['high']:.3f}]  "
+            f"{row['games']} games, {row['draws']} draws",
+            flush=True,
+        )
+    if out is not None:
+        atomic_write_json(out, rows)
     return 0
 
 
@@ -216,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         loop = Loop(args.repo)
         if args.command == "elo":
             return print_elo(loop)
+        if args.command == "eval":
+            return evaluate(loop, args.games, args.json)
         lock = acquire_lock(loop.root)
     except LoopError as e:
         print(f"loop.py: {e}", file=sys.stderr)

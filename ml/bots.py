@@ -4,7 +4,8 @@
 ``dvc.lock`` recorded) to ``bots/promoted/<name>.pt``: the policy checkpoint format
 (``ml.policy.CHECKPOINT_FORMAT``) plus ``bot_format`` and the provenance in its meta, and
 ``dvc add``s the folder. ``final_report`` plays the final student against every promoted
-bot in seat-rotated duplicate deals (informational: it decides nothing).
+bot in seat-rotated duplicate deals (informational: it decides nothing); ``pod_win_rate``
+is that measurement for any two controllers (``loop.py eval`` uses it against the teacher).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import yaml
 
 from ml.gate import duplicate_deal_outcomes, wilson_interval
 from ml.policy import PolicyNet, load_policy, save_policy
+from ml.progress import ProgressBar
 from ml.rollout import Controller
 
 BOTS_DIR = Path("bots/promoted")
@@ -101,6 +103,41 @@ def load_bots(root: Path) -> dict[str, PolicyNet]:
     return {p.stem: load_policy(p)[0] for p in sorted((root / BOTS_DIR).glob("*.pt"))}
 
 
+def pod_win_rate(
+    candidate: Controller,
+    opponent: Controller,
+    *,
+    games: int,
+    pod_size: int,
+    max_turns: int,
+    num_envs: int,
+    seed: int,
+    game: Any = None,
+    progress: bool = False,
+    label: str = "",
+) -> dict:
+    """First places of ``candidate`` in pods against ``pod_size - 1`` copies of ``opponent``.
+
+    Seat-rotated duplicate deals (``ml.gate.duplicate_deal_outcomes``): ``games`` is rounded
+    down to whole deals of ``pod_size`` games (at least one deal); a draw is no first place.
+    ``game`` (``ml.game.registry.GameSpec``) defaults to the commander.
+
+    Returns:
+        ``games``, ``wins``, ``draws``, ``win_rate``, ``low``, ``high`` (95% Wilson interval).
+    """
+    deals = duplicate_deal_outcomes(
+        candidate, opponent, pod_size=pod_size, max_turns=max_turns, num_envs=num_envs, seed=seed, encoder=None, game=game
+    )
+    n_deals = max(1, games // pod_size)
+    outcomes = [x for deal in ProgressBar(islice(deals, n_deals), total=n_deals, desc=label, unit="deal", disable=not progress) for x in deal]
+    wins = sum(1 for x in outcomes if x)
+    low, high = wilson_interval(wins, len(outcomes))
+    return {
+        "games": len(outcomes), "wins": wins, "draws": sum(1 for x in outcomes if x is None),
+        "win_rate": wins / len(outcomes), "low": low, "high": high,
+    }  # fmt: skip
+
+
 def final_report(
     student: PolicyNet,
     bots: dict[str, PolicyNet],
@@ -117,18 +154,12 @@ def final_report(
     ``game`` (``ml.game.registry.GameSpec``) defaults to the commander.
 
     Returns:
-        Rows ``bot``, ``games``, ``wins``, ``win_rate``, ``low``, ``high`` (95% Wilson).
+        Rows ``bot`` plus the keys of ``pod_win_rate``.
     """
-    rows = []
-    for i, (name, bot) in enumerate(sorted(bots.items())):
-        deals = duplicate_deal_outcomes(
-            Controller("net", student, greedy=True), Controller("net", bot, greedy=True), pod_size=pod_size,
-            max_turns=max_turns, num_envs=num_envs, seed=seed + i, encoder=None, game=game,
-        )  # fmt: skip
-        outcomes = [x for deal in islice(deals, max(1, games // pod_size)) for x in deal]
-        wins = sum(1 for x in outcomes if x)  # a draw (None) is no first place
-        low, high = wilson_interval(wins, len(outcomes))
-        rows.append(
-            {"bot": name, "games": len(outcomes), "wins": wins, "win_rate": wins / len(outcomes), "low": low, "high": high}
-        )
-    return rows
+    return [
+        {"bot": name, **pod_win_rate(
+            Controller("net", student, greedy=True), Controller("net", bot, greedy=True), games=games,
+            pod_size=pod_size, max_turns=max_turns, num_envs=num_envs, seed=seed + i, game=game,
+        )}  # fmt: skip
+        for i, (name, bot) in enumerate(sorted(bots.items()))
+    ]

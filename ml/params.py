@@ -30,6 +30,7 @@ STAGE_SEED_OFFSETS = {
     "gate": 4_000,
     "rating": 6_000,
     "report": 7_000,
+    "eval": 8_000,
 }
 """Fixed per-stage offsets added to the stage's root seed, so stages never share a random stream."""
 GENERATION_STRIDE = 7919
@@ -300,9 +301,10 @@ class Params(_Section):
         ``GENERATION_STRIDE * run.generation`` for the student training (so a retry of a
         generation reuses its student and the gate's candidate student is trained with the
         same seed), and the attempt's ``run.seed`` for self-play, export and the gate, so a
-        retry plays new games.
+        retry plays new games. ``eval`` (``loop.py eval``) roots at ``base.seed``: every
+        generation's student is measured on the same deals, none of them played by any stage.
         """
-        if stage == "teacher":
+        if stage in ("teacher", "eval"):
             root = self.base.seed
         elif stage in ("train", "gate_train"):
             root = self.base.seed + GENERATION_STRIDE * self.run.generation
