@@ -129,7 +129,11 @@ def pod_win_rate(
         candidate, opponent, pod_size=pod_size, max_turns=max_turns, num_envs=num_envs, seed=seed, encoder=None, game=game
     )
     n_deals = max(1, games // pod_size)
-    outcomes = [x for deal in ProgressBar(islice(deals, n_deals), total=n_deals, desc=label, unit="deal", disable=not progress) for x in deal]
+    outcomes = [
+        x
+        for deal in ProgressBar(islice(deals, n_deals), total=n_deals, desc=label, unit="deal", disable=not progress)
+        for x in deal
+    ]
     wins = sum(1 for x in outcomes if x)
     low, high = wilson_interval(wins, len(outcomes))
     return {
@@ -156,10 +160,11 @@ def final_report(
     Returns:
         Rows ``bot`` plus the keys of ``pod_win_rate``.
     """
-    return [
-        {"bot": name, **pod_win_rate(
+    rows = []
+    for i, (name, bot) in enumerate(sorted(bots.items())):
+        row = pod_win_rate(
             Controller("net", student, greedy=True), Controller("net", bot, greedy=True), games=games,
             pod_size=pod_size, max_turns=max_turns, num_envs=num_envs, seed=seed + i, game=game,
-        )}  # fmt: skip
-        for i, (name, bot) in enumerate(sorted(bots.items()))
-    ]
+        )  # fmt: skip
+        rows.append({"bot": name, **row})
+    return rows

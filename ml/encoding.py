@@ -16,6 +16,16 @@ Layout of the observation, ``float32[OBS_DIM]``:
 * the acting player's own hand (``HAND_DIM``): card counts by kind and how many of each it
   can afford now. Opponents' hands enter only as their sizes.
 
+Combat features (``COMBAT_FEATURES`` at the end of each seat block) come from the public,
+fixed block rule (``ml.game.combat``) applied to the creatures of the record, with their
+tapped and summoning-sick states (our record extras ``tapped``/``sick``; a Forge file has
+none, read as all untapped and ready): the seat's untapped creatures (count, power); for the
+actor's slot its creatures able to attack (count, power); for an opponent's slot the preview
+of the actor attacking it with all of them (damage as a fraction of its life, lethal,
+attackers' and blockers' value lost) and of it attacking the actor with all its creatures
+while the actor's attackers are tapped (damage as a fraction of the actor's life, lethal).
+These are what the teacher's attack choice weighs (``ml.game.players``).
+
 Cards unknown to the built-in pool (real Forge data) count in the ``unknown`` kind.
 
 Labels (``label_record``): PPO records carry their own ``action_idx``; land drops are not
@@ -41,6 +51,8 @@ from ml.actions import (
     attack_action,
 )
 from ml.game.cards import Card, load_card_pool
+from ml.game.combat import board_value, plan_blocks, resolve_damage
+from ml.game.state import COMMANDER_DAMAGE_LETHAL, Permanent
 
 PHASES = ("main_1", "combat", "main_2", "end")
 KINDS = ("land", "creature", "removal", "draw", "ramp", "wipe", "unknown")
@@ -51,7 +63,9 @@ LIFE_SCALE, CMDR_LETHAL, TURN_SCALE, LIBRARY_SCALE = 40.0, 21.0, 30.0, 99.0
 COUNT_SCALE, POWER_SCALE, MANA_SCALE = 10.0, 20.0, 10.0
 
 GLOBAL_DIM = len(PHASES) + 3
-SEAT_FEATURES = 19
+BASE_FEATURES = 19
+COMBAT_FEATURES = 8
+SEAT_FEATURES = BASE_FEATURES + COMBAT_FEATURES
 SEAT_DIM = SEAT_FEATURES + MAX_POD
 HAND_DIM = 2 * len(KINDS) + 4
 OBS_DIM = GLOBAL_DIM + MAX_POD * SEAT_DIM + HAND_DIM
@@ -113,15 +127,66 @@ class RecordEncoder:
         out[len(PHASES)] = float(_get(record, "turn")) / TURN_SCALE
         out[len(PHASES) + 1] = n / MAX_POD
         out[len(PHASES) + 2] = sum(alive) / MAX_POD
+        boards = {seat: self._creatures(p) for seat, p in by_seat.items()}
+        mine = boards.get(actor, [])
+        ready = [c for c in mine if c.can_attack()]
+        kept = [c for c in mine if not c.can_attack() or "vigilance" in c.card.keywords]
+        me = by_seat.get(actor)
         for k in range(min(n, MAX_POD)):
             seat = (actor + k) % n
             p = by_seat.get(seat)
             if p is not None:
                 base = GLOBAL_DIM + k * SEAT_DIM
-                self._encode_seat(p, actor, n, out[base : base + SEAT_DIM])
-        me = by_seat.get(actor)
+                v = out[base : base + SEAT_DIM]
+                self._encode_seat(p, actor, n, v)
+                c = v[BASE_FEATURES:SEAT_FEATURES]
+                untapped = [x for x in boards[seat] if not x.tapped]
+                c[0] = len(untapped) / COUNT_SCALE
+                c[1] = sum(x.card.power for x in untapped) / POWER_SCALE
+                if k == 0:
+                    c[2] = len(ready) / COUNT_SCALE
+                    c[3] = sum(x.card.power for x in ready) / POWER_SCALE
+                elif me is not None and not self._eliminated(p):
+                    self._encode_previews(me, p, actor, seat, ready, kept, boards[seat], c)
         if me is not None:
             self._encode_hand(me, out[GLOBAL_DIM + MAX_POD * SEAT_DIM :])
+
+    def _creatures(self, p: Any) -> list[Permanent]:
+        """The seat's creatures as ``Permanent``s, tapped/sick/commander flags from the record."""
+        tapped = list(_get(p, "tapped") or [])
+        sick = list(_get(p, "sick") or [])
+        commander = _get(p, "commander_name")
+        out = []
+        for name in _get(p, "battlefield") or []:
+            card = self.pool.get(name)
+            if card is None or card.kind != "creature":
+                continue
+            perm = Permanent(card, tapped=name in tapped, sick=name in sick, is_commander=name == commander)
+            if perm.tapped:
+                tapped.remove(name)
+            if perm.sick:
+                sick.remove(name)
+            out.append(perm)
+        return out
+
+    def _encode_previews(self, me, opp, actor, seat, ready, kept, theirs, c: np.ndarray) -> None:
+        """Previews of an all-out attack each way between the actor and one opponent (``c[2:8]``)."""
+        life = max(int(_get(opp, "life")), 1)
+        taken = _cmdr_damage_by_source(_get(opp, "cmdr_dmg")).get(actor, 0)
+        if ready:
+            res = resolve_damage(ready, plan_blocks(ready, theirs, life, taken))
+            dealt = res.player_damage - res.defender_gain
+            c[2] = min(dealt / life, 1.5)
+            c[3] = float(dealt >= life or taken + res.commander_damage >= COMMANDER_DAMAGE_LETHAL)
+            c[4] = sum(board_value(x) for x in res.dead_attackers) / POWER_SCALE
+            c[5] = sum(board_value(x) for x in res.dead_blockers) / POWER_SCALE
+        if theirs:
+            my_life = max(int(_get(me, "life")), 1)
+            my_taken = _cmdr_damage_by_source(_get(me, "cmdr_dmg")).get(seat, 0)
+            attackers = [Permanent(x.card, sick=False, is_commander=x.is_commander) for x in theirs]
+            res = resolve_damage(attackers, plan_blocks(attackers, kept, my_life, my_taken))
+            c[6] = min(res.player_damage / my_life, 1.5)
+            c[7] = float(res.player_damage >= my_life or my_taken + res.commander_damage >= COMMANDER_DAMAGE_LETHAL)
 
     def _eliminated(self, p: Any) -> bool:
         flag = _get(p, "eliminated")

@@ -105,6 +105,12 @@ class PlayerView(_Model):
     library: int | None = None
     mana_sources: int | None = None
     eliminated: bool | None = None
+    commander_name: str | None = None
+    """This seat's commander (our extra; Forge names only the acting seat's, as ``commander``)."""
+    tapped: list[str] | None = None
+    """Tapped creatures on the battlefield (our extra; absent in Forge files: read as none tapped)."""
+    sick: list[str] | None = None
+    """Summoning-sick creatures (our extra; absent in Forge files: read as none sick)."""
 
     @field_validator("cmdr_dmg", mode="before")
     @classmethod

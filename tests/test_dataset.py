@@ -148,3 +148,41 @@ def test_ppo_reward_filter(tmp_path, encoder):
     data, stats = load_ppo([tmp_path], encoder, min_reward_threshold=0.5)
     assert stats == {"ppo_files": 1, "ppo_games": 3, "ppo_games_filtered": 1}
     assert len(data) == 2 and set(data.source) == {"ppo"}
+
+
+def test_combat_features_follow_the_block_rule_and_tapped_state(encoder):
+    from ml.encoding import BASE_FEATURES, GLOBAL_DIM, SEAT_DIM
+    from ml.game.rules import decision_record, new_game
+
+    vanilla = sorted(
+        (c for c in encoder.pool.values() if c.kind == "creature" and not c.keywords and not c.legendary),
+        key=lambda c: (c.power, c.name),
+    )
+    small, big = vanilla[0], vanilla[-1]
+    assert big.power > small.toughness and big.toughness > small.power
+    rec = decision_record(new_game(3))
+    actor = rec["active_seat"]
+    by_offset = {(p["seat"] - actor) % 4: p for p in rec["players"]}
+    for p in rec["players"]:
+        p.update(battlefield=[], tapped=[], sick=[], cmdr_dmg={}, life=40)
+    by_offset[0]["battlefield"] = [big.name, big.name]  # two ready attackers
+    by_offset[1]["life"] = 2 * big.power  # no blockers: exactly lethal
+    by_offset[2]["battlefield"] = [big.name]  # one untapped blocker: walls or trades with one attacker
+    by_offset[3]["battlefield"] = [big.name]
+    by_offset[3]["tapped"] = [big.name]  # tapped: cannot block
+
+    def combat(obs, offset):
+        base = GLOBAL_DIM + offset * SEAT_DIM + BASE_FEATURES
+        return obs[base : base + 8]
+
+    obs = encoder(rec)
+    assert combat(obs, 0)[2] == pytest.approx(0.2) and combat(obs, 0)[3] == pytest.approx(2 * big.power / 20)
+    assert combat(obs, 1)[3] == 1.0  # lethal on the open board
+    assert combat(obs, 2)[3] == 0.0 and combat(obs, 2)[2] == pytest.approx(big.power / 40)  # one attacker blocked
+    assert combat(obs, 2)[0] == pytest.approx(0.1)  # one untapped creature
+    assert combat(obs, 3)[0] == 0.0 and combat(obs, 3)[2] == pytest.approx(2 * big.power / 40)  # tapped: no block
+    by_offset[0]["sick"] = [big.name, big.name]  # summoning sick: no attackers, no attack preview
+    assert combat(encoder(rec), 0)[2] == 0.0 and combat(encoder(rec), 1)[3] == 0.0
+    for p in rec["players"]:  # a Forge file has no tapped/sick extras: everything reads untapped and ready
+        del p["tapped"], p["sick"]
+    assert combat(encoder(rec), 3)[0] == pytest.approx(0.1) and combat(encoder(rec), 1)[3] == 1.0

@@ -30,6 +30,12 @@ def threat(perm: Permanent) -> int:
     return score + COMMANDER_THREAT_BONUS if perm.is_commander else score
 
 
+def board_value(perm: Permanent) -> int:
+    """A creature's board value: power + toughness + number of keywords (the teacher's attack score)."""
+    card = perm.card
+    return card.power + card.toughness + len(card.keywords)
+
+
 def can_block(blocker: Permanent, attacker: Permanent) -> bool:
     """Whether ``blocker`` may block ``attacker`` (flying is blockable only by flyers)."""
     return "flying" not in attacker.card.keywords or "flying" in blocker.card.keywords

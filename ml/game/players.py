@@ -14,7 +14,7 @@ import random
 
 from ml.actions import CAST_COMMANDER, CAST_CREATURE, CAST_DRAW, CAST_RAMP, CAST_REMOVAL, CAST_WIPE, FIRST_ATTACK, PASS
 from ml.game import engine
-from ml.game.combat import plan_blocks, resolve_damage, threat
+from ml.game.combat import board_value, plan_blocks, resolve_damage, threat
 from ml.game.state import COMMANDER_DAMAGE_LETHAL, GameState, Permanent, PlayerState
 
 EARLY_MANA_SOURCES = 6
@@ -54,11 +54,6 @@ class RandomPlayer:
         if not state.legal:
             raise ValueError(f"{state.game_id}: no legal action (game over)")
         return self.rng.choice(state.legal)
-
-
-def _value(perm: Permanent) -> int:
-    """Board value of a creature: power + toughness (+ threat bonus via keywords)."""
-    return perm.card.power + perm.card.toughness + len(perm.card.keywords)
 
 
 class HeuristicPlayer:
@@ -163,8 +158,8 @@ def _preview(attackers: list[Permanent], p: PlayerState, d: PlayerState) -> tupl
     life_after = d.life + res.defender_gain - res.player_damage
     if life_after <= 0 or d.cmdr_dmg[p.seat] + res.commander_damage >= COMMANDER_DAMAGE_LETHAL:
         return True, 0.0
-    lost = sum(_value(c) for c in res.dead_attackers)
-    killed = sum(_value(c) for c in res.dead_blockers)
+    lost = sum(board_value(c) for c in res.dead_attackers)
+    killed = sum(board_value(c) for c in res.dead_blockers)
     vulnerability = 40.0 / max(d.life, 1)
     return False, res.player_damage * vulnerability + killed - LOSS_WEIGHT * lost
 

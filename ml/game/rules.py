@@ -190,6 +190,9 @@ def _player_record(p: PlayerState) -> dict:
         "library": len(p.library),
         "mana_sources": p.mana_sources,
         "eliminated": p.eliminated,
+        "commander_name": p.commander_name,
+        "tapped": [c.card.name for c in p.creatures if c.tapped],
+        "sick": [c.card.name for c in p.creatures if c.sick],
     }
 
 
