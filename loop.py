@@ -26,7 +26,7 @@ from ml.game.registry import make_game
 from ml.io import atomic_write_json, read_json
 from ml.orchestrator import AttemptLog, Loop, LoopError, acquire_lock
 from ml.params import ParamsError, load_params
-from ml.policy import CheckpointError, load_policy, save_policy
+from ml.policy import CheckpointError, check_shape, load_policy, save_policy
 from ml.ratings import ELO_FILE, format_table
 from ml.rollout import Controller
 
@@ -141,7 +141,14 @@ def print_elo(loop: Loop) -> int:
 
 
 def evaluate(loop: Loop, games: int, out: Path | None) -> int:
-    """``loop.py eval``: each accepted generation's student against the teacher; prints a table."""
+    """``loop.py eval``: the table of accepted generations, each student measured against the teacher.
+
+    Per generation g: student g (data/students/genXXX.pt, greedy) in seat-rotated duplicate
+    deals against pod_size - 1 teachers on deals no stage played; the share of PPO data in
+    student g's training set and the gate's win rate of PPO agent g (from
+    state/eval_history.json, the accepted attempt); student g's Elo in the latest tournament
+    (state/elo_history.json).
+    """
     if games < 1:
         print("loop.py eval: --games must be >= 1", file=sys.stderr)
         return 2
@@ -150,21 +157,44 @@ def evaluate(loop: Loop, games: int, out: Path | None) -> int:
     if not students:
         print("no students yet: data/students gets one per accepted generation (run `python loop.py`)")
         return 0
+    history_path, elo_path = loop.path("state/eval_history.json"), loop.path(ELO_FILE)
+    accepted = {
+        e["generation"]: e for e in (read_json(history_path) if history_path.exists() else []) if e["verdict"] == "accepted"
+    }
+    elo_runs = read_json(elo_path) if elo_path.exists() else []
+    elo = {r["player"]: r for r in (elo_runs[-1]["table"] if elo_runs else [])}
     game = make_game(params.game, params.teacher)
     n = params.game.pod_size
-    print(f"students (greedy) in pods against {n - 1} teachers ({game.teacher_name}); parity {1 / n:.3f}")
+    print(
+        f"students (greedy) in pods against {n - 1} teachers ({game.teacher_name}), {games} games each; parity {1 / n:.3f}\n"
+        f"{'student':8s} {'win rate [95% Wilson]':>24s} {'draws':>6s} {'PPO agent (gate)':>26s} {'Elo [95%]':>20s} {'PPO share':>9s}"
+    )
     rows = []
     for path in students:
         net, _ = load_policy(path)
+        try:
+            check_shape(net, game.obs_dim, game.num_actions, str(path.relative_to(loop.root)))
+        except CheckpointError as e:
+            print(f"loop.py eval: {e}", file=sys.stderr)
+            return 2
         row = pod_win_rate(
             Controller("net", net, greedy=True), Controller("heuristic"), games=games, pod_size=n,
             max_turns=params.game.max_turns, num_envs=params.selfplay.num_envs, seed=params.stage_seed("eval"),
             game=game, progress=sys.stderr.isatty(), label=path.stem,
         )  # fmt: skip
-        rows.append({"student": path.stem, **row})
+        fig = accepted.get(int(path.stem[3:]), {}).get("figures", {}) if path.stem[3:].isdigit() else {}
+        rating = elo.get(path.stem)
+        row = {
+            "student": path.stem, **row, "ppo_share": fig.get("sampled_share", {}).get("ppo", 0.0),
+            "agent_win_rate": fig.get("win_rate"), "agent_low": fig.get("win_rate_low"), "agent_high": fig.get("win_rate_high"),
+            "elo": rating and rating["elo"], "elo_low": rating and rating["low"], "elo_high": rating and rating["high"],
+        }  # fmt: skip
+        rows.append(row)
+        agent = f"{row['agent_win_rate']:.3f} [{row['agent_low']:.3f}, {row['agent_high']:.3f}]" if fig else "-"
+        rated = f"{row['elo']:.0f} [{row['elo_low']:.0f}, {row['elo_high']:.0f}]" if rating else "-"
         print(
-            f"  {path.stem}  win {row['win_rate']:.3f} [{row['low']:.3f}, {row['high']:.3f}]  "
-            f"{row['games']} games, {row['draws']} draws",
+            f"{path.stem:8s} {row['win_rate']:.3f} [{row['low']:.3f}, {row['high']:.3f}]".ljust(34)
+            + f" {row['draws']:6d} {agent:>26s} {rated:>20s} {row['ppo_share']:9.3f}",
             flush=True,
         )
     if out is not None:
@@ -262,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "eval":
             return evaluate(loop, args.games, args.json)
         lock = acquire_lock(loop.root)
-    except LoopError as e:
+    except (LoopError, ParamsError) as e:
         print(f"loop.py: {e}", file=sys.stderr)
         return 2
     try:

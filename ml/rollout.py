@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from ml.game.registry import GameSpec, commander
-from ml.policy import PolicyNet
+from ml.policy import PolicyNet, check_shape
 
 
 @dataclass
@@ -147,6 +147,7 @@ def play_games(
 
     Raises:
         ValueError: neither ``game`` nor ``pod_size`` given.
+        ml.policy.CheckpointError: a network's input or output size does not fit the game.
     """
     if game is None:
         if pod_size is None:
@@ -154,6 +155,9 @@ def play_games(
         game = commander(pod_size, max_turns)
     if encoder is None and not game.is_openspiel:
         encoder = game.encoder()
+    for key, ctrl in controllers.items():
+        if ctrl.kind == "net":
+            check_shape(ctrl.net, game.obs_dim, game.num_actions, f"the policy of {key!r}")
     pending = list(range(len(seatings)))[::-1]
     slots: list[_Slot] = []
     while pending or slots:

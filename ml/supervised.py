@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from ml.dataset import DecisionSet, sample_mixture
-from ml.policy import PolicyNet
+from ml.policy import PolicyNet, check_shape
 from ml.progress import ProgressBar
 
 logger = logging.getLogger(__name__)
@@ -83,7 +83,10 @@ def train_student(
     Raises:
         ValueError: when the mixture has no data (see ``sample_mixture``).
         RuntimeError: ``init`` has another architecture than ``cfg.hidden_sizes``.
+        ml.policy.CheckpointError: ``init`` reads another observation size (another encoder).
     """
+    if init is not None:
+        check_shape(init, train.obs.shape[1], train.action_mask.shape[1], "the warm-start checkpoint")
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     net = PolicyNet(

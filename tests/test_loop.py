@@ -92,6 +92,14 @@ def test_two_generations_commit_and_restore(finished_run):
     ledger = (project / "state/feedback.jsonl").read_text().splitlines()
     assert [json.loads(line)["outcome"] for line in ledger] == ["accepted", "accepted"]
     assert "gen001" in run_loop(project, "elo").stdout
+    res = run_loop(project, "eval", "--games", "8", "--json", str(project.parent / "eval.json"))
+    assert res.returncode == 0, res.stderr
+    table = json.loads((project.parent / "eval.json").read_text())
+    assert [r["student"] for r in table] == ["gen000", "gen001"] and all(r["games"] == 8 for r in table)
+    assert all(r["low"] <= r["win_rate"] <= r["high"] for r in table)
+    assert table[1]["ppo_share"] > 0 == table[0]["ppo_share"]  # gen001 learned from gen000's batch
+    assert table[1]["elo"] == rows["gen001"]["elo"] and table[0]["agent_win_rate"] == history[0]["figures"]["win_rate"]
+    assert git(project, "status", "--porcelain") == ""  # eval changes nothing in the repo
     res = run_loop(project, "promote", "gen000-a1", "--name", "first-bot")
     assert res.returncode == 0, res.stderr
     assert (project / "bots/promoted/first-bot.pt").is_file() and git(project, "status", "--porcelain") == ""

@@ -1,0 +1,101 @@
+"""Benchmark: wall time of one generation by stage, `full` profile against the default.
+
+Runs ``python loop.py --max-generations 1`` twice in fresh temporary clones of this
+checkout (committed files only): once on the default params (the reference, measured in
+the same run) and once with ``--profile full``; prints each stage's seconds (teacher,
+train, selfplay, export, gate, merge, from ``state/eval_history.json``), the attempt's
+wall time (which also counts the loop's commits, DVC bookkeeping and the Elo tournament)
+and the ratio full / default. Takes several minutes (a `full` generation is ~5x the default).
+
+``--from-run PATH`` instead prints the same split for every attempt of a finished run (e.g.
+the clone a `python loop.py --profile full` ran in), without running anything.
+
+Usage: python bench/bench_generation.py [--keep] | --from-run PATH
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+STAGES = ("teacher", "train", "selfplay", "export", "gate", "merge")
+
+
+def history(repo: Path) -> list[dict]:
+    """The attempts of the run in ``repo`` (``state/eval_history.json``).
+
+    Raises:
+        SystemExit: no such file, or no attempt in it.
+    """
+    path = repo / "state" / "eval_history.json"
+    if not path.exists():
+        raise SystemExit(f"{path}: no such file (not a loop run?)")
+    entries = json.loads(path.read_text())
+    if not entries:
+        raise SystemExit(f"{path}: no attempt recorded yet")
+    return entries
+
+
+def row(label: str, entry: dict) -> str:
+    stages = entry.get("stage_wall_s", {})
+    cells = " ".join(f"{stages[s]:8.1f}" if s in stages else f"{'-':>8s}" for s in STAGES)
+    return f"{label:28s} {cells} {entry['wall_s']:8.1f}"
+
+
+def header() -> str:
+    return f"{'attempt':28s} " + " ".join(f"{s:>8s}" for s in STAGES) + f" {'wall':>8s}"
+
+
+def run_one(profile: str | None, keep: bool) -> dict:
+    """One generation in a fresh clone; returns its eval-history entry (seconds)."""
+    tmp = Path(tempfile.mkdtemp(prefix=f"bench-gen-{profile or 'default'}-"))
+    repo = tmp / "repo"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(repo)], check=True)
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "DVC_NO_UPDATE_CHECK": "1", "PYTHONHASHSEED": "0"}
+    cmd = [sys.executable, "loop.py", "--max-generations", "1", "--max-attempts", "1"]
+    if profile:
+        cmd += ["--profile", profile]
+    print(f"running one {profile or 'default'} generation in {repo} ...", flush=True)
+    done = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"loop.py failed in {repo} (exit {done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    entry = history(repo)[0]
+    if not keep:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return entry
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--from-run", type=Path, help="print the stage split of every attempt of this run instead")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary clones")
+    args = parser.parse_args()
+    if args.from_run:
+        entries = history(args.from_run)
+        print(f"seconds per stage, run in {args.from_run}")
+        print(header())
+        for e in entries:
+            print(row(f"{e['attempt_id']} {e['verdict'][:3]}", e))
+        return
+    reference = run_one(None, args.keep)
+    full = run_one("full", args.keep)
+    print("seconds per stage of one generation (generation 0: the teacher stage runs only once per project)")
+    print(header())
+    print(row("default profile (reference)", reference))
+    print(row("full profile", full))
+    print(f"{'full / default':28s} " + " ".join(
+        f"{full['stage_wall_s'][s] / reference['stage_wall_s'][s]:7.2f}x"
+        if s in full.get("stage_wall_s", {}) and reference.get("stage_wall_s", {}).get(s) else f"{'-':>8s}"
+        for s in STAGES
+    ) + f" {full['wall_s'] / reference['wall_s']:7.2f}x")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
