@@ -23,8 +23,10 @@ none, read as all untapped and ready): the seat's untapped creatures (count, pow
 actor's slot its creatures able to attack (count, power); for an opponent's slot the preview
 of the actor attacking it with all of them (damage as a fraction of its life, lethal,
 attackers' and blockers' value lost) and of it attacking the actor with all its creatures
-while the actor's attackers are tapped (damage as a fraction of the actor's life, lethal).
-These are what the teacher's attack choice weighs (``ml.game.players``).
+while the actor's attackers are tapped (damage as a fraction of the actor's life, lethal),
+and whether it attacked the actor last (our extra ``last_attacker``: the teacher retaliates,
+and its removal aims at that seat). These are what the teacher's attack choice weighs
+(``ml.game.players``).
 
 Cards unknown to the built-in pool (real Forge data) count in the ``unknown`` kind.
 
@@ -64,7 +66,7 @@ COUNT_SCALE, POWER_SCALE, MANA_SCALE = 10.0, 20.0, 10.0
 
 GLOBAL_DIM = len(PHASES) + 3
 BASE_FEATURES = 19
-COMBAT_FEATURES = 8
+COMBAT_FEATURES = 9
 SEAT_FEATURES = BASE_FEATURES + COMBAT_FEATURES
 SEAT_DIM = SEAT_FEATURES + MAX_POD
 HAND_DIM = 2 * len(KINDS) + 4
@@ -148,6 +150,7 @@ class RecordEncoder:
                     c[3] = sum(x.card.power for x in ready) / POWER_SCALE
                 elif me is not None and not self._eliminated(p):
                     self._encode_previews(me, p, actor, seat, ready, kept, boards[seat], c)
+                    c[8] = float(_get(me, "last_attacker") == seat)
         if me is not None:
             self._encode_hand(me, out[GLOBAL_DIM + MAX_POD * SEAT_DIM :])
 

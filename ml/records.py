@@ -111,6 +111,8 @@ class PlayerView(_Model):
     """Tapped creatures on the battlefield (our extra; absent in Forge files: read as none tapped)."""
     sick: list[str] | None = None
     """Summoning-sick creatures (our extra; absent in Forge files: read as none sick)."""
+    last_attacker: int | None = Field(None, ge=-1, lt=MAX_POD)
+    """Seat that attacked this seat last, -1 for none (our extra; public: every seat saw the attack)."""
 
     @field_validator("cmdr_dmg", mode="before")
     @classmethod

@@ -173,7 +173,7 @@ def test_combat_features_follow_the_block_rule_and_tapped_state(encoder):
 
     def combat(obs, offset):
         base = GLOBAL_DIM + offset * SEAT_DIM + BASE_FEATURES
-        return obs[base : base + 8]
+        return obs[base : base + 9]
 
     obs = encoder(rec)
     assert combat(obs, 0)[2] == pytest.approx(0.2) and combat(obs, 0)[3] == pytest.approx(2 * big.power / 20)
@@ -181,6 +181,9 @@ def test_combat_features_follow_the_block_rule_and_tapped_state(encoder):
     assert combat(obs, 2)[3] == 0.0 and combat(obs, 2)[2] == pytest.approx(big.power / 40)  # one attacker blocked
     assert combat(obs, 2)[0] == pytest.approx(0.1)  # one untapped creature
     assert combat(obs, 3)[0] == 0.0 and combat(obs, 3)[2] == pytest.approx(2 * big.power / 40)  # tapped: no block
+    assert [combat(obs, k)[8] for k in (1, 2, 3)] == [0.0, 0.0, 0.0]
+    by_offset[0]["last_attacker"] = by_offset[2]["seat"]
+    assert [combat(encoder(rec), k)[8] for k in (1, 2, 3)] == [0.0, 1.0, 0.0]
     by_offset[0]["sick"] = [big.name, big.name]  # summoning sick: no attackers, no attack preview
     assert combat(encoder(rec), 0)[2] == 0.0 and combat(encoder(rec), 1)[3] == 0.0
     for p in rec["players"]:  # a Forge file has no tapped/sick extras: everything reads untapped and ready

@@ -193,6 +193,7 @@ def _player_record(p: PlayerState) -> dict:
         "commander_name": p.commander_name,
         "tapped": [c.card.name for c in p.creatures if c.tapped],
         "sick": [c.card.name for c in p.creatures if c.sick],
+        "last_attacker": p.last_attacker,
     }
 
 
