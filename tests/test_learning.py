@@ -150,3 +150,14 @@ def test_ppo_result_does_not_depend_on_worker_count():
     assert m1["selfplay/decisions"] == m2["selfplay/decisions"] and m1["selfplay/episodes"] == m2["selfplay/episodes"]
     for a, b in zip(one.state_dict().values(), two.state_dict().values(), strict=True):
         assert torch.equal(a, b)
+
+
+def test_checkpoint_of_another_encoder_size_fails_clearly():
+    from ml.encoding import OBS_DIM
+    from ml.rollout import Controller, play_games
+
+    old = PolicyNet(OBS_DIM - 48, (8,))  # an observation size this encoder does not produce
+    games = play_games([["agent", "h", "h", "h"]], [1], {"agent": Controller("net", old), "h": Controller("heuristic")},
+                       pod_size=4, num_envs=1, generator=torch.Generator())  # fmt: skip
+    with pytest.raises(CheckpointError, match=rf"expects {OBS_DIM - 48} observation features .* gives {OBS_DIM}"):
+        next(games)
