@@ -204,13 +204,22 @@ def load_teacher(
     return train, holdout, stats
 
 
-def load_ppo(pool_dirs: list[Path], encoder: Any, min_reward_threshold: float) -> tuple[DecisionSet, dict]:
+def load_ppo(pool_dirs: list[Path], encoder: Any, min_reward_threshold: float, window: int = 0) -> tuple[DecisionSet, dict]:
     """Accepted PPO decisions whose game's ``episode_return`` >= ``min_reward_threshold``.
 
+    Args:
+        pool_dirs: folders of accepted batches.
+        encoder: the game's record encoder.
+        min_reward_threshold: games below this ``episode_return`` are dropped.
+        window: keep only the newest ``window`` batches (by batch name, ``gen<NNN>-a<k>``:
+            the generation that produced them); 0 keeps all.
+
     Returns:
-        ``(set, stats)``; stats counts kept and filtered games.
+        ``(set, stats)``; stats counts files, kept and filtered games.
     """
-    paths = [p for d in pool_dirs for p in scan_batches(d, sources=("ppo",))]
+    paths = sorted((p for d in pool_dirs for p in scan_batches(d, sources=("ppo",))), key=lambda p: p.name)
+    if window:
+        paths = paths[-window:]
     kept: list[Record] = []
     games, dropped = set(), set()
     for rec in _read_files(paths):

@@ -135,6 +135,9 @@ class TrainParams(_Section):
     """Mixture ratios of the sampled training set per source; {sim: 1, ppo: 0.5} makes PPO a third."""
     min_reward_threshold: float = 0.0
     """PPO games whose ``episode_return`` is below this are dropped from training."""
+    ppo_window: int = Field(0, ge=0)
+    """Newest accepted PPO batches the student learns from (by generation); 0: all of them.
+    Older batches come from weaker agents and dilute the newest (docs/measurements.md)."""
     include_forge: bool = False
     """Also read external Forge files (``ml-decisions-<8 hex>[-tN].jsonl``) in the teacher folder as teacher data."""
     init_checkpoint: str | None = None

@@ -33,7 +33,7 @@ def build_and_train(params: Params, teacher: Path, pools: list[Path], progress: 
     """Load data, train a student with the generation's training seed. Returns (net, metrics, holdout)."""
     encoder = make_game(params.game, params.teacher).encoder()
     train, holdout, stats = load_teacher([teacher], params.train.holdout_fraction, encoder, params.train.include_forge)
-    ppo, ppo_stats = load_ppo(pools, encoder, params.train.min_reward_threshold)
+    ppo, ppo_stats = load_ppo(pools, encoder, params.train.min_reward_threshold, params.train.ppo_window)
     cfg = StudentConfig(**params.train.model_dump(include=set(StudentConfig.__dataclass_fields__)))
     init = load_policy(params.train.init_checkpoint)[0] if params.train.init_checkpoint else None
     net, metrics = train_student(

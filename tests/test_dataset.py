@@ -148,6 +148,14 @@ def test_ppo_reward_filter(tmp_path, encoder):
     data, stats = load_ppo([tmp_path], encoder, min_reward_threshold=0.5)
     assert stats == {"ppo_files": 1, "ppo_games": 3, "ppo_games_filtered": 1}
     assert len(data) == 2 and set(data.source) == {"ppo"}
+    # the window keeps the newest batches by generation, across pool folders
+    newer = tmp_path / "candidate"
+    newer.mkdir()
+    (newer / "ml-decisions-ppo-gen002-a2.jsonl").write_text(lines[0] + "\n")
+    (tmp_path / "ml-decisions-ppo-gen001-a1.jsonl").write_text(lines[0] + "\n" + lines[2] + "\n")
+    for window, files, games in ((0, 3, 3), (1, 1, 1), (2, 2, 2)):
+        data, stats = load_ppo([newer, tmp_path], encoder, min_reward_threshold=0.5, window=window)
+        assert (stats["ppo_files"], stats["ppo_games"]) == (files, games), window
 
 
 def test_combat_features_follow_the_block_rule_and_tapped_state(encoder):
