@@ -31,13 +31,23 @@ from ml.ratings import ELO_FILE, format_table
 from ml.rollout import Controller
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an int >= 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="loop.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repo", type=Path, default=Path("."), help="repository root (default: current directory)")
     p.add_argument(
-        "--max-generations", type=int, help="stop after this many accepted generations (default: loop.max_generations)"
+        "--max-generations",
+        type=positive_int,
+        help="stop after this many accepted generations (default: loop.max_generations)",
     )
-    p.add_argument("--max-attempts", type=int, help="stop after running this many attempts in this invocation")
+    p.add_argument("--max-attempts", type=positive_int, help="stop after running this many attempts in this invocation")
     p.add_argument("--profile", help="apply a named profile of params.yaml (e.g. full) and commit it before running")
     p.add_argument(
         "--seed-checkpoint", type=Path, help="start the first phase's students from this checkpoint (copied to data/seed)"
@@ -50,11 +60,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ev = sub.add_parser(
         "eval",
         help="win rate of each accepted generation's student (greedy) in pods against the teacher",
-        description="Plays each student in data/students (one per accepted generation) greedily in seat-rotated "
-        "duplicate deals against pod_size - 1 teachers, on deals no stage ever played (seed: base.seed), and "
-        "prints the win rate with its 95%% Wilson interval. Reads the run's params.yaml; changes nothing.",
+        description="Plays each accepted generation's student greedily in seat-rotated duplicate deals against "
+        "pod_size - 1 teachers, on deals no stage ever played (seed: base.seed), and prints the win rate with its 95% "
+        "Wilson interval, the gate's win rate of that generation's PPO agent, the student's Elo and the PPO share of "
+        "its training set. Reads the run's params.yaml and state; changes nothing. "
+        "(--repo goes before the subcommand: python loop.py --repo PATH eval.)",
     )
-    ev.add_argument("--games", type=int, default=2000, help="games per student (whole deals of pod_size games; default 2000)")
+    ev.add_argument(
+        "--games",
+        type=int,
+        default=2000,
+        help="games per student, rounded down to whole deals of pod_size games (default 2000)",
+    )
     ev.add_argument("--json", type=Path, help="also write the rows to this JSON file")
     prom = sub.add_parser("promote", help="copy an attempt's student to bots/promoted/<name>.pt and commit it")
     prom.add_argument("attempt", help="attempt id, or a unique part of one (e.g. gen003-a1)")
@@ -140,6 +157,17 @@ def print_elo(loop: Loop) -> int:
     return 0
 
 
+def accepted_students(loop: Loop) -> list[Path]:
+    """Student checkpoints of the accepted generations, oldest first.
+
+    ``data/merged/students`` (the last merge's output) already holds the newest accepted
+    generation's student, which reaches ``data/students`` only when the next attempt starts;
+    ``data/students`` is the fallback while a merge is rewriting its output.
+    """
+    merged = sorted(loop.path("data/merged/students").glob("gen*.pt"))
+    return merged or sorted(loop.path("data/students").glob("gen*.pt"))
+
+
 def evaluate(loop: Loop, games: int, out: Path | None) -> int:
     """``loop.py eval``: the table of accepted generations, each student measured against the teacher.
 
@@ -152,10 +180,13 @@ def evaluate(loop: Loop, games: int, out: Path | None) -> int:
     if games < 1:
         print("loop.py eval: --games must be >= 1", file=sys.stderr)
         return 2
+    if out is not None and out.is_dir():
+        print(f"loop.py eval: --json {out} is a directory; give a file path", file=sys.stderr)
+        return 2
     params = load_params(loop.path("params.yaml"))
-    students = sorted(loop.path("data/students").glob("gen*.pt"))
+    students = accepted_students(loop)
     if not students:
-        print("no students yet: data/students gets one per accepted generation (run `python loop.py`)")
+        print("no students yet: each accepted generation adds one (run `python loop.py`)")
         return 0
     history_path, elo_path = loop.path("state/eval_history.json"), loop.path(ELO_FILE)
     accepted = {
@@ -165,9 +196,11 @@ def evaluate(loop: Loop, games: int, out: Path | None) -> int:
     elo = {r["player"]: r for r in (elo_runs[-1]["table"] if elo_runs else [])}
     game = make_game(params.game, params.teacher)
     n = params.game.pod_size
+    played = max(1, games // n) * n  # whole duplicate deals
     print(
-        f"students (greedy) in pods against {n - 1} teachers ({game.teacher_name}), {games} games each; parity {1 / n:.3f}\n"
-        f"{'student':8s} {'win rate [95% Wilson]':>24s} {'draws':>6s} {'PPO agent (gate)':>26s} {'Elo [95%]':>20s} {'PPO share':>9s}"
+        f"students (greedy) in pods against {n - 1} teachers ({game.teacher_name}), {played} games each "
+        f"({played // n} deals); parity {1 / n:.3f}\n"
+        f"{'student':8s} {'win rate [95% Wilson]':<24s} {'draws':>6s} {'PPO agent (gate)':>26s} {'Elo [95%]':>20s} {'PPO share':>9s}"
     )
     rows = []
     for path in students:
@@ -193,7 +226,7 @@ def evaluate(loop: Loop, games: int, out: Path | None) -> int:
         agent = f"{row['agent_win_rate']:.3f} [{row['agent_low']:.3f}, {row['agent_high']:.3f}]" if fig else "-"
         rated = f"{row['elo']:.0f} [{row['elo_low']:.0f}, {row['elo_high']:.0f}]" if rating else "-"
         print(
-            f"{path.stem:8s} {row['win_rate']:.3f} [{row['low']:.3f}, {row['high']:.3f}]".ljust(34)
+            f"{path.stem:8s} {row['win_rate']:.3f} [{row['low']:.3f}, {row['high']:.3f}]".ljust(33)
             + f" {row['draws']:6d} {agent:>26s} {rated:>20s} {row['ppo_share']:9.3f}",
             flush=True,
         )
@@ -206,7 +239,7 @@ def report(loop: Loop) -> None:
     """The final, informational report: the final student against every promoted bot."""
     params = load_params(loop.path("params.yaml"))
     bots = load_bots(loop.root)
-    students = sorted(loop.path("data/students").glob("*.pt")) or sorted(loop.path("data/merged/students").glob("*.pt"))
+    students = accepted_students(loop)
     if not bots or not students or not params.rating.report_games:
         return
     student, _ = load_policy(students[-1])
@@ -299,6 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command is None:
             loop.kill_orphans()
         state = loop.load_state()
+        load_params(loop.path("params.yaml"))  # a bad value is named before any dirty-tree complaint
         loop.check_tree(state)
         if args.command == "promote":
             path = promote(loop.root, loop.git, args.attempt, args.name)
