@@ -171,7 +171,7 @@ def accepted_students(loop: Loop) -> list[Path]:
 def evaluate(loop: Loop, games: int, out: Path | None) -> int:
     """``loop.py eval``: the table of accepted generations, each student measured against the teacher.
 
-    Per generation g: student g (data/students/genXXX.pt, greedy) in seat-rotated duplicate
+    Per generation g: student g (``accepted_students``, greedy) in seat-rotated duplicate
     deals against pod_size - 1 teachers on deals no stage played; the share of PPO data in
     student g's training set and the gate's win rate of PPO agent g (from
     state/eval_history.json, the accepted attempt); student g's Elo in the latest tournament

@@ -29,6 +29,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+_UMASK = os.umask(0)
+os.umask(_UMASK)  # read once at import: os.umask can only be read by setting it, racy in threads
+_FILE_MODE = 0o666 & ~_UMASK
+"""Mode of files written atomically: what ``open()`` would give under the process umask."""
+
 logger = logging.getLogger(__name__)
 
 TMP_SUFFIX = ".tmp"
@@ -96,9 +101,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
     try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp_name, 0o666 & ~umask)  # mkstemp's 0600 would make state files private
+        os.chmod(tmp_name, _FILE_MODE)  # mkstemp's 0600 would make state files private
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
