@@ -18,7 +18,6 @@ Checks (scripted positions are built by ``new_game`` and then setting fields):
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 
@@ -26,6 +25,7 @@ from ml.actions import CAST_COMMANDER, CAST_REMOVAL, CAST_WIPE, HOLD_MANA, NUM_A
 from ml.game import engine
 from ml.game.cards import load_card_pool, load_decks
 from ml.game.players import HeuristicPlayer, RandomPlayer
+from ml.gate import wilson_interval
 from ml.game.rules import (
     IllegalActionError,
     apply_action,
@@ -330,15 +330,11 @@ def test_heuristic_beats_randoms() -> None:
             apply_action(st, players[st.current_seat].act(st))
         wins += st.winner == seat
     rate = wins / games
-    z = 1.96
-    centre = (rate + z * z / (2 * games)) / (1 + z * z / games)
-    half = z * math.sqrt(rate * (1 - rate) / games + z * z / (4 * games * games)) / (1 + z * z / games)
-    print(
-        f"heuristic vs 3 random: {rate:.3f}, 95% Wilson [{centre - half:.3f}, {centre + half:.3f}] ({games} pods; chance = 0.25)"
-    )
-    # Project target: >= 0.60, NOT reached (0.50 over 1,000 pods, 95% Wilson [0.47, 0.53]; 0.44-0.49 on 400-pod seed sets).
-    # Asserted: the Wilson lower bound is well above chance (0.25).
-    assert centre - half >= 0.35
+    low, high = wilson_interval(wins, games)
+    print(f"heuristic vs 3 random: {rate:.3f}, 95% Wilson [{low:.3f}, {high:.3f}] ({games} pods; chance = 0.25)")
+    # Project target: >= 0.60, NOT reached (0.45-0.50 on 1,000-pod seed sets; bench/teacher_vs_random.py and
+    # docs/measurements.md). Asserted: the Wilson lower bound is well above chance (0.25).
+    assert low >= 0.35
 
 
 def test_data_validation(tmp_path) -> None:
