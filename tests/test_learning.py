@@ -124,8 +124,10 @@ def test_params_errors_name_file_section_key(tmp_path):
     assert f"{p}: train.epochs" in str(e.value) and f"{p}: train.bogus" in str(e.value)
     with pytest.raises(ParamsError, match="not found"):
         load_params(tmp_path / "nope.yaml")
-    with pytest.raises(ParamsError, match="source_weights"):
+    with pytest.raises(ParamsError, match="source_weights needs at least one weight > 0"):
         params_from_dict({"train": {"source_weights": {"sim": 0.0}}})
+    with pytest.raises(ParamsError, match=r"train\.source_weights\.ppo: Input should be greater than or equal to 0"):
+        params_from_dict({"train": {"source_weights": {"sim": 1.0, "ppo": -0.5}}})
 
 
 def test_repo_params_load_and_seeds_differ():
