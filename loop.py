@@ -328,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     except (LoopError, ParamsError) as e:
         print(f"loop.py: {e}", file=sys.stderr)
         return 2
+    running = False
     try:
         if args.command is None:
             loop.kill_orphans()
@@ -346,10 +347,11 @@ def main(argv: list[str] | None = None) -> int:
             apply_profile(loop, args.profile)
         if args.seed_checkpoint:
             seed_checkpoint(loop, args.seed_checkpoint)
+        running = True
         return run_attempts(loop, args)
     except (LoopError, PromoteError, ParamsError) as e:
         print(f"loop.py: {e}", file=sys.stderr)
-        if args.command is None:  # elo/promote failures say nothing about the run
+        if running:  # a refused command line (bad profile, dirty tree, promote) leaves the run's status as it was
             loop.write_status("error", message=str(e)[-2000:])
         return 2
     except KeyboardInterrupt:

@@ -154,6 +154,13 @@ def test_refuses_second_instance_and_dirty_tree(project: Path):
     res = run_loop(project)
     assert res.returncode == 2 and "README.md" in res.stderr and "did not make" in res.stderr
     git(project, "checkout", "README.md")
+    # a refused command line leaves the dashboard's status as the run left it
+    status = project / ".dvc/tmp/loop/status.json"
+    status.parent.mkdir(parents=True, exist_ok=True)
+    status.write_text('{"state": "done"}')
+    res = run_loop(project, "--profile", "nosuch")
+    assert res.returncode == 2 and "no profile 'nosuch'" in res.stderr
+    assert json.loads(status.read_text()) == {"state": "done"}
     from filelock import FileLock
 
     lock = FileLock(str(project / ".dvc/tmp/loop.lock"))
