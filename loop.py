@@ -24,11 +24,13 @@ from pathlib import Path
 from ml.bots import PromoteError, final_report, load_bots, pod_win_rate, promote
 from ml.game.registry import make_game
 from ml.io import atomic_write_json, read_json
-from ml.orchestrator import AttemptLog, Loop, LoopError, acquire_lock
+from ml.loop_state import AttemptLog
+from ml.orchestrator import Loop
 from ml.params import ParamsError, load_params
 from ml.policy import CheckpointError, check_shape, load_policy, save_policy
 from ml.ratings import ELO_FILE, format_table
 from ml.rollout import Controller
+from ml.workspace import LoopError, acquire_lock
 
 
 def positive_int(text: str) -> int:

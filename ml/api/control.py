@@ -31,7 +31,8 @@ from git import GitCommandError
 from ml.api.overrides import apply_overrides
 from ml.api.readers import CONTROL_FILE, LAUNCH_FILE, LOG_FILE, STATUS_FILE, RepoView
 from ml.io import atomic_write_json
-from ml.orchestrator import DVC_ENV, LOCK_FILE, RUNTIME_DIR
+from ml.loop_state import LOCK_FILE, RUNTIME_DIR
+from ml.workspace import DVC_ENV
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,242 @@
+"""The repository a loop runs in: git and DVC commands, the work tree, the one-instance lock.
+
+``Workspace`` is the plumbing under ``ml.orchestrator.Loop`` (which adds the attempt steps):
+it runs commands in the repo with DVC analytics off and this interpreter first on ``PATH``,
+streams ``dvc repro`` output and times its stages, retries git briefly around another
+process's ``index.lock``, kills stage processes orphaned by a killed loop, commits the
+loop's own paths (``OWNED_PATHS``) once per attempt, and pushes to configured remotes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+from filelock import FileLock, Timeout
+from git import InvalidGitRepositoryError, NoSuchPathError, Repo
+
+from ml.loop_state import LOCK_FILE, RUNTIME_DIR
+from ml.progress import PROGRESS_FILE_ENV
+
+logger = logging.getLogger(__name__)
+
+OWNED_PATHS = ("params.yaml", "dvc.lock", "metrics/", "state/", "data/")
+"""Paths the loop writes; any other change in the work tree makes it refuse to start."""
+DVC_ENV = {"DVC_NO_ANALYTICS": "1"}
+"""Environment of every DVC call (update checks are off in .dvc/config: core.check_update)."""
+DVC = (sys.executable, "-m", "dvc")
+"""DVC of this interpreter's environment (works without an activated venv)."""
+
+
+class LoopError(RuntimeError):
+    """The loop cannot go on; the message says why and what to do."""
+
+
+class Workspace:
+    """Git and DVC in the repository ``root``.
+
+    Raises:
+        LoopError: ``root`` is not a git repository.
+    """
+
+    def __init__(self, root: Path, echo=print) -> None:
+        self.root = root.resolve()
+        self.echo = echo
+        self.dvc = DVC
+        try:
+            self.repo = Repo(self.root)
+        except (InvalidGitRepositoryError, NoSuchPathError) as e:
+            raise LoopError(f"{self.root} is not a git repository (clone the project and run loop.py in it)") from e
+        bindir = str(Path(sys.executable).parent)
+        # Stage commands say `python`: put this interpreter's folder first so they run in
+        # the same environment as loop.py, activated or not.
+        self.env = {**os.environ, **DVC_ENV, "PATH": bindir + os.pathsep + os.environ.get("PATH", "")}
+        if not self._git_identity():
+            self.env.update(GIT_AUTHOR_NAME="distill-loop", GIT_AUTHOR_EMAIL="distill-loop@localhost",
+                            GIT_COMMITTER_NAME="distill-loop", GIT_COMMITTER_EMAIL="distill-loop@localhost")  # fmt: skip
+        self.repo.git.update_environment(**{k: v for k, v in self.env.items() if k.startswith(("GIT_", "DVC_", "PATH"))})
+
+    def path(self, rel: Path | str) -> Path:
+        return self.root / rel
+
+    def run(self, cmd: list[str], stream: bool = False) -> str:
+        """Run a command in the repo; stream its output when asked. Raises LoopError on failure."""
+        logger.debug("run %s", cmd)
+        if not stream:
+            proc = subprocess.run(cmd, cwd=self.root, env=self.env, capture_output=True, text=True)
+            if proc.returncode:
+                raise LoopError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+            return proc.stdout
+        return self._run_streaming(cmd)
+
+    def _run_streaming(self, cmd: list[str]) -> str:
+        """Run ``cmd`` passing its output through as it comes (progress bars included)."""
+        env = {
+            **self.env,
+            "DISTILL_PROGRESS": "1" if sys.stdout.isatty() else "0",
+            PROGRESS_FILE_ENV: str(self.path(RUNTIME_DIR / "progress.json")),
+        }
+        proc = subprocess.Popen(cmd, cwd=self.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        assert proc.stdout is not None, "Popen with stdout=PIPE has a stdout"
+        lines: list[tuple[float, str]] = []
+        pending = ""
+        while chunk := os.read(proc.stdout.fileno(), 65536):
+            sys.stdout.buffer.write(chunk)
+            sys.stdout.flush()
+            pending += chunk.decode("utf-8", errors="replace")
+            *done, pending = pending.split("\n")
+            lines += [(time.perf_counter(), line) for line in done]
+        lines.append((time.perf_counter(), pending))
+        if proc.wait():
+            tail = "\n".join(line for _, line in lines[-40:])
+            raise LoopError(
+                f"{' '.join(cmd)} failed ({proc.returncode}); the attempt stays in flight, run loop.py again to resume.\n{tail}"
+            )
+        self._stage_times = _stage_times(lines)
+        return "\n".join(line for _, line in lines)
+
+    def git(self, *args: str) -> str:
+        """A git command, retried briefly while another process holds ``index.lock``."""
+        for delay in (0.2, 0.5, 1.0, 2.0, 0.0):
+            try:
+                return self.repo.git.execute(["git", *args])
+            except Exception as e:
+                if "index.lock" not in str(e) or not delay:
+                    raise
+                time.sleep(delay)
+        raise AssertionError("unreachable: the last try re-raises")
+
+    def dirty_paths(self) -> list[str]:
+        out = self.git("status", "--porcelain", "--untracked-files=all")
+        return [line[3:].strip('"') for line in out.splitlines() if line.strip()]
+
+    def head_attempt_ids(self, limit: int = 200) -> set[str]:
+        """Attempt ids named by ``Attempt-Id:`` trailers in the last ``limit`` commits."""
+        try:
+            out = self.git("log", f"-{limit}", "--format=%(trailers:key=Attempt-Id,valueonly)")
+        except Exception:
+            return set()  # no commits yet
+        return {line.strip() for line in out.splitlines() if line.strip()}
+
+    def kill_orphans(self) -> list[int]:
+        """Kill stage processes left running in this repo by a loop that was killed alone.
+
+        Called with the one-instance lock held, so no live loop owns them: a ``dvc repro``
+        or stage still running here is an orphan that would keep DVC's locks busy.
+
+        Returns:
+            The pids killed.
+        """
+        me = os.getpid()
+        orphans = []
+        for proc in psutil.process_iter(["pid", "cmdline", "cwd"]):
+            try:
+                cmd = " ".join(proc.info["cmdline"] or [])
+                stage_like = ("dvc" in cmd and " repro" in cmd) or "-m stages." in cmd
+                if proc.info["pid"] != me and proc.info["cwd"] == str(self.root) and stage_like:
+                    orphans.append(proc)
+            except (psutil.Error, TypeError):
+                continue
+        family = {p.pid: p for o in orphans for p in [o, *o.children(recursive=True)]}
+        for p in family.values():
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        psutil.wait_procs(list(family.values()), timeout=10)
+        if family:
+            self.echo(f"killed {len(family)} stage process(es) left by an earlier loop: {sorted(family)}")
+        return sorted(family)
+
+    def clear_stale_dvc_locks(self) -> None:
+        """Remove ``.dvc/tmp/lock`` and ``rwlock`` left by a killed DVC, when no DVC process runs here."""
+        for proc in psutil.process_iter(["cmdline", "cwd"]):
+            try:
+                cmd = " ".join(proc.info["cmdline"] or [])
+                if "dvc" in cmd and proc.info["cwd"] == str(self.root) and proc.pid != os.getpid():
+                    return
+            except (psutil.Error, TypeError):
+                continue
+        for name in ("lock", "rwlock"):
+            p = self.path(".dvc/tmp") / name
+            if p.exists():
+                logger.debug("removing stale %s", p)
+                p.unlink()
+
+    def commit_paths(self, message: str, paths: list[str]) -> None:
+        """Stage ``paths`` and commit them (for commands other than attempts, e.g. promote)."""
+        self.git("add", "-A", "--", *paths)
+        self.git("commit", "--quiet", "--no-verify", "-m", message)
+
+    def commit(self, message: str) -> None:
+        """Stage the loop's paths and commit, unless this attempt's commit already exists."""
+        attempt_id = message.rsplit("Attempt-Id: ", 1)[-1].strip()
+        if attempt_id in self.head_attempt_ids():
+            return
+        self.git("add", "-A", "--", *(p for p in OWNED_PATHS if self.path(p).exists()))
+        self.git("commit", "--quiet", "--no-verify", "-m", message)
+
+    def push(self, tries: int = 3, backoff_s: float = 2.0) -> bool:
+        """Push DVC data, then git, to the configured remotes, with retries. Never raises.
+
+        Runs only when both a git remote and a DVC remote are configured (a plain clone has
+        ``origin`` but no DVC remote, so it never pushes by surprise). A failure is reported and
+        remembered (``.dvc/tmp/loop/push-pending``); the next push then sends every commit's
+        data (``dvc push --all-commits``) and every commit, so nothing is lost.
+
+        Returns:
+            True when everything configured was pushed.
+        """
+        git_remotes = self.git("remote").split()
+        dvc_remotes = self.run([*DVC, "remote", "list"]).split()
+        if not git_remotes or not dvc_remotes:
+            return True
+        pending = self.path(RUNTIME_DIR / "push-pending")
+        branch = self.git("rev-parse", "--abbrev-ref", "HEAD")
+        for attempt in range(1, tries + 1):
+            try:
+                self.run([*DVC, "push", "--quiet", *(["--all-commits"] if pending.exists() else [])])
+                self.git("push", "--quiet", git_remotes[0], f"HEAD:refs/heads/{branch}")
+                pending.unlink(missing_ok=True)
+                return True
+            except Exception as e:  # any failure of a remote is reported, never fatal
+                last = str(e).strip().splitlines()[-1].strip(" '\"") if str(e).strip() else repr(e)
+                self.echo(f"push failed (try {attempt}/{tries}): {last}")
+                time.sleep(backoff_s * attempt if attempt < tries else 0)
+        pending.parent.mkdir(parents=True, exist_ok=True)
+        pending.write_text(time.strftime("%Y-%m-%dT%H:%M:%S"))
+        self.echo("push failed: it will be retried after the next commit (the commits and data are safe locally)")
+        return False
+
+    def _git_identity(self) -> bool:
+        try:
+            return bool(self.repo.git.config("user.email"))
+        except Exception:
+            return False
+
+
+def _stage_times(lines: list[tuple[float, str]]) -> dict[str, float]:
+    """Wall seconds per stage from ``dvc repro`` output ("Running stage 'x':" marks a start)."""
+    marks = [(t, line.split("'")[1]) for t, line in lines if line.startswith("Running stage '")]
+    end = lines[-1][0] if lines else 0.0
+    return {name: round((marks[i + 1][0] if i + 1 < len(marks) else end) - t, 1) for i, (t, name) in enumerate(marks)}
+
+
+def acquire_lock(root: Path) -> FileLock:
+    """The one-instance lock (``.dvc/tmp/loop.lock``, released by the OS if the process dies).
+
+    Raises:
+        LoopError: when another loop.py holds it.
+    """
+    path = root / LOCK_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout as e:
+        raise LoopError(f"another loop.py is already running in {root} (lock {path} is held)") from e
+    return lock
