@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 
+from ml.actions import MAX_POD
 from ml.bots import pod_win_rate
+from ml.game.rules import MIN_POD
 from ml.rollout import Controller
 
 TARGET = 0.60
@@ -30,6 +32,10 @@ def main() -> None:
     args = ap.parse_args()
     if args.games < 1:
         ap.error("--games must be >= 1")
+    if bad := [n for n in args.pods if not MIN_POD <= n <= MAX_POD]:
+        ap.error(f"--pods must be in {MIN_POD}..{MAX_POD}, got {bad}")
+    if args.max_turns < 1:
+        ap.error("--max-turns must be >= 1")
     heuristic, rand = Controller("heuristic"), Controller("random")
     print("pod | heuristic vs random, 95% Wilson | draws | random vs random (parity) | games")
     for n in args.pods:
