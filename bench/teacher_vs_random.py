@@ -25,7 +25,7 @@ TARGET = 0.60
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--games", type=int, default=1000, help="games per pod size (rounded down to whole deals)")
+    ap.add_argument("--games", type=int, default=1000, help="games per pod size (whole deals of pod-size games, at least one)")
     ap.add_argument("--pods", type=int, nargs="+", default=[2, 3, 4], help="pod sizes to measure (2..6)")
     ap.add_argument("--seed", type=int, default=50_000, help="seed of the deals")
     ap.add_argument("--max-turns", type=int, default=30, help="round cap (rounds)")
@@ -38,7 +38,7 @@ def main() -> None:
         ap.error("--max-turns must be >= 1")
     heuristic, rand = Controller("heuristic"), Controller("random")
     print("pod | heuristic vs random, 95% Wilson | draws | random vs random (parity) | games")
-    for n in args.pods:
+    for n in sorted(set(args.pods)):
         kw = dict(games=args.games, pod_size=n, max_turns=args.max_turns, num_envs=16, seed=args.seed)
         h = pod_win_rate(heuristic, rand, progress=True, label=f"heuristic, pod {n}", **kw)
         r = pod_win_rate(rand, rand, progress=True, label=f"random, pod {n}", **kw)

@@ -162,7 +162,11 @@ def play_games(
     slots: list[_Slot] = []
     while pending or slots:
         while pending and len(slots) < num_envs:
-            slots.append(_start(pending.pop(), seatings, game_seeds, controllers, game, encoder, log_seats, track_seats))
+            slot = _start(pending.pop(), seatings, game_seeds, controllers, game, encoder, log_seats, track_seats)
+            if slot.env.agents:
+                slots.append(slot)
+            else:  # over before its first decision (a turn cap of one or two rounds)
+                yield _finish(slot)
         groups: dict[str, list[_Slot]] = {}
         for slot in slots:
             key = slot.seats[int(slot.env.agent_selection.split("_")[1])]

@@ -128,3 +128,21 @@ def test_records_random_play() -> None:
         action = rng.choice(np.flatnonzero(obs["action_mask"]).tolist())
         check_record(env, obs, action)
         env.step(action)
+
+
+@pytest.mark.parametrize("pod_size,max_turns", [(2, 1), (2, 2), (4, 1)])
+def test_runner_finishes_games_over_before_any_decision(pod_size: int, max_turns: int) -> None:
+    """A turn cap of one or two rounds can end a game inside reset (no seat had two legal actions)."""
+    import torch
+
+    from ml.rollout import Controller, play_games
+
+    n = 40
+    seatings = [["h"] * pod_size for _ in range(n)]
+    results = list(
+        play_games(seatings, list(range(n)), {"h": Controller("heuristic")}, pod_size=pod_size, max_turns=max_turns,
+                   num_envs=8, generator=torch.Generator().manual_seed(0))
+    )  # fmt: skip
+    assert sorted(r.index for r in results) == list(range(n))
+    assert any(r.decisions == 0 for r in results)  # the case this test is about occurred
+    assert all(r.outcome == "draw" for r in results if r.decisions == 0)
