@@ -332,7 +332,7 @@ def test_heuristic_beats_randoms() -> None:
     rate = wins / games
     low, high = wilson_interval(wins, games)
     print(f"heuristic vs 3 random: {rate:.3f}, 95% Wilson [{low:.3f}, {high:.3f}] ({games} pods; chance = 0.25)")
-    # Project target: >= 0.60, NOT reached (0.45-0.50 on 1,000-pod seed sets; bench/teacher_vs_random.py and
+    # Project target: >= 0.60, NOT reached (0.42-0.50 across seed sets; bench/teacher_vs_random.py and
     # docs/measurements.md). Asserted: the Wilson lower bound is well above chance (0.25).
     assert low >= 0.35
 
