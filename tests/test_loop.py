@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ml.loop_state import RUNTIME_DIR
 from tests.conftest import git, make_project_copy, run_loop, tiny_params
 
 pytestmark = pytest.mark.expensive
@@ -155,7 +156,7 @@ def test_refuses_second_instance_and_dirty_tree(project: Path):
     assert res.returncode == 2 and "README.md" in res.stderr and "did not make" in res.stderr
     git(project, "checkout", "README.md")
     # a refused command line leaves the dashboard's status as the run left it
-    status = project / ".dvc/tmp/loop/status.json"
+    status = project / RUNTIME_DIR / "status.json"
     status.parent.mkdir(parents=True, exist_ok=True)
     status.write_text('{"state": "done"}')
     res = run_loop(project, "--profile", "nosuch")
