@@ -1,57 +1,181 @@
-"""Progress bars that also report to the loop's status file.
+"""What a user sees of a running stage: progress bars and lines, warnings said once, DVC's output filtered.
 
-``ProgressBar(...)`` is ``tqdm`` plus, when the environment names a status file
-(``DISTILL_PROGRESS_FILE``, set by ``loop.py`` for the stage it runs), an atomic JSON write
-of ``{"desc", "n", "total", "unit", "updated_at"}`` at most every ``REPORT_EVERY_S`` seconds,
-so the dashboard can show the progress within a stage without touching the stage's output.
+``ProgressBar(...)`` is ``tqdm`` plus two things:
+
+* when the environment names a status file (``DISTILL_PROGRESS_FILE``, set by ``loop.py``
+  for the stage it runs), an atomic JSON write of ``{"desc", "n", "total", "unit",
+  "updated_at"}`` at most every ``REPORT_EVERY_S`` seconds, so the dashboard can show the
+  progress within a stage without touching the stage's output;
+* when the bar itself is disabled (stderr is not a terminal: ``loop.py`` under ``nohup``,
+  ``tee`` or a file, or ``--no-progress``), a plain log line with done/total, the rate and
+  the time left at most every ``DISTILL_PROGRESS_EVERY_S`` seconds (default
+  ``LINE_EVERY_S``; ``0`` turns them off), so a long stage is not silent for minutes
+  (issue #12, item 13).
+
+``log_once`` logs a message the first time only, for warnings a loop would otherwise repeat
+every epoch. ``DvcOutputFilter`` is what ``loop.py`` shows of ``dvc repro``: DVC's hints left
+out, its "is empty" warnings summarised once, everything else as it came.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import sys
 import time
+from collections import deque
 from typing import Any
 
 from tqdm import tqdm
 
 from ml.io import atomic_write_json
 
+logger = logging.getLogger(__name__)
+
 PROGRESS_FILE_ENV = "DISTILL_PROGRESS_FILE"
 REPORT_EVERY_S = 2.0
+"""Seconds between two writes of the status file."""
+LINE_EVERY_ENV = "DISTILL_PROGRESS_EVERY_S"
+LINE_EVERY_S = 30.0
+"""Default seconds between two progress lines of a disabled bar."""
+
+_now = time.monotonic  # the clock of the progress lines (tests replace it)
+_said: set[tuple[str, int, str]] = set()  # (logger, level, message) already logged by log_once
+
+
+def line_interval_s() -> float:
+    """Seconds between two progress lines: ``$DISTILL_PROGRESS_EVERY_S``, else ``LINE_EVERY_S``.
+
+    Raises:
+        ValueError: the variable is not a number >= 0 (the message names it).
+    """
+    text = os.environ.get(LINE_EVERY_ENV, "").strip()
+    if not text:
+        return LINE_EVERY_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # also catches nan
+        raise ValueError(f"{LINE_EVERY_ENV}={text!r}: give seconds between progress lines (>= 0; 0 turns them off)")
+    return value
+
+
+def _duration(seconds: float) -> str:
+    """``42s``, ``6m05s`` or ``1h02m``."""
+    s = round(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def progress_line(label: str, n: float, total: float | None, unit: str, elapsed_s: float, postfix: str = "") -> str:
+    """One progress line, e.g. ``selfplay: 12000/50000 dec (24%), 85.1 dec/s, 2m21s elapsed, ~7m27s left``.
+
+    Args:
+        label: what progresses (the bar's ``desc``).
+        n: done so far, in ``unit``.
+        total: the whole, in ``unit`` (None: unknown).
+        unit: what is counted (``game``, ``dec``, ``epoch``).
+        elapsed_s: seconds since the start.
+        postfix: the bar's postfix (``win=0.31, kl=0.0123``), appended when not empty.
+
+    Returns:
+        The line, without a newline. Rates below one per second read as seconds per unit.
+    """
+    count = f"{n:g}/{total:g} {unit} ({100 * n / total:.0f}%)" if total else f"{n:g} {unit}"
+    rate = n / elapsed_s if elapsed_s > 0 else 0.0
+    speed = f"{rate:.1f} {unit}/s" if rate >= 1 or rate == 0 else f"{1 / rate:.1f} s/{unit}"
+    parts = [f"{label or 'progress'}: {count}", speed, f"{_duration(elapsed_s)} elapsed"]
+    if total and rate > 0 and n < total:
+        parts.append(f"~{_duration((total - n) / rate)} left")
+    if postfix:
+        parts.append(postfix)
+    return ", ".join(parts)
+
+
+def log_once(log: logging.Logger, level: int, msg: str, *args: Any) -> bool:
+    """Log ``msg % args`` unless this logger already logged that exact text at that level in this process.
+
+    Args:
+        log: the module's logger.
+        level: ``logging.INFO``, ``logging.WARNING``...
+        msg: the %-format message; ``args`` its arguments.
+
+    Returns:
+        True when the message was logged now, False when it had been before.
+    """
+    key = (log.name, level, msg % args if args else msg)
+    if key in _said:
+        return False
+    _said.add(key)
+    log.log(level, msg, *args)
+    return True
 
 
 class ProgressBar(tqdm):
-    """``tqdm`` that mirrors its count into ``$DISTILL_PROGRESS_FILE`` (if set), even when disabled."""
+    """``tqdm`` that mirrors its count into ``$DISTILL_PROGRESS_FILE`` (if set), even when disabled,
+    and logs a plain progress line at most every ``line_every_s`` seconds while disabled.
 
-    def __init__(self, iterable: Any = None, *args: Any, **kwargs: Any) -> None:
+    Args:
+        iterable, *args, **kwargs: as for ``tqdm`` (``desc``, ``total``, ``unit``, ``disable``).
+        line_every_s: seconds between two progress lines of a disabled bar (None:
+            ``line_interval_s()``, from ``$DISTILL_PROGRESS_EVERY_S``; 0: no lines).
+
+    Raises:
+        ValueError: ``$DISTILL_PROGRESS_EVERY_S`` is not a number >= 0 (when ``line_every_s`` is None).
+    """
+
+    def __init__(self, iterable: Any = None, *args: Any, line_every_s: float | None = None, **kwargs: Any) -> None:
         self._status_path = os.environ.get(PROGRESS_FILE_ENV)
         self._last_report = 0.0
         self._count = 0
-        self._label = str(kwargs.get("desc", ""))
+        self._label = str(kwargs.get("desc", "") or "")
         self._unit = str(kwargs.get("unit", "it"))
         total = kwargs.get("total")
         if total is None and iterable is not None and hasattr(iterable, "__len__"):
             total = len(iterable)
         self._total = total
+        self._line_every_s = line_interval_s() if line_every_s is None else line_every_s
+        self._started = self._last_line = _now()
+        self._lines = 0
+        self._finished = False
         super().__init__(iterable, *args, **kwargs)
         self._report(force=True)
 
     def update(self, n: float | None = 1) -> bool | None:
         self._count += n or 0
         out = super().update(n)
-        self._report()
+        self._tick()
         return out
 
     def __iter__(self):
         for item in super().__iter__():
             yield item
             self._count += 1
-            self._report()
+            self._tick()
 
     def close(self) -> None:
-        self._report(force=True)
+        if not getattr(self, "_finished", True):  # tqdm's __del__ closes again
+            self._finished = True
+            if self._lines:  # said how it went along: say how it ended
+                self._line()
+            self._report(force=True)
         super().close()
+
+    def _tick(self) -> None:
+        self._report()
+        if self.disable and self._line_every_s > 0 and _now() - self._last_line >= self._line_every_s:
+            self._line()
+
+    def _line(self) -> None:
+        now = self._last_line = _now()
+        self._lines += 1
+        postfix = getattr(self, "postfix", None) or ""
+        logger.info("%s", progress_line(self._label, self._count, self._total, self._unit, now - self._started, postfix))
 
     def _report(self, force: bool = False) -> None:
         if not getattr(self, "_status_path", None) or sys.is_finalizing():
@@ -62,3 +186,89 @@ class ProgressBar(tqdm):
         self._last_report = now
         doc = {"desc": self._label, "n": self._count, "total": self._total, "unit": self._unit, "updated_at": time.time()}
         atomic_write_json(self._status_path, doc)
+
+
+# DVC 3.x's advice after `dvc add` / `dvc repro` (text captured from DVC 3.67.1; tests/test_progress.py
+# holds the sample): a header line, then blank and tab-indented lines with the command to run.
+DVC_HINT_HEADERS = ("To track the changes with git, run:", "To enable auto staging, run:")
+DVC_HINT_LINES = ("Use `dvc push` to send your updates to remote storage.",)
+_DVC_EMPTY = re.compile(r"^WARNING: '(?P<path>.+)' is empty\.$")  # once per empty dep/out and check
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+class DvcOutputFilter:
+    """What the loop shows of ``dvc repro`` output: DVC's git/autostage/push hints left out and
+    its ``WARNING: '<path>' is empty.`` lines (one per empty directory at every check, 36 an
+    attempt early in a run) said once per path in a summary line; every other line (the
+    stage's own, DVC's errors and stage lines) passes through unchanged.
+
+    Feed it decoded text as it comes (``feed``), then ``close`` it at the end of the command.
+    A partial line holding a carriage return (a progress bar redrawing) is passed through at
+    once; other partial lines wait for their newline.
+
+    Args:
+        named: empty paths already summarised (by an earlier command); updated in place.
+        tail_lines: how many shown lines ``shown`` keeps.
+
+    Attributes:
+        shown: the last ``tail_lines`` complete lines passed through (for error messages).
+    """
+
+    def __init__(self, named: set[str] | None = None, tail_lines: int = 40) -> None:
+        self.shown: deque[str] = deque(maxlen=tail_lines)
+        self.named = set() if named is None else named
+        self._empty: dict[str, int] = {}  # path -> warnings left out since the last summary
+        self._pending = ""  # the partial last line
+        self._pending_shown = 0  # characters of it already passed through
+        self._blanks = 0  # blank lines held back: they may open a hint
+        self._in_hint = False
+
+    def feed(self, text: str) -> str:
+        """The part of ``text`` (with what came before) to show now."""
+        *complete, self._pending = (self._pending + text).split("\n")
+        out: list[str] = []
+        for line in complete:
+            if self._pending_shown:  # the rest of a line shown in part (a progress bar)
+                out.append(line[self._pending_shown :] + "\n")
+                self._pending_shown = 0
+                self.shown.append(line.rsplit("\r", 1)[-1])
+                continue
+            out += [kept + "\n" for kept in self._line(line)]
+        if "\r" in self._pending:
+            out.append(self._pending[self._pending_shown :])
+            self._pending_shown = len(self._pending)
+        return "".join(out)
+
+    def close(self) -> str:
+        """What is left to show at the end of the command: its unfinished last line and the
+        summary of the "is empty" warnings about paths not named before (or "")."""
+        out = self.feed("\n") if self._pending else ""
+        self._blanks, self._in_hint = 0, False  # trailing blank lines are DVC's
+        new = [p for p in self._empty if p not in self.named]
+        if new:
+            n = sum(self._empty[p] for p in new)
+            verb = "is" if len(new) == 1 else "are"
+            out += f"dvc: {', '.join(new)} {verb} empty ({n} 'is empty' warning{'' if n == 1 else 's'} of DVC left out)\n"
+            self.named.update(new)
+        self._empty.clear()
+        return out
+
+    def _line(self, line: str) -> list[str]:
+        """The lines to show for one complete line of output (held blank lines included)."""
+        bare = _ANSI.sub("", line).rstrip("\r")
+        if self._in_hint and (not bare.strip() or bare.startswith("\t")):
+            return []
+        self._in_hint = False
+        if not bare.strip():
+            self._blanks += 1
+            return []
+        if bare.startswith(DVC_HINT_HEADERS) or bare in DVC_HINT_LINES:
+            self._in_hint, self._blanks = bare.startswith(DVC_HINT_HEADERS), 0
+            return []
+        if m := _DVC_EMPTY.match(bare):
+            self._empty[m["path"]] = self._empty.get(m["path"], 0) + 1
+            return []
+        out = [""] * self._blanks + [line]
+        self._blanks = 0
+        self.shown.extend(out)
+        return out

@@ -7,7 +7,8 @@ lines that write status.json and obey control.json like the real loop) instead o
 real one.
 
 Checks: status, history (with commit SHAs), Elo history (``[]`` when absent) and the
-OpenAPI schema; the dashboard page's win-rate points (one per generation, the accepted
+OpenAPI schema; generations named as the commits name them (``gen 001`` in flight or
+next, the accepted ones counted apart, never "generation 2" for gen 001); the dashboard page's win-rate points (one per generation, the accepted
 attempt), pies (``train/sampled_share``) and attempts table; start -> pause -> resume ->
 stop through the control file, and a forced stop killing the process group; a stale
 pause cleared by start; a server restart finding the running loop again; a loop holding
@@ -38,7 +39,9 @@ from ml.api import __main__ as api_main
 from ml.api import control
 from ml.api.app import create_app
 from ml.api.charts import elo_chart, pie_chart
-from ml.api.readers import per_generation
+from ml.api.control import LoopController
+from ml.api.readers import RepoView, per_generation
+from ml.api.status import loop_status
 from tests.conftest import ROOT, git
 
 FAKE_LOOP = """
@@ -159,6 +162,46 @@ def test_status_without_loop(repo: Path):
     assert (s["generation"], s["attempt"]) == (2, 1)
     assert s["last_verdict"]["attempt_id"] == ATTEMPTS[2][0] and s["last_verdict"]["verdict"] == "accepted"
     assert s["commit"] == git(repo, "rev-parse", "HEAD").strip()
+
+
+def _panel(page: str, element_id: str) -> str:
+    """The text of the ``<dd id=...>`` of the status panel, tags and extra spaces removed."""
+    dd = re.search(rf'<dd id="{element_id}"[^>]*>(.*?)</dd>', page, re.S).group(1)
+    return " ".join(re.sub(r"<[^>]+>", " ", dd).replace("&mdash;", "-").split())
+
+
+def test_generation_numbering_matches_the_commits(repo: Path):
+    """Issue #12 item 13: the commits say gen 000 and gen 001; the status must not call gen 001 "generation 2"."""
+    c = client(repo)
+    subjects = git(repo, "log", "--format=%s", "-2").splitlines()
+    assert subjects == ["gen 001 attempt 1: rejected", "gen 000 attempt 1: accepted"]
+    s = loop_status(RepoView(repo), LoopController(RepoView(repo)))
+    assert (s["generation"], s["generation_label"], s["generation_in_flight"]) == (2, "gen 002", False)  # the next one
+    assert (s["accepted"], s["last_accepted_label"]) == (2, "gen 001")
+    panels = c.get("/dashboard/panels").text
+    assert _panel(panels, "status-generation") == "gen 002 next"
+    assert _panel(panels, "status-accepted") == "2 of 2 (last gen 001)"
+    assert _panel(panels, "status-verdict").startswith("accepted gen 001 attempt 2: win 0.360")
+    rows = re.findall(
+        r'<tr class="attempt-row" data-attempt-id="[^"]*-(gen\d{3})-a(\d)".*?<td>[^<]*</td><td>(\d+)</td>', panels, re.S
+    )
+    assert rows and all(f"gen{gen}" == tag for tag, _, gen in rows)  # the table's gen column as in the ids
+    status = re.search(r'<section id="status".*?</section>', panels, re.S).group(0)
+    assert not re.search(r"generation\W+2", re.sub(r"<[^>]+>", " ", status))
+    assert ">gen 000</text>" in panels and ">gen 001</text>" in panels  # the composition pies of gen 000, gen 001
+
+    state = json.loads((repo / "state/curriculum_state.json").read_text())
+    (repo / "state/curriculum_state.json").write_text(json.dumps({**state, "status": "done"}))
+    panels = c.get("/dashboard/panels").text
+    assert _panel(panels, "status-generation") == "- none in flight" and "2 of 2" in _panel(panels, "status-accepted")
+
+    flight = {"attempt_id": "20261129-2354-gen001-a3", "generation": 1, "attempt": 3, "params_sha256": "0" * 64,
+              "started_at": "2026-11-29T23:54:00"}  # fmt: skip
+    (repo / "state/curriculum_state.json").write_text(
+        json.dumps({**state, "generation": 1, "attempt": 3, "in_flight": flight})
+    )
+    panels = c.get("/dashboard/panels").text
+    assert _panel(panels, "status-generation") == "gen 001 in flight"
 
 
 def test_history_with_commits(repo: Path):
@@ -296,7 +339,10 @@ def test_two_simultaneous_starts_launch_one_loop(repo: Path, launches: list):
 def test_start_commits_params_overrides(repo: Path, launches: list):
     before = (repo / "params.yaml").read_text()
     c = client(repo)
-    body = {"params": {"train": {"epochs": 3, "hidden_sizes": [64, 64]}, "teacher": {"games": "120"}}}
+    # checked like params.yaml: strict types, so a string is not an integer
+    refused = c.post("/api/ml/distill/start", json={"params": {"teacher": {"games": "120"}}})
+    assert refused.status_code == 422 and "games" in refused.text and launches == []
+    body = {"params": {"train": {"epochs": 3, "hidden_sizes": [64, 64]}, "teacher": {"games": 120}}}
     r = c.post("/api/ml/distill/start", json=body)
     assert r.status_code == 200, r.text
     text = (repo / "params.yaml").read_text()

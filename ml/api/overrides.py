@@ -46,8 +46,8 @@ def validate_overrides(overrides: dict[str, Any], loc: tuple[str, ...] = ("body"
         loc: location prefix of the reported errors.
 
     Returns:
-        The overrides as the section models parsed them, in JSON types (pydantic's lax
-        conversions apply, e.g. ``"3"`` for an int field becomes 3; a tuple comes back as a list).
+        The overrides as the section models parsed them, in JSON types. The models are
+        strict, as for ``params.yaml``: ``"3"`` or ``true`` for an int field is an error.
 
     Raises:
         OverrideError: an unknown, loop-owned or non-``{key: value}`` section (``profiles``), an unknown key, or a bad value;

@@ -14,12 +14,13 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from ml.api.charts import elo_chart, pie_chart, winrate_chart
 from ml.api.control import LoopController
 from ml.api.readers import RepoView, per_generation, sampled_share
-from ml.api.status import loop_status
+from ml.api.status import generation_label, loop_status
 
 REFRESH_S = 3
 """Seconds between two refreshes of the panels."""
 
 _env = Environment(loader=PackageLoader("ml.api", "templates"), autoescape=select_autoescape(["html"]))
+_env.filters["gen"] = generation_label  # {{ 7 | gen }} -> gen 007, as in the commits
 
 
 def _ppo_share(share: dict[str, float]) -> float | None:
@@ -51,7 +52,7 @@ def _pies(view: RepoView, chosen: list[dict]) -> tuple[str, list[str]]:
         size=140,
     )
     per_gen = [
-        pie_chart(sampled_share(e), title=f"generation {e['generation']}", attrs={"generation": e["generation"], "attempt-id": e.get("attempt_id")})
+        pie_chart(sampled_share(e), title=generation_label(e["generation"]), attrs={"generation": e["generation"], "attempt-id": e.get("attempt_id")})
         for e in chosen
     ]  # fmt: skip
     return current_svg, per_gen

@@ -73,6 +73,14 @@ class LoopStatus(BaseModel):
     pid: int | None
     generation: int
     """Generation being run (or to run next when no loop runs)."""
+    generation_label: str | None = None
+    """That generation as the commits name it (``gen 001``); None once the run is done."""
+    generation_in_flight: bool = False
+    """Whether an attempt of ``generation`` is in flight."""
+    accepted: int = 0
+    """Generations accepted so far."""
+    last_accepted_label: str | None = None
+    """The newest accepted generation as the commits name it (``gen 001``), if any."""
     attempt: int
     """Attempt number within the generation, 1-based."""
     attempt_id: str | None

@@ -72,8 +72,24 @@ def _progress(reported: dict, progress: dict) -> dict | None:
     return {**{k: progress.get(k) for k in ("desc", "n", "total", "unit", "updated_at")}, "fraction": fraction}
 
 
+def generation_label(generation: int | None) -> str | None:
+    """A generation as the commits and attempt ids name it: ``gen 001`` (None for None)."""
+    return None if generation is None else f"gen {int(generation):03d}"
+
+
+def accepted_generations(history: list[dict]) -> list[int]:
+    """The generations with an accepted attempt in ``eval_history.json``, in order."""
+    return sorted({int(e["generation"]) for e in history if e.get("verdict") == "accepted" and "generation" in e})
+
+
 def loop_status(view: RepoView, controller: LoopController) -> dict:
-    """The document of ``GET /api/ml/distill/status`` (``ml.api.schemas.LoopStatus``)."""
+    """The document of ``GET /api/ml/distill/status`` (``ml.api.schemas.LoopStatus``).
+
+    Generations are numbered from 0, as in the commits (``gen 000 attempt 1: ...``):
+    ``generation`` is the one in flight (``generation_in_flight``) or, when none is, the one
+    to run next, so after gen 000 and gen 001 are accepted it is 2 with ``generation_label``
+    ``gen 002`` and ``accepted`` 2 (issue #12, item 13).
+    """
     running, pid = controller.running()
     state = view.state()
     launch = view.runtime(LAUNCH_FILE)
@@ -88,6 +104,7 @@ def loop_status(view: RepoView, controller: LoopController) -> dict:
     attempt = reported["attempt"] if live else (flight.attempt if flight else state.attempt)
     history = view.eval_history()
     last = history[-1] if history else None
+    accepted = accepted_generations(history)
     sha, subject = view.head()
     stage_running = running and reported.get("status") == "running"
     return {
@@ -95,6 +112,10 @@ def loop_status(view: RepoView, controller: LoopController) -> dict:
         "running": running,
         "pid": pid,
         "generation": generation,
+        "generation_label": generation_label(generation),
+        "generation_in_flight": bool(reported.get("attempt_id")) if live else flight is not None,
+        "accepted": len(accepted),
+        "last_accepted_label": generation_label(accepted[-1]) if accepted else None,
         "attempt": attempt,
         "attempt_id": reported.get("attempt_id") if live else (flight.attempt_id if flight else None),
         "max_generations": _max_generations(view, launch, running),

@@ -1,0 +1,277 @@
+"""What a user sees of a running stage when the output is a file or a pipe (issue #12, item 13).
+
+Checks: a disabled progress bar (stderr not a terminal) logs a line with done/total, the
+rate and the time left at most every ``line_every_s`` seconds and a last line when it
+closes, none while the bar draws or with the interval 0, and ``$DISTILL_PROGRESS_EVERY_S``
+sets the interval (a bad value is named); the teacher and train stages run with stderr on
+a pipe print such lines, and train's "renormalising" note comes once, not once per epoch;
+``DvcOutputFilter`` on output captured from a real DVC 3.67.1 drops DVC's git/autostage/
+push hints, says the "is empty" warnings once per path in one summary line and passes the
+stage's lines, DVC's stage lines and its errors through; ``Workspace.run(stream=True)``
+filters a command's output that way, names an empty path once per loop and keeps the
+errors of a failed command in its ``LoopError``.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from ml import progress
+from ml.dataset import sample_mixture
+from ml.progress import LINE_EVERY_ENV, DvcOutputFilter, ProgressBar, line_interval_s, progress_line
+from ml.workspace import LoopError, Workspace
+from tests.conftest import ROOT, git, tiny_params
+from tests.test_dataset import _fake_set
+
+# `dvc repro --single-item teacher` then `train` in a repo whose data/pool, data/seed and
+# data/frozen are `dvc add`-ed empty folders, stdout and stderr on one pipe, as loop.py runs it
+# (DVC 3.67.1; the stage commands were `sh t.sh` and `sh u.sh`).
+DVC_TEACHER = """\
+WARNING: 'data/pool' is empty.
+WARNING: 'data/seed' is empty.
+WARNING: 'data/frozen' is empty.
+WARNING: 'data/pool' is empty.
+WARNING: 'data/seed' is empty.
+WARNING: 'data/frozen' is empty.
+Running stage 'teacher':
+> sh t.sh
+2026 teacher INFO teacher: 3 games
+WARNING: 'data/pool' is empty.
+WARNING: 'data/seed' is empty.
+WARNING: 'data/frozen' is empty.
+Generating lock file 'dvc.lock'
+Updating lock file 'dvc.lock'
+
+To track the changes with git, run:
+
+\tgit add dvc.lock data/models/.gitignore
+
+To enable auto staging, run:
+
+\tdvc config core.autostage true
+Use `dvc push` to send your updates to remote storage.
+"""
+DVC_TRAIN = """\
+WARNING: 'data/pool' is empty.
+WARNING: 'data/frozen' is empty.
+WARNING: 'data/pool' is empty.
+WARNING: 'data/frozen' is empty.
+Running stage 'train':
+> sh u.sh
+WARNING: 'data/pool' is empty.
+WARNING: 'data/frozen' is empty.
+WARNING: 'data/merged/pool' is empty.
+Updating lock file 'dvc.lock'
+
+To track the changes with git, run:
+
+\tgit add data/merged/.gitignore dvc.lock data/models/.gitignore
+
+To enable auto staging, run:
+
+\tdvc config core.autostage true
+Use `dvc push` to send your updates to remote storage.
+"""
+DVC_FAILED = """\
+WARNING: 'data/pool' is empty.
+WARNING: 'data/frozen' is empty.
+Running stage 'train':
+> sh u.sh
+boom
+ERROR: failed to reproduce 'train': failed to run: sh u.sh, exited with 3
+"""
+HINTS = ("To track the changes", "git add", "auto staging", "autostage", "dvc push")
+LINE = re.compile(r"(\w+): (\d+)/(\d+) (\w+) \(\d+%\), [0-9.]+ (?:\w+/s|s/\w+), \w+ elapsed")
+
+
+# ---------------------------------------------------------------------------------------------- progress lines
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "ml.progress"]
+
+
+def test_disabled_bar_logs_a_line_every_interval(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
+    clock = FakeClock()
+    monkeypatch.setattr(progress, "_now", clock)
+    caplog.set_level(logging.INFO, logger="ml.progress")
+    bar = ProgressBar(range(10), desc="train", unit="epoch", disable=True, line_every_s=30.0)
+    for _ in bar:
+        clock.t += 10.0  # one epoch every 10 s
+        bar.set_postfix(loss="0.512")
+    bar.close()
+    lines = _lines(caplog)
+    # after epochs 3, 6 and 9 (30 s apart), then the last line when it closes
+    assert lines == [
+        "train: 3/10 epoch (30%), 10.0 s/epoch, 30s elapsed, ~1m10s left, loss=0.512",
+        "train: 6/10 epoch (60%), 10.0 s/epoch, 1m00s elapsed, ~40s left, loss=0.512",
+        "train: 9/10 epoch (90%), 10.0 s/epoch, 1m30s elapsed, ~10s left, loss=0.512",
+        "train: 10/10 epoch (100%), 10.0 s/epoch, 1m40s elapsed, loss=0.512",
+    ]
+
+
+def test_update_counts_and_rates(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
+    clock = FakeClock()
+    monkeypatch.setattr(progress, "_now", clock)
+    caplog.set_level(logging.INFO, logger="ml.progress")
+    with ProgressBar(total=50_000, desc="selfplay", unit="dec", disable=True, line_every_s=30.0) as bar:
+        for _ in range(4):
+            clock.t += 20.0
+            bar.update(3000)
+    assert _lines(caplog)[0] == "selfplay: 6000/50000 dec (12%), 150.0 dec/s, 40s elapsed, ~4m53s left"
+    assert len(_lines(caplog)) == 3  # at 40 s and 80 s, and the last one
+
+
+@pytest.mark.parametrize("disable,every", [(False, 0.001), (True, 0.0)])
+def test_no_lines_while_the_bar_draws_or_when_off(disable, every, monkeypatch, caplog):
+    clock = FakeClock()
+    monkeypatch.setattr(progress, "_now", clock)
+    caplog.set_level(logging.INFO, logger="ml.progress")
+    for _ in ProgressBar(range(5), desc="x", disable=disable, line_every_s=every, file=io.StringIO()):
+        clock.t += 60.0
+    assert _lines(caplog) == []
+
+
+def test_short_run_says_nothing(caplog: pytest.LogCaptureFixture):
+    caplog.set_level(logging.INFO, logger="ml.progress")
+    for _ in ProgressBar(range(5), desc="x", disable=True, line_every_s=30.0):
+        pass
+    assert _lines(caplog) == []  # under the interval: no line, and so no last line
+
+
+def test_interval_from_the_environment(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv(LINE_EVERY_ENV, raising=False)
+    assert line_interval_s() == progress.LINE_EVERY_S == 30.0
+    monkeypatch.setenv(LINE_EVERY_ENV, "0.5")
+    assert line_interval_s() == 0.5 and ProgressBar(range(2), disable=True)._line_every_s == 0.5
+    for bad in ("fast", "-1", "nan"):
+        monkeypatch.setenv(LINE_EVERY_ENV, bad)
+        with pytest.raises(ValueError, match=LINE_EVERY_ENV):
+            line_interval_s()
+
+
+def test_progress_line_without_total():
+    assert progress_line("eval", 12, None, "deal", 4.0) == "eval: 12 deal, 3.0 deal/s, 4s elapsed"
+    assert progress_line("", 0, 10, "game", 0.0) == "progress: 0/10 game (0%), 0.0 game/s, 0s elapsed"
+
+
+def test_stages_with_stderr_on_a_pipe_print_progress_lines(tmp_path: Path):
+    """teacher and train as loop.py runs them under nohup or tee: stderr is a pipe, not a terminal."""
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(tiny_params({"train": {"epochs": 6, "samples_per_epoch": 600, "hidden_sizes": [16]}})))
+    env = {**os.environ, LINE_EVERY_ENV: "0.001", "PYTHONHASHSEED": "0"}
+    env.pop("DISTILL_PROGRESS", None)
+    common = ["--params", str(params)]
+
+    def stage(name: str, *args: str) -> str:
+        cmd = [sys.executable, "-m", f"stages.{name}", *common, *args, "--metrics", str(tmp_path / f"{name}.json")]
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return proc.stderr
+
+    teacher = stage("teacher", "--out", str(tmp_path / "teacher"))
+    found = [m.groups() for m in LINE.finditer(teacher)]
+    assert found and all(label == "teacher" and total == "24" and unit == "game" for label, _, total, unit in found)
+    assert found[-1][1] == "24"  # the last line says where it ended
+    (tmp_path / "pool").mkdir()
+    train = stage("train", "--teacher", str(tmp_path / "teacher"), "--pool", str(tmp_path / "pool"),
+                  "--out", str(tmp_path / "student.pt"))  # fmt: skip
+    epochs = [m.groups() for m in LINE.finditer(train)]
+    assert epochs and all(label == "train" and total == "6" and unit == "epoch" for label, _, total, unit in epochs)
+    assert train.count("renormalising") == 1  # no PPO data in generation 0: said once, not once per epoch
+    assert "\r" not in teacher + train  # no bar drawn into the pipe
+
+
+def test_renormalising_is_said_once(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
+    monkeypatch.setattr(progress, "_said", set())
+    caplog.set_level(logging.INFO, logger="ml.dataset")
+    data = _fake_set({"sim": 100})
+    for epoch in range(6):
+        sample_mixture(data, {"sim": 1.0, "ppo": 0.5}, 100, np.random.default_rng(epoch))
+    assert sum("renormalising" in r.getMessage() for r in caplog.records) == 1
+
+
+# ---------------------------------------------------------------------------------------------- DVC's output
+
+
+def _filtered(f: DvcOutputFilter, text: str, chunk: int = 7) -> str:
+    """Feed ``text`` in small pieces, as a pipe delivers it, then close."""
+    return "".join(f.feed(text[i : i + chunk]) for i in range(0, len(text), chunk)) + f.close()
+
+
+def test_dvc_filter_drops_hints_and_summarises_empty_warnings():
+    named: set[str] = set()
+    teacher = _filtered(DvcOutputFilter(named), DVC_TEACHER)
+    assert teacher.splitlines() == [
+        "Running stage 'teacher':",
+        "> sh t.sh",
+        "2026 teacher INFO teacher: 3 games",
+        "Generating lock file 'dvc.lock'",
+        "Updating lock file 'dvc.lock'",
+        "dvc: data/pool, data/seed, data/frozen are empty (9 'is empty' warnings of DVC left out)",
+    ]
+    train = _filtered(DvcOutputFilter(named), DVC_TRAIN)  # the next stage of the same loop
+    assert not any(h in train for h in HINTS) and "Running stage 'train':" in train and "> sh u.sh" in train
+    summary = [line for line in train.splitlines() if "empty" in line]
+    assert summary == ["dvc: data/merged/pool is empty (1 'is empty' warning of DVC left out)"]  # only the new path
+    assert _filtered(DvcOutputFilter(named), DVC_TRAIN.replace("'data/merged/pool'", "'data/pool'")).count("empty") == 0
+
+
+def test_dvc_filter_keeps_errors_blank_lines_and_progress_bars():
+    f = DvcOutputFilter()
+    shown = _filtered(f, DVC_FAILED)
+    assert "boom\n" in shown and "ERROR: failed to reproduce 'train': failed to run: sh u.sh, exited with 3\n" in shown
+    assert list(f.shown)[-2:] == ["boom", "ERROR: failed to reproduce 'train': failed to run: sh u.sh, exited with 3"]
+    assert _filtered(DvcOutputFilter(), "epoch 1\n\nepoch 2\n") == "epoch 1\n\nepoch 2\n"  # a stage's own blank line
+    bar = DvcOutputFilter()
+    assert bar.feed("\rtrain:  50%|#####") == "\rtrain:  50%|#####"  # a redrawing bar shows at once
+    assert bar.feed("     | 1/2\rtrain: 100%|##########| 2/2\n") == "     | 1/2\rtrain: 100%|##########| 2/2\n"
+    assert bar.feed("partial") == "" and bar.close() == "partial\n"  # other partial lines wait for their newline
+
+
+def _workspace(tmp_path: Path) -> Workspace:
+    root = tmp_path / "ws"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    return Workspace(root, echo=lambda *_: None)
+
+
+def _say(text: str, rc: int = 0) -> list[str]:
+    return [sys.executable, "-c", f"import sys; sys.stdout.write({text!r}); sys.stdout.flush(); sys.exit({rc})"]
+
+
+def test_streamed_dvc_output_is_filtered(tmp_path: Path, capsys: pytest.CaptureFixture):
+    ws = _workspace(tmp_path)
+    raw = ws.run(_say(DVC_TEACHER), stream=True)
+    out = capsys.readouterr().out
+    assert not any(h in out for h in HINTS) and "WARNING" not in out and out.count("are empty") == 1
+    assert "Running stage 'teacher':\n> sh t.sh\n2026 teacher INFO teacher: 3 games\n" in out
+    assert raw.count("is empty") == 9 and "dvc push" in raw  # the caller still gets all of it
+    assert list(ws._stage_times) == ["teacher"]
+    ws.run(_say(DVC_TRAIN), stream=True)
+    assert re.findall(r"dvc: (.*?) (?:is|are) empty", capsys.readouterr().out) == ["data/merged/pool"]  # once per loop
+    with pytest.raises(LoopError) as err:
+        ws.run(_say(DVC_FAILED, rc=1), stream=True)
+    tail = str(err.value).split("run loop.py again to resume.\n", 1)[1]  # after the command line
+    assert (
+        tail.endswith("boom\nERROR: failed to reproduce 'train': failed to run: sh u.sh, exited with 3")
+        and "empty" not in tail
+    )
