@@ -3,9 +3,16 @@
 * **Games.** The encoder decides the game: ``ml.encoding.RecordEncoder`` for the
   commander (seat views), ``ml.game.registry.ObservationEncoder`` for OpenSpiel games (the
   observation stored in each record, label ``action.action_idx``); both have ``obs_dim``,
-  ``num_actions``, ``encode_batch``, ``label`` and ``action_mask``.
-* **Sources.** Teacher batches (``ml-decisions-sim-*.jsonl``, source ``sim``; real Forge
-  files only when asked, source ``forge``) and accepted PPO batches
+  ``num_actions``, ``encode_batch``, ``label`` and ``action_mask``. An encoder may also have
+  ``unlabelled(record)`` (``ml.forge_import.ForgeEncoder``): for a record without a label,
+  its partial label (``bool[num_actions]``, the actions any of which it allows) or
+  ``(reason, detail)`` saying why it is not trainable.
+* **Partial labels.** ``DecisionSet.targets`` holds, per decision, the set of actions the
+  record allows: one action for a full label, several for a partial one (a Forge attack
+  without a target: attacking anyone); the student maximises their total probability.
+* **Sources.** Teacher batches (``ml-decisions-sim-*.jsonl``, source ``sim``), real Forge
+  files imported into their own folder (``python loop.py import-forge``; read there only,
+  source ``forge``, a bad line reported and left out) and accepted PPO batches
   (``ml-decisions-ppo-*.jsonl``, source ``ppo``). Every sample keeps its source tag.
 * **Holdout.** A fixed 10-15% of *teacher games* (never single decisions) is held out:
   a game is in the holdout when the SHA-256 of its ``game_id`` falls below the fraction,
@@ -21,13 +28,16 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ml.io import DataFileError
+from ml.progress import log_once
 from ml.records import Record, read_records, scan_batches
 
 logger = logging.getLogger(__name__)
@@ -42,10 +52,13 @@ class DecisionSet:
     Attributes:
         obs: float32[N, obs_dim] observations (the commander's: seat-relative, ``OBS_DIM``).
         action_mask: bool[N, num_actions] legal actions (all-ones where a file has none).
-        label: int64[N] action index taken (the commander's: macro action).
+        label: int64[N] action index taken (the commander's: macro action); -1 where the
+            record gives only a partial label (see ``targets``).
         value_target: float32[N] the acting seat's game result (win 1, loss -1/(n-1), draw 0).
         source: str array [N], the record's source (``sim``, ``forge``, ``ppo``).
         game_id: str array [N].
+        targets: bool[N, num_actions], the actions the record allows: ``label`` alone for a
+            full label, several for a partial one. Built from ``label`` when not given.
     """
 
     obs: np.ndarray
@@ -54,15 +67,27 @@ class DecisionSet:
     value_target: np.ndarray
     source: np.ndarray
     game_id: np.ndarray
+    targets: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.targets is None:
+            assert (self.label >= 0).all(), "a partial label (-1) needs its targets"
+            self.targets = np.zeros(self.action_mask.shape, dtype=bool)
+            self.targets[np.arange(len(self.label)), self.label] = True
 
     def __len__(self) -> int:
         return len(self.label)
 
+    def _fields(self) -> tuple[np.ndarray, ...]:
+        return (self.obs, self.action_mask, self.label, self.value_target, self.source, self.game_id, self.targets)
+
     def subset(self, idx: np.ndarray) -> DecisionSet:
         """Rows ``idx`` (int[K] or bool[N]) as a new set."""
-        return DecisionSet(
-            *(a[idx] for a in (self.obs, self.action_mask, self.label, self.value_target, self.source, self.game_id))
-        )
+        return DecisionSet(*(a[idx] for a in self._fields()))
+
+    def correct(self, pred: np.ndarray) -> np.ndarray:
+        """bool[N]: whether each predicted action (int64[N]) is one the record allows (``targets``)."""
+        return self.targets[np.arange(len(self)), pred]
 
     def source_counts(self) -> dict[str, int]:
         """Decisions per source."""
@@ -74,7 +99,7 @@ class DecisionSet:
         """Row-wise concatenation."""
         if not sets:
             return empty_set()
-        fields = zip(*((s.obs, s.action_mask, s.label, s.value_target, s.source, s.game_id) for s in sets), strict=True)
+        fields = zip(*(s._fields() for s in sets), strict=True)
         return DecisionSet(*(np.concatenate(f) for f in fields))
 
 
@@ -109,28 +134,37 @@ def outcome_value(record: Record) -> float:
     return 1.0 if winner == record.active_seat else -1.0 / (record.players_count - 1)
 
 
-def encode_records(records: Iterable[Record], encoder: Any) -> tuple[DecisionSet, int]:
+def encode_records(records: Iterable[Record], encoder: Any) -> tuple[DecisionSet, Counter[tuple[str, str]]]:
     """Encode and label records; non-trainable ones (land drops, unlabelable) are skipped.
+
+    A record without a label (``encoder.label`` is None) is kept with a partial label when
+    ``encoder.unlabelled`` gives one (label -1, ``targets`` the allowed actions), else skipped.
 
     Args:
         records: decision records of one game kind.
         encoder: the game's encoder (``obs_dim``, ``num_actions``, ``encode_batch``, ``label``,
-            ``action_mask``; see the module docstring).
+            ``action_mask``, optionally ``unlabelled``; see the module docstring).
 
     Returns:
-        ``(set, skipped)`` where ``skipped`` counts non-trainable records (decisions).
+        ``(set, skipped)`` where ``skipped`` counts the non-trainable records (decisions) by
+        ``(reason, detail)``; ``("unlabelled", "")`` when the encoder gives no reason.
 
     Raises:
         ValueError: a record of another game (observation or mask of the wrong size).
     """
     rows: list[Record] = []
     labels: list[int] = []
-    skipped = 0
+    partial: dict[int, np.ndarray] = {}
+    skipped: Counter[tuple[str, str]] = Counter()
+    unlabelled = getattr(encoder, "unlabelled", lambda rec: ("unlabelled", ""))
     for rec in records:
         label = encoder.label(rec)
         if label is None:
-            skipped += 1
-            continue
+            allowed = unlabelled(rec)
+            if isinstance(allowed, tuple):
+                skipped[allowed] += 1
+                continue
+            partial[len(rows)], label = allowed, -1
         rows.append(rec)
         labels.append(label)
     if not rows:
@@ -142,53 +176,78 @@ def encode_records(records: Iterable[Record], encoder: Any) -> tuple[DecisionSet
             f"game {rows[0].game_id!r}: action_mask has {masks.shape[1]} entries, this game has {encoder.num_actions}"
         )
     label_arr = np.asarray(labels, dtype=np.int64)
-    masks[np.arange(len(rows)), label_arr] = True  # a label is legal by definition (Forge files carry no mask)
-    return (
-        DecisionSet(
-            obs,
-            masks,
-            label_arr,
-            np.asarray([outcome_value(r) for r in rows], np.float32),
-            np.asarray([r.source or "sim" for r in rows], dtype=object),
-            np.asarray([r.game_id for r in rows], dtype=object),
-        ),
-        skipped,
-    )
+    targets = np.zeros(masks.shape, dtype=bool)
+    full = np.flatnonzero(label_arr >= 0)
+    targets[full, label_arr[full]] = True
+    for i, allowed in partial.items():
+        targets[i] = allowed
+    masks |= targets  # a label is legal by definition (Forge files carry no mask)
+    values = np.asarray([outcome_value(r) for r in rows], np.float32)
+    sources = np.asarray([r.source or "sim" for r in rows], dtype=object)
+    data = DecisionSet(obs, masks, label_arr, values, sources, np.asarray([r.game_id for r in rows], dtype=object), targets)
+    return data, skipped
 
 
-def _read_files(paths: list[Path]) -> Iterable[Record]:
+def _read_files(paths: list[Path], on_error: Callable[[DataFileError], None] | None = None) -> Iterable[Record]:
     for path in paths:
-        yield from read_records(path)
+        yield from read_records(path, on_error=on_error)
+
+
+def _skip_stats(skipped: Counter[tuple[str, str]], decisions: int, top: int = 10) -> dict:
+    """Metrics of the non-trainable decisions: by reason, and each reason's most frequent details."""
+    by_reason: Counter[str] = Counter()
+    details: dict[str, Counter[str]] = {}
+    for (reason, detail), n in skipped.items():
+        by_reason[reason] += n
+        if detail:
+            details.setdefault(reason, Counter())[detail] += n
+    total = sum(by_reason.values())
+    if total:
+        parts = []
+        for reason, n in by_reason.most_common():
+            top5 = ", ".join(f"{d!r} {k}" for d, k in details.get(reason, Counter()).most_common(5))
+            parts.append(f"{reason} {n}" + (f" (most frequent: {top5})" if top5 else ""))
+        logger.info("%d of %d teacher decisions are not trainable: %s", total, decisions, "; ".join(parts))
+    return {
+        "non_trainable_decisions": total,
+        "non_trainable_by_reason": dict(by_reason.most_common()),
+        "non_trainable_top": {r: dict(c.most_common(top)) for r, c in sorted(details.items())},
+    }
 
 
 def load_teacher(
-    teacher_dirs: list[Path], holdout_fraction: float, encoder: Any, include_forge: bool = False
+    teacher_dirs: list[Path], holdout_fraction: float, encoder: Any, forge_dirs: Sequence[Path] = ()
 ) -> tuple[DecisionSet, DecisionSet, dict]:
     """Teacher decisions split by game into (train, holdout).
 
     Args:
-        teacher_dirs: folders holding ``ml-decisions-sim-*.jsonl`` (and Forge files if
-            ``include_forge``).
+        teacher_dirs: folders holding ``ml-decisions-sim-*.jsonl`` (Forge files there are
+            left out with a warning: they belong in the imported Forge folder).
         holdout_fraction: share of teacher games held out (0.10-0.15).
         encoder: the game's encoder (see ``encode_records``).
-        include_forge: also read external Forge files (never by default).
+        forge_dirs: folders of imported Forge files (``ml-decisions-<8 hex>[-tN].jsonl``,
+            ``python loop.py import-forge``). A bad line there is logged
+            (``file:line: field: problem``), counted and left out; the good lines are kept.
 
     Returns:
-        ``(train, holdout, stats)``; stats counts games and decisions.
+        ``(train, holdout, stats)``; stats counts files, games and decisions (trainable,
+        partial labels, non-trainable by reason and their most frequent details, e.g. the
+        unknown cards) and the bad Forge lines.
 
     Raises:
-        ml.records.RecordError: a malformed line, naming file, line and field.
+        ml.records.RecordError: a malformed line in a teacher batch, naming file, line and field.
     """
-    paths = [p for d in teacher_dirs for p in scan_batches(d, sources=("sim",), include_forge=include_forge)]
-    if not include_forge:
-        skipped = [p for d in teacher_dirs for p in scan_batches(d, sources=(), include_forge=True)]
-        if skipped:
-            logger.warning(
-                "%d external Forge file(s) in %s left out (set train.include_forge to read them)",
-                len(skipped),
-                teacher_dirs[0],
-            )
-    records = list(_read_files(paths))
+    paths = [p for d in teacher_dirs for p in scan_batches(d, sources=("sim",))]
+    forge_paths = [p for d in forge_dirs for p in scan_batches(d, sources=(), include_forge=True)]
+    stray = [p for d in teacher_dirs for p in scan_batches(d, sources=(), include_forge=True)]
+    if stray:
+        logger.warning(
+            "%d Forge file(s) in %s left out: import them with `python loop.py import-forge`", len(stray), teacher_dirs[0]
+        )
+    bad: list[DataFileError] = []
+    records = list(_read_files(paths)) + list(_read_files(forge_paths, on_error=bad.append))
+    for e in bad:
+        logger.warning("%s (left out)", e)
     held = np.asarray([in_holdout(r.game_id, holdout_fraction) for r in records], dtype=bool)
     train, skipped_train = encode_records([r for r, h in zip(records, held, strict=True) if not h], encoder)
     holdout, skipped_hold = encode_records([r for r, h in zip(records, held, strict=True) if h], encoder)
@@ -196,10 +255,14 @@ def load_teacher(
     held_games = {r.game_id for r, h in zip(records, held, strict=True) if h}
     stats = {
         "teacher_files": len(paths),
+        "forge_files": len(forge_paths),
+        "forge_bad_lines": len(bad),
         "teacher_games": len(games),
         "holdout_games": len(held_games),
         "teacher_decisions": len(records),
-        "non_trainable_decisions": skipped_train + skipped_hold,
+        "trainable_decisions": len(train) + len(holdout),
+        "partial_label_decisions": int((train.label < 0).sum() + (holdout.label < 0).sum()),
+        **_skip_stats(skipped_train + skipped_hold, len(records)),
     }
     return train, holdout, stats
 
@@ -253,8 +316,8 @@ def sample_mixture(data: DecisionSet, source_weights: dict[str, float], n: int, 
     """
     present = {s: np.flatnonzero(data.source == s) for s in source_weights if source_weights[s] > 0}
     missing = [s for s, rows in present.items() if len(rows) == 0]
-    if missing:  # normal in generation 0 (no PPO data yet)
-        logger.info("source_weights names %s but the dataset has no such decisions; renormalising", missing)
+    if missing:  # normal in generation 0 (no PPO data yet); once per process, not once per epoch (issue #12)
+        log_once(logger, logging.INFO, "source_weights names %s but the dataset has no such decisions; renormalising", missing)
     present = {s: rows for s, rows in present.items() if len(rows)}
     if not present:
         raise ValueError(f"no training data for any source with positive weight {source_weights}")

@@ -24,7 +24,7 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -188,7 +188,12 @@ def _parse_line(path: Path, line_no: int, raw: bytes) -> dict[str, Any]:
     return obj
 
 
-def iter_jsonl(path: str | os.PathLike[str], *, allow_truncated_last: bool = True) -> Iterator[tuple[int, dict[str, Any]]]:
+def iter_jsonl(
+    path: str | os.PathLike[str],
+    *,
+    allow_truncated_last: bool = True,
+    on_error: Callable[[DataFileError], None] | None = None,
+) -> Iterator[tuple[int, dict[str, Any]]]:
     """Stream the JSON objects of a JSONL file, one line at a time.
 
     Lines are split on ``\\n`` only (a raw ``\\r`` or U+2028 inside a string does not end a
@@ -198,14 +203,17 @@ def iter_jsonl(path: str | os.PathLike[str], *, allow_truncated_last: bool = Tru
         path: the file.
         allow_truncated_last: if true, a last line that lacks its trailing newline and does
             not parse (a killed Forge worker's truncated write) is skipped with a logged
-            warning. If false, it raises like any other bad line.
+            warning (or, with ``on_error``, reported to it). If false, it is a bad line like any other.
+        on_error: if given, every bad line is passed to it as a :class:`DataFileError` and
+            skipped, and reading goes on with the next line (a caller that keeps the good
+            lines of a file and reports all bad ones); if None, the first bad line raises.
 
     Yields:
         ``(line_no, obj)``: the 1-based line number and the parsed object.
 
     Raises:
-        DataFileError: for a line that is not valid UTF-8, not valid JSON or not an object,
-            naming the file and the line.
+        DataFileError: without ``on_error``, for a line that is not valid UTF-8, not valid
+            JSON or not an object, naming the file and the line.
         FileNotFoundError: if the file does not exist.
     """
     path = Path(path)
@@ -213,15 +221,19 @@ def iter_jsonl(path: str | os.PathLike[str], *, allow_truncated_last: bool = Tru
         for line_no, raw in enumerate(f, start=1):
             if not raw.strip():
                 continue
-            complete = raw.endswith(b"\n")
             try:
                 obj = _parse_line(path, line_no, raw)
             except DataFileError as e:
-                if complete or not allow_truncated_last:
-                    raise
-                logger.warning(
-                    "%s:%d: skipping truncated last line (%d bytes, no newline): %s", path, line_no, len(raw), e.problem
-                )
+                if raw.endswith(b"\n") or not allow_truncated_last:
+                    if on_error is None:
+                        raise
+                    on_error(e)
+                    continue
+                problem = f"truncated last line ({len(raw)} bytes, no newline): {e.problem}"
+                if on_error is None:
+                    logger.warning("%s:%d: skipping %s", path, line_no, problem)
+                else:
+                    on_error(DataFileError(path, line_no, None, problem))
                 return
             yield line_no, obj
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -509,7 +509,12 @@ def _describe(err: ValidationError) -> tuple[str, str]:
     return ".".join(loc) or "<record>", msg
 
 
-def read_records(path: str | os.PathLike[str], *, source: str | None = None) -> Iterator[Record]:
+def read_records(
+    path: str | os.PathLike[str],
+    *,
+    source: str | None = None,
+    on_error: Callable[[DataFileError], None] | None = None,
+) -> Iterator[Record]:
     """Stream and validate the records of one decision file.
 
     Records without a ``source`` get the file's class filled in (``source`` if given, else
@@ -519,15 +524,19 @@ def read_records(path: str | os.PathLike[str], *, source: str | None = None) -> 
     Args:
         path: the JSONL file.
         source: class to assume for the file instead of the one its name gives.
+        on_error: if given, each bad line (``RecordError`` for a schema problem,
+            ``DataFileError`` for a line that is not JSON, a truncated last line included) is
+            passed to it and skipped, and the good lines are still yielded; if None, the
+            first bad line raises.
 
     Yields:
         Validated records in file order: ``OpenSpielRecord`` for lines with an ``observation``,
         else ``DecisionRecord``.
 
     Raises:
-        RecordError: for a record that does not fit the schema, or whose ``source``
-            contradicts the file's class; the message names file, line and field.
-        DataFileError: for a line that is not JSON.
+        RecordError: without ``on_error``, for a record that does not fit the schema, or whose
+            ``source`` contradicts the file's class; the message names file, line and field.
+        DataFileError: without ``on_error``, for a line that is not JSON.
         ValueError: for an unknown ``source``.
         FileNotFoundError: if the file does not exist.
     """
@@ -535,21 +544,50 @@ def read_records(path: str | os.PathLike[str], *, source: str | None = None) -> 
     if source not in (None, "forge", "sim", "ppo"):
         raise ValueError(f"source must be 'forge', 'sim' or 'ppo', got {source!r}")
     file_class = source if source is not None else classify_file(path)
-    for line_no, obj in iter_jsonl(path):
-        version = obj.get("schema_version")
-        if version is not None and version != SCHEMA_VERSION:  # report this before any shape error it explains
-            raise RecordError(
-                path, line_no, "schema_version", f"unsupported schema_version {version!r} (this reader knows {SCHEMA_VERSION})"
-            )
-        if file_class is not None:
-            rec_source = obj.setdefault("source", file_class)
-            if rec_source != file_class:
-                raise RecordError(path, line_no, "source", f"record source {rec_source!r} in a {file_class!r} file")
+    for line_no, obj in iter_jsonl(path, on_error=on_error):
         try:
-            yield record_model(obj).model_validate(obj, strict=True)
-        except ValidationError as e:
-            field, problem = _describe(e)
-            raise RecordError(path, line_no, field, problem, e.errors(include_url=False)) from None
+            record = validate_line(path, line_no, obj, file_class)
+        except RecordError as e:
+            if on_error is None:
+                raise
+            on_error(e)
+            continue
+        yield record
+
+
+def validate_line(path: Path, line_no: int, obj: dict[str, Any], file_class: str | None) -> Record:
+    """One parsed JSONL line (``ml.io.iter_jsonl``) as a record of a ``file_class`` file.
+
+    ``obj`` gets ``source`` filled in from ``file_class`` when it has none (as :func:`read_records`).
+
+    Args:
+        path, line_no: where the line is (for the error message).
+        obj: the parsed JSON object.
+        file_class: ``forge``, ``sim``, ``ppo`` or None (no source check).
+
+    Returns:
+        The validated record (``OpenSpielRecord`` when it has an ``observation``, else ``DecisionRecord``).
+
+    Raises:
+        RecordError: the line does not fit the schema, has an unknown ``schema_version``, or a
+            ``source`` other than ``file_class``; the message names file, line and field.
+    """
+    version = obj.get("schema_version")
+    if version is not None and version != SCHEMA_VERSION:  # report this before any shape error it explains
+        raise RecordError(
+            path, line_no, "schema_version", f"unsupported schema_version {version!r} (this reader knows {SCHEMA_VERSION})"
+        )
+    if file_class is not None:
+        rec_source = obj.setdefault("source", file_class)
+        if rec_source != file_class:
+            raise RecordError(path, line_no, "source", f"record source {rec_source!r} in a {file_class!r} file")
+    if file_class == "forge" and "observation" in obj:
+        raise RecordError(path, line_no, "observation", "an OpenSpiel record in a Forge file (Forge writes commander records)")
+    try:
+        return record_model(obj).model_validate(obj, strict=True)
+    except ValidationError as e:
+        field, problem = _describe(e)
+        raise RecordError(path, line_no, field, problem, e.errors(include_url=False)) from None
 
 
 def scan_batches(

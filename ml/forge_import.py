@@ -1,0 +1,401 @@
+"""Teacher data from Forge: import real Forge decision files, and label what they hold.
+
+Forge files (``shared/docs/forge-decision-format.md``) reach the loop through one path,
+``python loop.py import-forge PATH...`` (:func:`import_command`): every line is validated
+with the record schema; each bad line is reported (``<file>:<line>: <field>: <problem>``)
+and left out, every good line is copied byte for byte (CRLF kept) into ``data/forge/``
+(``FORGE_DIR``), ``dvc add``-tracked like ``data/pool`` and read by the train and gate
+stages as source ``forge``. No file is deleted or overwritten: sources are only read, a
+taken name with other content gets a new one (``ml-decisions-<8 hex of SHA-256>[-tN].jsonl``),
+identical content is "already imported". ``--cards TABLE`` merges a user card table
+(``name: kind``) into ``data/forge/cards.yaml``: it extends the built-in pool for labels only.
+
+``data/teacher`` is the teacher stage's output, which DVC rewrites: :func:`foreign_teacher_files`
+lists what was put there by hand, and ``loop.py`` refuses to run until it is imported and moved out.
+
+Labels (:class:`ForgeEncoder`): a Forge ``attack`` has no target, so its label is partial
+(attacking any opponent still in the game; ``ml.dataset.DecisionSet.targets``). A record
+that stays non-trainable gets a reason (``land_drop``, ``unknown_card`` and the card, ...),
+counted in ``metrics/train.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from ml.actions import attack_action
+from ml.encoding import RecordEncoder, label_record
+from ml.game.cards import KINDS, Card, load_card_pool
+from ml.io import TMP_SUFFIX, DataFileError, atomic_write_bytes, atomic_write_text, iter_jsonl
+from ml.params import load_params
+from ml.records import RecordError, classify_file, read_records, scan_batches, validate_line
+
+FORGE_DIR = "data/forge"
+"""Imported Forge files (repo-relative; ``dvc add``-tracked, read by the train and gate stages)."""
+TEACHER_DIR = "data/teacher"
+"""The teacher stage's output (``dvc.yaml``): DVC deletes what it did not write."""
+CARD_TABLE = "cards.yaml"
+"""The user card table inside ``FORGE_DIR``: ``card name: kind`` (kinds of ``ml.game.cards.KINDS``)."""
+
+
+# --------------------------------------------------------------------------- the card table
+
+
+def load_card_table(path: str | Path, pool: Mapping[str, Card]) -> dict[str, str]:
+    """Read a card table (YAML mapping ``card name: kind``) and check it against the built-in pool.
+
+    Args:
+        path: the table (an absent file is an empty table).
+        pool: the built-in card pool (``RecordEncoder().pool``), which the table may extend
+            but not change.
+
+    Returns:
+        ``{card name: kind}`` with kinds from ``ml.game.cards.KINDS``.
+
+    Raises:
+        DataFileError: not YAML, not a mapping, a kind that is not a card kind, or a built-in
+            card given another kind; the message names file, line and card.
+    """
+    path = Path(path)
+    if not path.exists():
+        return {}
+    try:
+        root = yaml.compose(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        mark = getattr(e, "problem_mark", None)
+        raise DataFileError(path, mark.line + 1 if mark else None, None, f"not a YAML card table ({e})") from None
+    if root is None:
+        return {}
+    if not isinstance(root, yaml.MappingNode):
+        raise DataFileError(path, root.start_mark.line + 1, None, "expected a mapping of card name to kind")
+    table: dict[str, str] = {}
+    for key, value in root.value:
+        line, name, kind = key.start_mark.line + 1, str(key.value), value.value
+        if not isinstance(value, yaml.ScalarNode) or kind not in KINDS:
+            raise DataFileError(path, line, name, f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        if name in pool and pool[name].kind != kind:
+            raise DataFileError(path, line, name, f"a built-in card of kind {pool[name].kind!r}; the table cannot change it")
+        table[name] = kind
+    return table
+
+
+def merge_card_tables(current: dict[str, str], new: dict[str, str], new_path: Path, current_path: Path) -> dict[str, str]:
+    """``current`` extended by ``new``; a card both give different kinds is refused.
+
+    Raises:
+        DataFileError: naming ``new_path`` and the card (edit ``current_path`` by hand to change a kind).
+    """
+    for name, kind in new.items():
+        if current.get(name, kind) != kind:
+            raise DataFileError(
+                new_path, None, name, f"kind {kind!r}, but {current_path} has {current[name]!r} (edit that file to change it)"
+            )
+    return {**current, **new}
+
+
+# --------------------------------------------------------------------------- labels
+
+
+class ForgeEncoder:
+    """The commander's ``RecordEncoder`` with the labels real Forge records need.
+
+    Features (``encode_batch``, ``action_mask``, ``obs_dim``, ``num_actions``) are the wrapped
+    encoder's, untouched; only labels change: casts of cards in the card table get the
+    label of their kind, an untargeted attack gets a partial label, and every record left
+    without a label gets a reason (:meth:`unlabelled`, read by ``ml.dataset.encode_records``).
+
+    Args:
+        encoder: the commander's encoder.
+        card_kinds: the user card table, ``{card name: kind}`` (see :func:`load_card_table`).
+    """
+
+    def __init__(self, encoder: RecordEncoder, card_kinds: Mapping[str, str] | None = None) -> None:
+        self.encoder = encoder
+        self.obs_dim, self.num_actions = encoder.obs_dim, encoder.num_actions
+        extra = {n: Card(n, k, 0) for n, k in (card_kinds or {}).items() if n not in encoder.pool}
+        self.label_pool = {**encoder.pool, **extra}
+
+    def encode_batch(self, records: list[Any]) -> np.ndarray:
+        """float32[N, obs_dim], as the wrapped encoder."""
+        return self.encoder.encode_batch(records)
+
+    def action_mask(self, record: Any) -> np.ndarray:
+        """bool[num_actions], as the wrapped encoder."""
+        return self.encoder.action_mask(record)
+
+    def label(self, record: Any) -> int | None:
+        """Macro-action index (``label_record`` over the pool extended by the card table), or None."""
+        return label_record(record, self.label_pool)
+
+    def unlabelled(self, record: Any) -> np.ndarray | tuple[str, str]:
+        """For a record without a label: its partial label, or why it is not trainable.
+
+        Returns:
+            bool[num_actions], the actions any of which the record allows (an attack without
+            target: attacking each opponent not eliminated), or ``(reason, detail)``:
+            ``("land_drop", "")``, ``("unknown_card", card)``, ``("attack_bad_target", target)``,
+            ``("attack_no_opponent", "")``, ``("action_type", type)``.
+        """
+        action = record.action
+        if action.type == "land" or (
+            action.type == "cast" and getattr(self.label_pool.get(action.card), "kind", "") == "land"
+        ):
+            return ("land_drop", "")
+        if action.type == "cast":
+            return ("unknown_card", action.card)
+        if action.type != "attack":
+            return ("action_type", action.type)
+        if action.target:
+            return ("attack_bad_target", action.target)
+        seats = {p.seat: p for p in record.players}
+        n, actor = len(record.players), record.active_seat
+        allowed = np.zeros(self.num_actions, dtype=bool)
+        for offset in range(1, n):
+            p = seats.get((actor + offset) % n)
+            if p is not None and not (p.eliminated if p.eliminated is not None else p.life <= 0):
+                allowed[attack_action(offset)] = True
+        allowed &= self.action_mask(record)
+        return allowed if allowed.any() else ("attack_no_opponent", "")
+
+
+def teacher_encoder(encoder: Any, forge_dir: Path | None) -> Any:
+    """The encoder the dataset builder labels teacher data with.
+
+    Args:
+        encoder: the game's encoder (``make_game(...).encoder()``).
+        forge_dir: the imported Forge folder (its ``cards.yaml`` is the card table), or None.
+
+    Returns:
+        A :class:`ForgeEncoder` around the commander's ``RecordEncoder``; any other game's
+        encoder as it is (Forge files are commander records).
+
+    Raises:
+        DataFileError: a bad card table (see :func:`load_card_table`).
+    """
+    if not isinstance(encoder, RecordEncoder):
+        return encoder
+    cards = load_card_table(forge_dir / CARD_TABLE, encoder.pool) if forge_dir is not None else {}
+    return ForgeEncoder(encoder, cards)
+
+
+# --------------------------------------------------------------------------- the teacher folder
+
+
+def foreign_teacher_files(teacher_dir: str | Path) -> list[Path]:
+    """Files in the teacher stage's output folder that the teacher stage did not write.
+
+    The teacher stage writes only ``ml-decisions-sim-*.jsonl`` (and their ``*.tmp`` while it
+    runs); anything else there, Forge files first of all, would be deleted by ``dvc repro``.
+
+    Returns:
+        Sorted paths (empty when the folder does not exist).
+    """
+    teacher_dir = Path(teacher_dir)
+    if not teacher_dir.is_dir():
+        return []
+    return sorted(p for p in teacher_dir.iterdir() if classify_file(p) != "sim" and not p.name.endswith(TMP_SUFFIX))
+
+
+def foreign_files_message(files: Sequence[Path], root: Path) -> str:
+    """Why ``loop.py`` refuses to run with :func:`foreign_teacher_files`, and what to do."""
+    rel = [str(p.relative_to(root)) if p.is_relative_to(root) else str(p) for p in files]
+    return (
+        f"{TEACHER_DIR} holds {len(rel)} file(s) the teacher stage did not write:\n  " + "\n  ".join(rel) + "\n"
+        f"{TEACHER_DIR} is the teacher stage's output and `dvc repro` would delete them (nothing was changed).\n"
+        f"To train on Forge files, import them (good lines are copied to {FORGE_DIR}, DVC-tracked; bad lines are listed):\n"
+        f"  python loop.py import-forge {' '.join(rel)}\n"
+        f"then move the originals out of {TEACHER_DIR} (and `git rm --cached` them if you committed them)."
+    )
+
+
+# --------------------------------------------------------------------------- importing files
+
+
+@dataclass
+class FileReport:
+    """What the import did with one source file.
+
+    Attributes:
+        source: the file given.
+        status: ``imported``, ``already imported`` or ``refused``.
+        dest: the file in the Forge folder holding its good lines (None when refused).
+        decisions: good lines (decisions) kept.
+        bad: every bad line, as ``DataFileError``/``RecordError`` (file, line, field, problem).
+        notes: anything else the user should know (a new name, games seen before).
+    """
+
+    source: Path
+    status: str
+    dest: Path | None = None
+    decisions: int = 0
+    bad: list[DataFileError] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _good_lines(path: Path, bad: list[DataFileError]) -> tuple[bytes, int, set[str]]:
+    """The good lines of a Forge file (bytes as they are), their count and game ids; bad lines go to ``bad``."""
+    keep: dict[int, str] = {}
+    for line_no, obj in iter_jsonl(path, on_error=bad.append):
+        try:
+            keep[line_no] = validate_line(path, line_no, obj, "forge").game_id
+        except RecordError as e:
+            bad.append(e)
+    with open(path, "rb") as f:
+        lines = [raw if raw.endswith(b"\n") else raw + b"\n" for no, raw in enumerate(f, start=1) if no in keep]
+    return b"".join(lines), len(lines), set(keep.values())
+
+
+def _existing(forge_dir: Path) -> tuple[dict[str, Path], set[str]]:
+    """SHA-256 -> file of the imported files, and the game ids they hold."""
+    files = scan_batches(forge_dir, sources=(), include_forge=True) if forge_dir.is_dir() else []
+    games = {r.game_id for p in files for r in read_records(p, on_error=lambda e: None)}
+    return {hashlib.sha256(p.read_bytes()).hexdigest(): p for p in files}, games
+
+
+def import_files(paths: Sequence[Path], forge_dir: Path) -> list[FileReport]:
+    """Validate Forge files and copy their good lines into ``forge_dir``; never overwrites.
+
+    Args:
+        paths: the Forge files (JSONL in the Forge decision format, any name).
+        forge_dir: the destination folder (created when missing).
+
+    Returns:
+        One report per path, in order. A file with no good line, or that is missing, is
+        ``refused``; one whose name is taken by other content is imported under
+        ``ml-decisions-<8 hex of its SHA-256>[-tN].jsonl`` (refused when that name is taken too).
+    """
+    by_hash, known_games = _existing(forge_dir)
+    reports = []
+    for path in map(Path, paths):
+        if not path.is_file():
+            reports.append(FileReport(path, "refused", notes=["no such file"]))
+            continue
+        rep = FileReport(path, "refused")
+        reports.append(rep)
+        content, rep.decisions, games = _good_lines(path, rep.bad)
+        if not rep.decisions:
+            rep.notes.append("no good line")
+            continue
+        digest = hashlib.sha256(content).hexdigest()
+        if digest in by_hash:
+            rep.status, rep.dest = "already imported", by_hash[digest]
+            continue
+        forge_name = classify_file(path) == "forge"
+        dest = forge_dir / (path.name if forge_name else f"ml-decisions-{digest[:8]}.jsonl")
+        if dest.exists():  # keep the worker suffix -tN of a Forge name
+            worker = re.search(r"-t\d+(?=\.jsonl$)", path.name) if forge_name else None
+            dest = forge_dir / f"ml-decisions-{digest[:8]}{worker.group() if worker else ''}.jsonl"
+            if dest.exists():
+                rep.notes.append(f"{dest} exists with other content; never overwritten")
+                continue
+        if dest.name != path.name:
+            rep.notes.append(
+                f"imported as {dest.name} ({path.name} " + ("is taken)" if forge_name else "is not a Forge file name)")
+            )
+        if seen := games & known_games:
+            rep.notes.append(f"{len(seen)} of its {len(games)} games are already in {forge_dir} (a file that grew?)")
+        atomic_write_bytes(dest, content)
+        rep.status, rep.dest = "imported", dest
+        by_hash[digest] = dest
+        known_games |= games
+    return reports
+
+
+def format_report(reports: Sequence[FileReport], root: Path) -> str:
+    """The import report: each bad line (``file:line: field: problem``), then one line per file."""
+    out = [str(e) for rep in reports for e in rep.bad]
+    for rep in reports:
+        dest = f" -> {rep.dest.relative_to(root) if rep.dest.is_relative_to(root) else rep.dest}" if rep.dest else ""
+        bad = f", {len(rep.bad)} bad line(s) left out" if rep.bad else ""
+        notes = f" ({'; '.join(rep.notes)})" if rep.notes else ""
+        out.append(f"{rep.status}: {rep.source}{dest}: {rep.decisions} decisions{bad}{notes}")
+    return "\n".join(out)
+
+
+# --------------------------------------------------------------------------- the loop.py command
+
+
+def import_command(loop: Any, paths: Sequence[Path], cards: Path | None, weight: float) -> int:
+    """``python loop.py import-forge PATH... [--cards TABLE] [--weight W]``.
+
+    Validates and copies the files (:func:`import_files`), merges the card table, ``dvc add``s
+    ``data/forge`` and commits ``data/forge.dvc``; when ``train.source_weights`` has no
+    ``forge`` weight yet, sets it to ``weight`` in ``params.yaml`` and commits that too.
+
+    Args:
+        loop: the ``ml.orchestrator.Loop`` of the repository (``path``, ``run``, ``dvc``,
+            ``git``, ``commit_paths``, ``set_params``, ``load_state``, ``echo``).
+        paths: Forge files to import.
+        cards: a card table to merge into ``data/forge/cards.yaml``, or None.
+        weight: the ``forge`` mixture weight to set when there is none (>= 0).
+
+    Returns:
+        0 when every file was imported (or already was), bad lines left out and listed;
+        2 when a file or the card table was refused (the rest is still imported).
+    """
+    state, params = loop.load_state(), load_params(loop.path("params.yaml"))
+    if state.in_flight is not None:
+        loop.echo(f"import-forge: attempt {state.in_flight.attempt_id} is in flight; let it finish (run loop.py) first")
+        return 2
+    if params.game.name != "commander":
+        loop.echo(f"import-forge: Forge files are commander records; this run plays {params.game.name}")
+        return 2
+    forge_dir = loop.path(FORGE_DIR)
+    try:
+        table_changed = _merge_cards(forge_dir, cards)
+    except DataFileError as e:
+        loop.echo(f"import-forge: {e} (nothing imported)")
+        return 2
+    reports = import_files(paths, forge_dir)
+    loop.echo(format_report(reports, loop.root))
+    tracked = [f"{FORGE_DIR}.dvc", f"{Path(FORGE_DIR).parent}/.gitignore"]
+    if forge_dir.is_dir():  # also records a hand edit of data/forge (e.g. its card table)
+        loop.run([*loop.dvc, "add", "--quiet", FORGE_DIR])
+    if loop.git("status", "--porcelain", "--", *tracked).strip():
+        done = [r for r in reports if r.status == "imported"]
+        head = f"import-forge: {len(done)} Forge file(s), {sum(r.decisions for r in done)} decisions"
+        body = [f"{r.source.name} -> {r.dest.name}: {r.decisions} decisions, {len(r.bad)} bad lines" for r in done]
+        loop.commit_paths(
+            "\n\n".join([head + (", card table" if table_changed else ""), *(["\n".join(body)] if body else [])]), tracked
+        )
+    _set_weight(loop, params.train.source_weights, weight)
+    return 2 if any(r.status == "refused" for r in reports) else 0
+
+
+def _merge_cards(forge_dir: Path, cards: Path | None) -> bool:
+    """Merge ``cards`` into the Forge folder's table; True when the table file changed."""
+    if cards is None:
+        return False
+    pool = load_card_pool()
+    current_path = forge_dir / CARD_TABLE
+    current = load_card_table(current_path, pool)
+    merged = merge_card_tables(current, load_card_table(cards, pool), cards, current_path)
+    if merged == current and current_path.exists():
+        return False
+    text = "# Card table of the imported Forge data: card name -> kind (labels only; python loop.py import-forge --cards)\n"
+    atomic_write_text(current_path, text + yaml.safe_dump(dict(sorted(merged.items())), allow_unicode=True, width=4096))
+    return True
+
+
+def _set_weight(loop: Any, source_weights: dict[str, float], weight: float) -> None:
+    """Give the ``forge`` source its mixture weight once, so imported decisions are sampled."""
+    if not (loop.path(FORGE_DIR).is_dir() and scan_batches(loop.path(FORGE_DIR), sources=(), include_forge=True)):
+        return
+    if "forge" in source_weights:
+        if source_weights["forge"] == 0:
+            loop.echo("note: train.source_weights.forge is 0: the imported decisions are not trained on")
+        return
+    if loop.git("status", "--porcelain", "--", "params.yaml").strip():
+        loop.echo(f"note: set train.source_weights.forge (e.g. {weight}) in params.yaml yourself: it has uncommitted changes")
+        return
+    new = {**source_weights, "forge": weight}
+    loop.set_params({"train": {"source_weights": new}}, f"params: train.source_weights.forge = {weight} (import-forge)")
+    loop.echo(f"train.source_weights.forge = {weight} written to params.yaml and committed (mixture ratios: {new})")
