@@ -4,10 +4,15 @@
 ``generations``, ``overrides`` (section -> key -> value, applied on top of the base
 params while the phase runs), ``gated`` (an ungated phase trains, exports, commits and
 always advances), an optional ``opponent: previous_phase`` (self-play opponents are the
-frozen PPO agent that passed the previous phase, resolved at run time) and an optional
-``abort_if`` (stop an attempt whose training metric has not cleared a bar by a number of
-PPO steps). Without a ``curriculum`` key the loop runs one implicit phase, ``main``, of
-``loop.max_generations`` generations with the params as they are.
+frozen PPO agent that passed the previous phase, resolved at run time; with none, because
+the previous phase was skipped, the heuristic teacher, see ``opponent_fallback``) and an
+optional ``abort_if`` (stop an attempt whose training metric has not cleared a bar by a
+number of PPO steps). Without a ``curriculum`` key the loop runs one implicit phase,
+``main``, of ``loop.max_generations`` generations with the params as they are.
+
+The models are strict like ``ml.params`` (``generations: "2"`` is no integer); each phase's
+overrides are validated against the params sections when ``params.yaml`` loads
+(``ml.params.Params``).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ ABORT_METRICS = ("train_win_rate", "entropy", "approx_kl", "clipfrac", "pg_loss"
 class AbortIf(BaseModel):
     """Stop the attempt when ``metric`` is below ``below`` once ``at_steps`` PPO decisions are done."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     metric: Literal[ABORT_METRICS] = "train_win_rate"  # type: ignore[valid-type]
     below: float
@@ -33,7 +38,7 @@ class AbortIf(BaseModel):
 class Phase(BaseModel):
     """One phase of the curriculum."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,40}$")
     generations: int = Field(ge=1)
@@ -50,28 +55,45 @@ class Phase(BaseModel):
         return self
 
 
+FALLBACK_OPPONENT_MIX = {"heuristic": 1.0}
+"""Self-play opponents of an ``opponent: previous_phase`` phase whose previous phase passed no model."""
+
+
 def phase_overrides(phase: Phase, previous_winner: str | None) -> dict[str, dict[str, Any]]:
-    """Everything a phase sets in params.yaml: its overrides, ``gate.gated``, the gauntlet
-    opponent and the abort rule.
+    """Everything a phase sets in params.yaml (section -> key -> value): its overrides,
+    ``gate.gated``, the gauntlet opponent and the abort rule.
 
     Args:
         phase: the phase.
         previous_winner: name of the frozen PPO agent that passed the previous phase (e.g.
-            ``gen002``), needed when ``phase.opponent == "previous_phase"``.
-
-    Raises:
-        ValueError: a gauntlet phase with no passing model before it.
+            ``gen002``), used when ``phase.opponent == "previous_phase"``. None (the previous
+            phase was left by ``--skip-to-next-stage``): the phase plays the heuristic teacher
+            (``FALLBACK_OPPONENT_MIX``) instead, see ``opponent_fallback``.
     """
     out = {section: dict(values) for section, values in phase.overrides.items()}
     out.setdefault("gate", {})["gated"] = phase.gated
     selfplay = out.setdefault("selfplay", {})
     if phase.opponent == "previous_phase":
-        if previous_winner is None:
-            raise ValueError(f"phase {phase.name!r} plays the previous phase's model, but no earlier phase passed a model")
-        selfplay["opponent_mix"] = {"frozen": 1.0}
-        selfplay["frozen_names"] = [previous_winner]
+        selfplay["opponent_mix"] = {"frozen": 1.0} if previous_winner else dict(FALLBACK_OPPONENT_MIX)
+        selfplay["frozen_names"] = [previous_winner] if previous_winner else None
     selfplay.setdefault("abort_if", phase.abort_if.model_dump() if phase.abort_if else None)
     return out
+
+
+def opponent_fallback(phase: Phase, previous_phase: str, previous_winner: str | None) -> str | None:
+    """Why ``phase`` plays the heuristic teacher instead of the previous phase's model, or None when it does not.
+
+    Args:
+        phase: the phase being entered.
+        previous_phase: name of the phase before it.
+        previous_winner: the frozen PPO agent that passed ``previous_phase``, None when it passed none.
+    """
+    if phase.opponent != "previous_phase" or previous_winner:
+        return None
+    return (
+        f"phase {phase.name!r} plays the previous phase's model, but phase {previous_phase!r} passed none "
+        f"(it was skipped): its self-play opponents are the heuristic teacher instead"
+    )
 
 
 def implicit_phase(max_generations: int) -> Phase:

@@ -2,7 +2,11 @@
 
 Every field carries a docstring (turned into its description by
 ``use_attribute_docstrings``) with its unit. Unknown keys are errors
-(``extra="forbid"``), and every error names the file, the section and the key.
+(``extra="forbid"``), types are strict (pydantic strict mode: ``epochs: true``,
+``epochs: "6"`` or ``epochs: 6.0`` is no integer, ``gated: 1`` no boolean; an integer is a
+valid float), and every error names the file, the section and the key. Profiles and
+curriculum phases are checked when the file loads: each one's overrides on top of the
+params must validate, and an error names the profile or phase.
 
 Seeds: every random source of a stage derives from ``run.seed`` (set by ``loop.py`` per
 attempt from ``base.seed``, generation and attempt) plus a fixed per-stage offset from
@@ -18,7 +22,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ml.curriculum import AbortIf, Phase
+from ml.curriculum import AbortIf, Phase, phase_overrides
 
 DEFAULT_PARAMS_PATH = Path("params.yaml")
 
@@ -48,7 +52,7 @@ class ParamsError(ValueError):
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True, strict=True)
 
 
 class BaseParams(_Section):
@@ -125,7 +129,7 @@ class TrainParams(_Section):
     """Decisions per gradient step."""
     lr: float = Field(1e-3, gt=0)
     """Adam learning rate."""
-    hidden_sizes: tuple[int, ...] = (256, 256)
+    hidden_sizes: Annotated[tuple[int, ...], Field(strict=False)] = (256, 256)
     """Widths of the policy/value MLP trunk."""
     samples_per_epoch: int = Field(40_000, ge=1)
     """Decisions drawn (with replacement) from the source mixture per epoch."""
@@ -138,8 +142,6 @@ class TrainParams(_Section):
     ppo_window: int = Field(0, ge=0)
     """Newest accepted PPO batches the student learns from (by generation); 0: all of them.
     Older batches come from weaker agents and dilute the newest (docs/measurements.md)."""
-    include_forge: bool = False
-    """Also read external Forge files (``ml-decisions-<8 hex>[-tN].jsonl``) in the teacher folder as teacher data."""
     init_checkpoint: str | None = None
     """Warm start: a checkpoint (repo-relative path) the student starts from instead of random weights (``--seed-checkpoint``)."""
     value_coef: float = Field(0.5, ge=0)
@@ -289,13 +291,39 @@ class Params(_Section):
 
     @model_validator(mode="after")
     def _check_profiles(self) -> Params:
-        base = self.model_dump(mode="json", exclude={"profiles", "curriculum"})
         for name, overrides in self.profiles.items():
-            try:
-                Params.model_validate(apply_overrides(base, overrides))
-            except ValidationError as e:
-                raise ValueError(f"profile {name!r}: {e.errors()[0]['loc']}: {e.errors()[0]['msg']}") from None
+            self._check_overrides(f"profile {name!r}", overrides)
         return self
+
+    @model_validator(mode="after")
+    def _check_curriculum(self) -> Params:
+        for i, phase in enumerate(self.curriculum or []):
+            where = f"curriculum.{i} (phase {phase.name!r})"
+            if i == 0 and phase.opponent == "previous_phase":
+                raise ValueError(f"{where}: opponent: previous_phase needs an earlier phase, and this is the first")
+            self._check_overrides(where, phase_overrides(phase, None))
+        return self
+
+    def _check_overrides(self, where: str, overrides: dict[str, dict[str, Any]]) -> None:
+        """Raise ValueError (naming ``where``, each section and key) unless these params with ``overrides`` validate."""
+        try:
+            self.overridden(overrides)
+        except ParamsError as e:
+            raise ValueError(f"{where}: {e}") from None
+        except ValidationError as e:
+            problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {_message(err)}" for err in e.errors())
+            raise ValueError(f"{where}: {problems}") from None
+
+    def overridden(self, overrides: dict[str, dict[str, Any]]) -> Params:
+        """These params with ``overrides`` (section -> key -> value) set, without profiles and curriculum.
+
+        Raises:
+            ParamsError: an override names an unknown section.
+            pydantic.ValidationError: the result does not validate (an unknown key, a bad value).
+        """
+        return Params.model_validate(
+            apply_overrides(self.model_dump(mode="json", exclude={"profiles", "curriculum"}), overrides)
+        )
 
     def stage_seed(self, stage: str) -> int:
         """Seed of a stage, ``<root> + STAGE_SEED_OFFSETS[stage]``.
@@ -349,7 +377,12 @@ def load_params(path: str | Path = DEFAULT_PARAMS_PATH) -> Params:
 
 
 def params_from_dict(raw: dict[str, Any], source: str = "params") -> Params:
-    """Validate a params mapping (as read from YAML). Raises ParamsError like ``load_params``."""
+    """Validate a params mapping (as read from YAML), its profiles and curriculum phases included.
+
+    Raises:
+        ParamsError: as ``load_params``; one line per problem, ``<source>: <section>.<key>: <message>``
+            (a profile's or phase's problem: ``<source>: curriculum.<i> (phase '<name>'): <section>.<key>: <message>``).
+    """
     if not isinstance(raw, dict):
         raise ParamsError(f"{source}: top level must be a mapping of sections")
     try:
@@ -358,5 +391,10 @@ def params_from_dict(raw: dict[str, Any], source: str = "params") -> Params:
         problems = []
         for err in e.errors():
             loc = ".".join(str(x) for x in err["loc"])
-            problems.append(f"{source}: {loc}: {err['msg']}")
+            problems.append(f"{source}: {loc}: {_message(err)}" if loc else f"{source}: {_message(err)}")
         raise ParamsError("\n".join(problems)) from e
+
+
+def _message(err: Any) -> str:
+    """A pydantic error's message, without the ``Value error, `` prefix of a validator's own ValueError."""
+    return err["msg"].removeprefix("Value error, ")

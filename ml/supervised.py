@@ -1,9 +1,13 @@
 """Supervised student: imitation of decision records by a masked policy/value network.
 
-Loss per decision: cross-entropy of the masked logits against the recorded macro action,
-plus ``value_coef`` times the squared error of the value head against the acting seat's
-game result. Each epoch draws ``samples_per_epoch`` decisions from the source mixture
-(``ml.dataset.sample_mixture``), so the source weights hold exactly as ratios.
+Loss per decision: minus the log of the total probability (masked softmax) of the actions
+the record allows, ``-log sum_{a in targets} p(a)``: the cross-entropy against the recorded
+macro action for a full label, and for a partial one (a Forge attack without a target) the
+probability of attacking anyone (``ml.dataset.DecisionSet.targets``; References: Jin &
+Ghahramani 2002, "Learning with multiple labels"), plus ``value_coef`` times the squared
+error of the value head against the acting seat's game result. Each epoch draws
+``samples_per_epoch`` decisions from the source mixture (``ml.dataset.sample_mixture``), so
+the source weights hold exactly as ratios.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from ml.dataset import DecisionSet, sample_mixture
-from ml.policy import PolicyNet, check_shape
+from ml.policy import MASKED_LOGIT, CheckpointError, PolicyNet, check_shape
 from ml.progress import ProgressBar
 
 logger = logging.getLogger(__name__)
@@ -50,10 +54,10 @@ def predict(net: PolicyNet, data: DecisionSet, batch_size: int = 4096) -> np.nda
 
 
 def accuracy(net: PolicyNet, data: DecisionSet) -> float:
-    """Share of decisions where the greedy action equals the label (nan for an empty set)."""
+    """Share of decisions where the greedy action is one the record allows (nan for an empty set)."""
     if len(data) == 0:
         return float("nan")
-    return float((predict(net, data) == data.label).mean())
+    return float(data.correct(predict(net, data)).mean())
 
 
 def train_student(
@@ -74,27 +78,38 @@ def train_student(
         seed: seeds torch and the mixture sampler.
         progress: show a progress bar.
         device: torch device of the training (results match the CPU up to float tolerance).
-        init: warm start from these weights (same architecture) instead of a random init.
+        init: warm start: the student starts from a copy of these weights (same architecture;
+            ``init`` itself is not changed) instead of a random init.
 
     Returns:
-        ``(net, metrics)`` with ``train/…`` keys: final loss, holdout accuracy, and the
-        realised share of each source among the sampled decisions.
+        ``(net, metrics)`` with ``train/…`` keys: final loss, holdout accuracy of the
+        starting weights (``train/init_holdout_accuracy``: the warm start's, or the random
+        init's) and of the trained student, and the realised share of each source among
+        the sampled decisions.
 
     Raises:
         ValueError: when the mixture has no data (see ``sample_mixture``).
-        RuntimeError: ``init`` has another architecture than ``cfg.hidden_sizes``.
-        ml.policy.CheckpointError: ``init`` reads another observation size (another encoder).
+        ml.policy.CheckpointError: ``init`` reads another observation size (another encoder),
+            or its hidden sizes are not ``cfg.hidden_sizes``.
     """
     if init is not None:
         check_shape(init, train.obs.shape[1], train.action_mask.shape[1], "the warm-start checkpoint")
+        if tuple(init.hidden_sizes) != tuple(cfg.hidden_sizes):
+            raise CheckpointError(
+                f"the warm-start checkpoint has hidden sizes {list(init.hidden_sizes)}, "
+                f"but train.hidden_sizes is {list(cfg.hidden_sizes)}"
+            )
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     net = PolicyNet(
         train.obs.shape[1], cfg.hidden_sizes, train.action_mask.shape[1]
     )  # initialised on the CPU: same weights on any device
+    if init is not None:
+        net.load_state_dict(init.state_dict())  # the seed's weights, not only its shape (issue #12, item 9)
+    init_accuracy = accuracy(net, holdout)
     net.to(device)
     obs, mask = torch.from_numpy(train.obs).to(device), torch.from_numpy(train.action_mask).to(device)
-    label, value_target = torch.from_numpy(train.label).to(device), torch.from_numpy(train.value_target).to(device)
+    targets, value_target = torch.from_numpy(train.targets).to(device), torch.from_numpy(train.value_target).to(device)
     started = time.perf_counter()
     samples = 0
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
@@ -111,7 +126,8 @@ def train_student(
             b = idx[start : start + cfg.batch_size]
             bt = torch.from_numpy(b).to(device)
             logits, value = net(obs[bt], mask[bt])
-            pg = F.cross_entropy(logits, label[bt])
+            allowed = logits.masked_fill(~targets[bt], MASKED_LOGIT)  # one-hot targets: exactly the cross-entropy
+            pg = (torch.logsumexp(logits, -1) - torch.logsumexp(allowed, -1)).mean()
             v = F.mse_loss(value, value_target[bt])
             samples += len(b)
             loss = pg + cfg.value_coef * v
@@ -127,6 +143,7 @@ def train_student(
     total = sum(sampled_sources.values())
     metrics = {
         "train/loss": loss_value,
+        "train/init_holdout_accuracy": init_accuracy,
         "train/holdout_accuracy": accuracy(net, holdout),
         "train/train_accuracy": accuracy(net, train.subset(np.arange(min(len(train), 20000)))),
         "train/holdout_decisions": len(holdout),

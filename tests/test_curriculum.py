@@ -6,7 +6,16 @@ message; `dvc params diff` between the first attempts of two phases shows the se
 phase's overrides; the gauntlet's self-play opponent is resolved at run time to the
 frozen agent that passed the self-play phase; `curriculum_state.json` logs every attempt with
 its phase and overrides; `abort_if` ends an attempt early as a failed attempt with the
-reason; phase validation errors name the phase.
+reason (and no `nan` in its subject); phase validation errors name the phase.
+
+Issue #12, items 9-12: a seed checkpoint's weights start the student (it differs from an
+unseeded one and starts at the seed's holdout accuracy), and one of another shape is refused
+before anything is committed; a phase's overrides and the suggester's nudges never outlive
+the phase, nudged values are never taken for a phase's base, and params.yaml after the
+curriculum equals the base; commit messages tell phase params from suggester nudges; in a
+real run, a bad phase key stops loop.py before any attempt, `--skip-to-next-stage` into a
+gauntlet whose previous phase passed no model plays the heuristic teacher and says so, and
+out of the last phase ends the run `done` with the right advice.
 """
 
 from __future__ import annotations
@@ -18,11 +27,15 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
-from ml.curriculum import Phase, phase_overrides
-from ml.params import ParamsError, params_from_dict
-from tests.conftest import git, make_project_copy, run_loop, tiny_params
+from ml.curriculum import FALLBACK_OPPONENT_MIX, Phase, opponent_fallback, phase_overrides
+from ml.loop_state import AttemptLog, LoopState
+from ml.orchestrator import Loop, _commit_message
+from ml.params import ParamsError, load_params, params_from_dict
+from ml.policy import load_policy
+from tests.conftest import attempt_commits, git, make_project_copy, run_loop, tiny_params
 
 # Tiny agents are no match for the heuristic teacher, and in 4-pods hardly for random players
 # either: this test plays 2-player pods and gates against a random player (parity 0.5).
@@ -93,7 +106,8 @@ def test_abort_if_fails_the_attempt(tmp_path: Path):
     state = json.loads((repo / "state/curriculum_state.json").read_text())
     entry = state["log"][0]
     assert entry["verdict"] == "aborted" and entry["reasons"][0].startswith("abort_if: selfplay/train_win_rate")
-    assert "attempt 1: aborted | phase doomed" in git(repo, "log", "-1", "--format=%s")
+    subject = git(repo, "log", "-1", "--format=%s")
+    assert "attempt 1: aborted | phase doomed | abort_if: selfplay/train_win_rate" in subject and "nan" not in subject
 
 
 def test_phase_rules():
@@ -104,10 +118,13 @@ def test_phase_rules():
     with pytest.raises(ParamsError, match="may not override"):
         params_from_dict({"curriculum": [{"name": "x", "generations": 1, "overrides": {"run": {"seed": 1}}}]})
     gauntlet = Phase(name="g", generations=1, opponent="previous_phase")
-    with pytest.raises(ValueError, match="previous phase"):
-        phase_overrides(gauntlet, None)
     out = phase_overrides(gauntlet, "gen004")
     assert out["selfplay"]["frozen_names"] == ["gen004"] and out["gate"]["gated"] is True
+    assert opponent_fallback(gauntlet, "sp", "gen004") is None
+    # the previous phase was skipped and passed no model: the heuristic teacher, and a note that says so
+    out = phase_overrides(gauntlet, None)
+    assert out["selfplay"]["opponent_mix"] == FALLBACK_OPPONENT_MIX and out["selfplay"]["frozen_names"] is None
+    assert "phase 'sp' passed none" in opponent_fallback(gauntlet, "sp", None)
 
 
 def test_push_fails_once_then_works(tmp_path: Path):
@@ -133,3 +150,152 @@ def test_push_fails_once_then_works(tmp_path: Path):
     assert not (repo / ".dvc/tmp/loop/push-pending").exists()
     assert git(bare, "log", "-1", "--format=%s", "main").strip() == "data"
     assert any(store.rglob("*")), "the DVC data reached the remote store"
+
+
+def test_commit_message_labels_and_aborted_subject():
+    aborted = AttemptLog(attempt_id="x-gen000-a1", generation=0, attempt=1, verdict="aborted", phase="doomed",
+                         reasons=["abort_if: selfplay/train_win_rate 0.1 < 0.2 after 100 steps"])  # fmt: skip
+    subject = _commit_message(aborted, {}, {}).splitlines()[0]
+    assert subject == "gen 000 attempt 1: aborted | phase doomed | abort_if: selfplay/train_win_rate 0.1 < 0.2 after 100 steps"
+    figures = {
+        "win_rate": 0.3,
+        "win_rate_low": 0.2,
+        "win_rate_high": 0.4,
+        "holdout_accuracy": 0.8,
+        "holdout_accuracy_drop": 0.01,
+    }
+    first = AttemptLog(
+        attempt_id="x-gen001-a1", generation=1, attempt=1, verdict="rejected", phase="gauntlet", figures=figures
+    )
+    body = _commit_message(first, {"selfplay.ent_coef": 0.01, "gate.gated": True}, {"selfplay.total_steps": 900})
+    assert "params set on entering phase gauntlet: selfplay.ent_coef = 0.01, gate.gated = True" in body
+    assert "suggester for this attempt" not in body and "next attempt's params nudged: selfplay.total_steps = 900" in body
+    retry = first.model_copy(update={"attempt": 2, "attempt_id": "x-gen001-a2"})
+    body = _commit_message(retry, {"selfplay.total_steps": 900}, {})
+    assert "params nudged by the suggester for this attempt: selfplay.total_steps = 900" in body and "entering" not in body
+
+
+def test_seeded_student_starts_from_the_seed(tmp_path: Path):
+    """Item 9: the same generation, seed and data with and without a seed checkpoint."""
+    from stages import teacher, train
+
+    params = tiny_params()
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    common = ["--params", str(tmp_path / "params.yaml"), "--no-progress"]
+    assert teacher.main([*common, "--out", str(tmp_path / "teacher"), "--metrics", str(tmp_path / "teacher.json")]) == 0
+    (tmp_path / "pool").mkdir()
+
+    def student(name: str, params_file: Path) -> tuple[dict, dict]:
+        args = ["--params", str(params_file), "--no-progress", "--teacher", str(tmp_path / "teacher"), "--pool",
+                str(tmp_path / "pool"), "--out", str(tmp_path / f"{name}.pt"), "--metrics", str(tmp_path / f"{name}.json")]  # fmt: skip
+        assert train.main(args) == 0
+        return json.loads((tmp_path / f"{name}.json").read_text()), load_policy(tmp_path / f"{name}.pt")[0].state_dict()
+
+    unseeded, unseeded_weights = student("unseeded", tmp_path / "params.yaml")
+    params["train"]["init_checkpoint"] = str(tmp_path / "unseeded.pt")  # the seed: a student trained on the same data
+    (tmp_path / "seeded.yaml").write_text(yaml.safe_dump(params))
+    seeded, seeded_weights = student("seeded", tmp_path / "seeded.yaml")
+    assert seeded["train/init_holdout_accuracy"] == unseeded["train/holdout_accuracy"]  # starts where the seed is
+    assert unseeded["train/init_holdout_accuracy"] != unseeded["train/holdout_accuracy"]  # a random init does not
+    assert any(not torch.equal(a, b) for a, b in zip(seeded_weights.values(), unseeded_weights.values(), strict=True))
+    assert seeded["train/loss"] != unseeded["train/loss"]
+
+
+def _attempt(loop: Loop, state: LoopState, generation: int, attempt: int) -> dict:
+    """What ``begin`` does with the queued params (without running the stages): the attempt's params."""
+    loop.enter_phase(state, load_params(loop.path("params.yaml")))
+    (loop.path("params.yaml")).write_text(loop._params_text(generation, attempt, state.nudges))
+    state.nudges, state.generation, state.attempt = {}, generation, attempt
+    return load_params(loop.path("params.yaml")).model_dump(mode="json", exclude={"run"})
+
+
+def test_phase_params_never_outlive_the_phase(tmp_path: Path):
+    """Item 11, on the state machine alone: phase A is entered, its retry nudged, then B, then the end."""
+    params = tiny_params()
+    params["curriculum"] = [
+        {"name": "a", "generations": 1, "overrides": {"selfplay": {"ent_coef": 0.02}}},
+        {"name": "b", "generations": 1, "opponent": "previous_phase", "overrides": {"selfplay": {"total_steps": 1200}}},
+    ]
+    repo = make_project_copy(tmp_path / "repo", params)
+    base = load_params(repo / "params.yaml").model_dump(mode="json", exclude={"run"})
+    loop, state = Loop(repo, echo=lambda _: None), LoopState()
+    a1 = _attempt(loop, state, 0, 1)
+    assert a1["selfplay"]["ent_coef"] == 0.02 and a1["selfplay"]["total_steps"] == 600
+    state.nudges = {"selfplay.total_steps": 900, "train.source_weights.ppo": 0.35}  # the suggester, after a1's rejection
+    a2 = _attempt(loop, state, 0, 2)
+    assert a2["selfplay"]["total_steps"] == 900 and a2["train"]["source_weights"]["ppo"] == 0.35
+    state.phase, state.phase_winners = 1, {"a": "gen000"}  # a2 accepted: phase b
+    b1 = _attempt(loop, state, 1, 1)
+    assert b1["train"]["source_weights"] == base["train"]["source_weights"] and b1["selfplay"]["ent_coef"] == 0.01
+    assert b1["selfplay"]["total_steps"] == 1200 and state.phase_restore["selfplay.total_steps"] == 600  # base, not a's 900
+    assert b1["selfplay"]["frozen_names"] == ["gen000"] and b1["selfplay"]["opponent_mix"] == {"frozen": 1.0}
+    state.phase = 2  # b passed: the curriculum is over
+    loop.enter_phase(state, load_params(repo / "params.yaml"))
+    assert load_params(repo / "params.yaml").model_dump(mode="json", exclude={"run"}) == base
+    assert git(repo, "log", "-1", "--format=%s").startswith("curriculum finished: params.yaml back to its base values")
+    assert state.phase_restore == {} and git(repo, "status", "--porcelain") == ""
+    loop.enter_phase(state, load_params(repo / "params.yaml"))  # once only
+    assert git(repo, "log", "-1", "--format=%s").startswith("curriculum finished")
+    assert len(git(repo, "log", "--format=%s").splitlines()) == 2
+
+
+@pytest.mark.expensive
+def test_human_overrides_leave_a_running_state(tmp_path: Path):
+    """Items 10-12 in a real run: a bad phase key, then a blocked phase skipped into a gauntlet
+    that has no model to play, then the gauntlet blocked and skipped: the end of the curriculum."""
+    params = tiny_params({"loop": {"max_generations": 9, "max_retries": 1}})
+    hopeless = {"target_win_rate": 0.99, "gated": True}
+    params["curriculum"] = [
+        {"name": "selfplay", "generations": 1, "overrides": {"gate": hopeless, "selfplay": {"totl_steps": 500}}},
+        {"name": "gauntlet", "generations": 1, "opponent": "previous_phase",
+         "overrides": {"gate": hopeless, "loop": {"max_retries": 0}}},
+    ]  # fmt: skip
+    repo = make_project_copy(tmp_path / "repo", params)
+    res = run_loop(repo)  # item 12: refused at load, naming the phase; nothing in flight
+    assert res.returncode == 2 and "curriculum.0 (phase 'selfplay'): selfplay.totl_steps" in res.stderr, res.stderr[-2000:]
+    assert not (repo / "state/curriculum_state.json").exists()
+    del params["curriculum"][0]["overrides"]["selfplay"]
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    git(repo, "commit", "-qam", "fix the phase")
+    base = load_params(repo / "params.yaml").model_dump(mode="json", exclude={"run"})
+
+    res = run_loop(repo)  # the fixed params run: selfplay rejected, nudged, rejected again: blocked
+    assert res.returncode == 3 and "BLOCKED" in res.stdout, res.stdout[-3000:] + res.stderr[-3000:]
+    (a1, _), (a2, _) = attempt_commits(repo)
+    assert "params set on entering phase selfplay: gate.target_win_rate = 0.99" in git(repo, "log", "-1", "--format=%B", a1)
+    assert "params nudged by the suggester for this attempt: selfplay.total_steps = 900" in git(
+        repo, "log", "-1", "--format=%B", a2
+    )
+
+    res = run_loop(repo, "--skip-to-next-stage")  # item 10: into a gauntlet with no model to play
+    assert res.returncode == 3 and "heuristic teacher instead" in res.stdout, res.stdout[-3000:] + res.stderr[-3000:]
+    g1 = attempt_commits(repo)[2][0]
+    gauntlet = yaml.safe_load(git(repo, "show", f"{g1}:params.yaml"))
+    assert gauntlet["selfplay"]["opponent_mix"] == FALLBACK_OPPONENT_MIX and gauntlet["selfplay"]["frozen_names"] is None
+    assert gauntlet["selfplay"]["total_steps"] == 600 and gauntlet["selfplay"]["ent_coef"] == 0.01  # item 11: no leak
+    assert "phase 'selfplay' passed none" in git(repo, "log", "--format=%B", "--grep=override: skip-to-next-stage")
+
+    res = run_loop(repo, "--skip-to-next-stage")  # out of the last phase: done, params.yaml back to the base
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    done = [line for line in res.stdout.splitlines() if line.startswith("done:")]
+    assert done == [
+        "done: curriculum finished (2 phases); the last phase, 'gauntlet', left by --skip-to-next-stage. "
+        "Append a phase to `curriculum` in params.yaml to go on."
+    ]
+    state = json.loads((repo / "state/curriculum_state.json").read_text())
+    assert state["status"] == "done" and state["phase_restore"] == {}
+    assert load_params(repo / "params.yaml").model_dump(mode="json", exclude={"run"}) == base
+    assert git(repo, "status", "--porcelain") == ""
+    head = git(repo, "rev-parse", "HEAD")
+    assert run_loop(repo).returncode == 0 and git(repo, "rev-parse", "HEAD") == head  # nothing more to do
+
+
+def test_seed_checkpoint_of_another_shape_is_refused(tmp_path: Path):
+    from ml.encoding import OBS_DIM
+    from ml.policy import PolicyNet, save_policy
+
+    repo = make_project_copy(tmp_path / "repo", tiny_params())  # train.hidden_sizes [32]
+    save_policy(PolicyNet(OBS_DIM, (8,)), tmp_path / "seed.pt")
+    res = run_loop(repo, "--seed-checkpoint", str(tmp_path / "seed.pt"))
+    assert res.returncode == 2 and "has hidden sizes [8], but the first phase's students" in res.stderr, res.stderr[-2000:]
+    assert len(git(repo, "log", "--format=%s").splitlines()) == 1 and not (repo / "data/seed/seed.pt").exists()
