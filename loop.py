@@ -8,6 +8,7 @@
     python loop.py elo                  # print the latest Elo table
     python loop.py eval --games 2000    # each accepted generation's student against the teacher
     python loop.py promote gen003-a1 [--name NAME]   # keep that attempt's student as a bot
+    python loop.py import-forge PATH... [--cards TABLE]  # Forge files as teacher data (data/forge)
 
 Safe to stop at any moment (Ctrl-C, kill -9) and start again: it resumes the attempt in
 flight. A second instance on the same repo refuses to start. See ml/orchestrator.py.
@@ -22,6 +23,8 @@ import time
 from pathlib import Path
 
 from ml.bots import PromoteError, final_report, load_bots, pod_win_rate, promote
+from ml.curriculum import opponent_fallback, phase_overrides
+from ml.forge_import import TEACHER_DIR, foreign_files_message, foreign_teacher_files, import_command
 from ml.game.registry import make_game
 from ml.io import atomic_write_json, read_json
 from ml.loop_state import AttemptLog
@@ -57,7 +60,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     over = p.add_mutually_exclusive_group()
     over.add_argument("--force-retry", action="store_true", help="unblock a blocked generation and retry it (after a fix)")
     over.add_argument("--skip-to-next-stage", action="store_true", help="leave a blocked generation and start the next one")
-    sub = p.add_subparsers(dest="command", metavar="{elo,eval,promote}")
+    sub = p.add_subparsers(dest="command", metavar="{elo,eval,promote,import-forge}")
     sub.add_parser("elo", help="print the latest Elo table (state/elo_history.json)")
     ev = sub.add_parser(
         "eval",
@@ -78,6 +81,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     prom = sub.add_parser("promote", help="copy an attempt's student to bots/promoted/<name>.pt and commit it")
     prom.add_argument("attempt", help="attempt id, or a unique part of one (e.g. gen003-a1)")
     prom.add_argument("--name", help="bot name (default: the attempt id)")
+    imp = sub.add_parser(
+        "import-forge",
+        help="validate Forge decision files and add their good lines to the teacher data (data/forge, DVC-tracked)",
+        description="Reads each Forge file (ml-decisions-<8 hex>[-tN].jsonl, any name accepted), reports every bad line as "
+        "file:line: field: problem and copies the good lines, byte for byte, into data/forge/, which the train and gate "
+        "stages read as source `forge`; then `dvc add`s data/forge and commits data/forge.dvc. Source files are only read; "
+        "nothing is overwritten (a taken name with other content gets a new name). The first import sets "
+        "train.source_weights.forge (--weight) in params.yaml and commits it. Exit status 0: all imported (bad lines left "
+        "out and listed); 2: a file or the card table was refused. (--repo goes before the subcommand.)",
+    )
+    imp.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="Forge decision files (JSONL)")
+    imp.add_argument(
+        "--cards",
+        type=Path,
+        help="card table to merge into data/forge/cards.yaml: a YAML mapping `card name: kind` (land, creature, removal, "
+        "draw, ramp, wipe) for cards outside the built-in pool; used for labels only, never changes a built-in card",
+    )
+    imp.add_argument(
+        "--weight", type=float, default=1.0, help="train.source_weights.forge to set when it has none (default 1.0)"
+    )
     return p.parse_args(argv)
 
 
@@ -95,19 +118,29 @@ def apply_override(loop: Loop, args: argparse.Namespace) -> None:
         reasons=[kind],
         phase=state.phase_name,
     )
-    phases = load_params(loop.path("params.yaml")).curriculum
-    if args.skip_to_next_stage and phases:  # with a curriculum, skip the blocked phase
-        state.phase, state.phase_generations = state.phase + 1, 0
-        state.generation, state.attempt = state.generation + 1, 1
-    elif args.skip_to_next_stage:
-        state.generation, state.attempt = state.generation + 1, 1
-    state.failures, state.status, state.stop_reason = 0, "running", None
+    params = load_params(loop.path("params.yaml"))
+    phases = params.curriculum
+    if args.skip_to_next_stage:  # the queued nudges were for the retry of the generation given up on
+        if phases:  # with a curriculum, leave the blocked phase
+            state.phase, state.phase_generations = state.phase + 1, 0
+        state.generation, state.attempt, state.nudges = state.generation + 1, 1, {}
+    state.failures = 0
+    state.status, state.stop_reason = loop._status_after(state, params) if phases else ("running", None)
+    if args.skip_to_next_stage and phases and state.phase < len(phases):  # into a gauntlet with no model to play?
+        before = phases[state.phase - 1].name
+        if note := opponent_fallback(phases[state.phase], before, state.phase_winners.get(before)):
+            entry.reasons.append(note)
+    elif args.skip_to_next_stage and phases:
+        state.stop_reason = f"{state.stop_reason}; the last phase, {entry.phase!r}, left by --skip-to-next-stage"
     state.log.append(entry)
     loop.save_state(state)
+    notes = "".join(f"{r}\n\n" for r in entry.reasons[1:])
     loop.commit(
-        f"override: {kind} (generation {entry.generation:03d} -> {state.generation:03d})\n\nAttempt-Id: {entry.attempt_id}\n"
+        f"override: {kind} (generation {entry.generation:03d} -> {state.generation:03d})\n\n{notes}Attempt-Id: {entry.attempt_id}\n"
     )
-    print(f"override {kind} recorded: next is generation {state.generation} attempt {state.attempt}")
+    after = f"next is gen {state.generation:03d} attempt {state.attempt}"
+    after = f"done, {state.stop_reason}" if state.status == "done" else after
+    print("\n".join([f"override {kind} recorded: {after}", *entry.reasons[1:]]))
 
 
 def apply_profile(loop: Loop, name: str) -> None:
@@ -135,15 +168,24 @@ def seed_checkpoint(loop: Loop, path: Path) -> None:
     state = loop.load_state()
     if state.in_flight is not None or state.log:
         raise LoopError("--seed-checkpoint starts the first phase: use it on a fresh run (no attempt yet)")
+    params = load_params(loop.path("params.yaml"))
+    first = params.overridden(phase_overrides(params.curriculum[0], None)) if params.curriculum else params
+    game = make_game(first.game, first.teacher)
     try:
         net, _ = load_policy(path)
+        check_shape(net, game.obs_dim, game.num_actions, f"--seed-checkpoint {path}")
     except CheckpointError as e:
         raise LoopError(str(e)) from e
+    if tuple(net.hidden_sizes) != tuple(first.train.hidden_sizes):  # refused before anything is written or committed
+        raise LoopError(
+            f"--seed-checkpoint {path} has hidden sizes {list(net.hidden_sizes)}, but the first phase's students "
+            f"have train.hidden_sizes {list(first.train.hidden_sizes)}"
+        )
     loop.ensure_data_dirs()
     save_policy(net, loop.path("data/seed/seed.pt"), {"role": "seed", "source": str(path)})
     loop.run([*loop.dvc, "add", "--quiet", "data/seed"])
     state.nudges["train.init_checkpoint"] = "data/seed/seed.pt"
-    state.phase_restore["train.init_checkpoint"] = None
+    state.phase_restore["train.init_checkpoint"] = params.train.init_checkpoint
     loop.save_state(state)
     loop.commit_paths(f"seed checkpoint: students start from {path.name}", ["data", "state"])
     print(f"seed checkpoint {path} -> data/seed/seed.pt; the first phase's students start from it")
@@ -261,13 +303,11 @@ def run_attempts(loop: Loop, args: argparse.Namespace) -> int:
         state = loop.load_state()
         params = load_params(loop.path("params.yaml"))
         max_gen = args.max_generations or params.loop.max_generations
-        if state.in_flight is None and loop.uncommitted_log(state):
-            last = state.log[-1]
-            loop.commit(f"gen {last.generation:03d} attempt {last.attempt}: {last.verdict}\n\nAttempt-Id: {last.attempt_id}\n")
+        loop.commit_pending(state)  # killed between the state write and its commit
         if state.in_flight is None:
             if state.status == "blocked":
                 print(
-                    f"BLOCKED: generation {state.generation} was rejected {state.failures} times "
+                    f"BLOCKED: gen {state.generation:03d} was rejected {state.failures} times "
                     f"(loop.max_retries = {params.loop.max_retries}). Last reasons: {'; '.join(state.log[-1].reasons)}.\n"
                     "Fix the cause, then run `python loop.py --force-retry`, or `python loop.py --skip-to-next-stage`."
                 )
@@ -279,9 +319,17 @@ def run_attempts(loop: Loop, args: argparse.Namespace) -> int:
                 converged = state.status == "done" and "converged" in (state.stop_reason or "")
                 done = state.generation >= max_gen or converged
             if done:
+                loop.enter_phase(state, params)  # after a curriculum: params.yaml back to its base values
                 by_count = not params.curriculum and state.generation >= max_gen
-                reason = f"{state.generation} generations accepted (max {max_gen})" if by_count else state.stop_reason
-                print(f"done: {reason}. Raise loop.max_generations (or --max-generations) to go on.")
+                if params.curriculum:
+                    reason = state.stop_reason or f"curriculum finished ({len(params.curriculum)} phases)"
+                    advice = " Append a phase to `curriculum` in params.yaml to go on."
+                elif by_count:
+                    reason = f"{state.generation} generations accepted (max {max_gen})"
+                    advice = " Raise loop.max_generations (or --max-generations) to go on."
+                else:
+                    reason, advice = state.stop_reason, ""
+                print(f"done: {reason}.{advice}")
                 loop.write_status("done", generation=state.generation, attempt=state.attempt)
                 report(loop)
                 return 0
@@ -296,8 +344,8 @@ def run_attempts(loop: Loop, args: argparse.Namespace) -> int:
         if state.in_flight is None:
             loop.enter_phase(state, params)
         flight = loop.begin(state)
-        print(f"== attempt {flight.attempt_id}: generation {flight.generation}, attempt {flight.attempt}", flush=True)
-        loop.promote()
+        print(f"== attempt {flight.attempt_id}: gen {flight.generation:03d} attempt {flight.attempt}", flush=True)
+        loop.promote(flight)
         stage_wall = loop.repro(flight)
         if stage_wall is None:
             print(f"stopped on request during {flight.attempt_id}; run `python loop.py` to resume it.")
@@ -334,9 +382,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command is None:
             loop.kill_orphans()
+            loop.clear_stale_dvc_locks()
+        loop.preflight()
         state = loop.load_state()
         load_params(loop.path("params.yaml"))  # a bad value is named before any dirty-tree complaint
+        if args.command == "import-forge":  # before check_tree: the files may sit in data/teacher
+            return import_command(loop, args.paths, args.cards, args.weight)
+        if args.command is None and (foreign := foreign_teacher_files(loop.path(TEACHER_DIR))):
+            raise LoopError(foreign_files_message(foreign, loop.root))
         loop.check_tree(state)
+        loop.check_records(state)
         if args.command == "promote":
             path = promote(loop.root, loop.git, args.attempt, args.name)
             loop.run([*loop.dvc, "add", "--quiet", str(path.parent.relative_to(loop.root))])

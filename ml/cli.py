@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from ml.faults import seam
 from ml.io import atomic_write_json
 from ml.params import DEFAULT_PARAMS_PATH, Params, ParamsError, load_params
 
@@ -49,7 +50,12 @@ def stage_setup(
     """
     parser = argparse.ArgumentParser(prog=f"stages/{name}.py", description=description)
     parser.add_argument("--params", type=Path, default=DEFAULT_PARAMS_PATH, help="params file (default: %(default)s)")
-    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="hide progress bars; a plain progress line is logged instead every $DISTILL_PROGRESS_EVERY_S seconds "
+        "(default 30, 0: none), as when stderr is not a terminal",
+    )
     add_args(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -68,6 +74,8 @@ def stage_setup(
     # loop.py pipes stage output through; it sets DISTILL_PROGRESS=1 when its own stdout is a terminal
     args.progress = not args.no_progress and (sys.stderr.isatty() or os.environ.get("DISTILL_PROGRESS") == "1")
     args.started = time.perf_counter()
+    args.generation = params.run.generation
+    seam(f"g{params.run.generation:03d}.stage.{name}")
     logger.info(
         "%s: %s (git %s, generation %d attempt %d)",
         name,
@@ -82,5 +90,6 @@ def stage_setup(
 def write_metrics(path: Path, metrics: dict[str, Any], args: argparse.Namespace, stage: str) -> None:
     """Write the stage's metrics JSON atomically, adding ``<stage>/wall_s``."""
     metrics = {**metrics, f"{stage}/wall_s": round(time.perf_counter() - args.started, 3)}
+    seam(f"g{args.generation:03d}.stage.{stage}.metrics")  # outputs written, metrics and dvc.lock not yet
     atomic_write_json(path, metrics)
     logger.info("%s metrics -> %s", stage, path)

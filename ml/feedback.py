@@ -50,17 +50,23 @@ class Problem:
 
 
 def read_ledger(path: Path) -> tuple[list[FeedbackRecord], list[Problem]]:
-    """All valid records, and the corrupt lines with their 1-based line numbers."""
+    """All valid records, and the corrupt lines with their 1-based line numbers.
+
+    Read as bytes: a line that is not UTF-8, not JSON or not a record is a ``Problem``,
+    whatever its bytes; it is never rewritten.
+    """
     records: list[FeedbackRecord] = []
     problems: list[Problem] = []
     if not path.exists():
         return records, problems
-    with path.open(encoding="utf-8") as f:
+    with path.open("rb") as f:
         for no, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
-                records.append(FeedbackRecord.model_validate_json(line))
+                records.append(FeedbackRecord.model_validate_json(line.decode("utf-8")))
+            except UnicodeDecodeError as e:
+                problems.append(Problem(no, f"not valid UTF-8 ({e.reason} at byte {e.start})"))
             except ValidationError as e:
                 problems.append(Problem(no, str(e).splitlines()[0]))
     for p in problems:

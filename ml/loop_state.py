@@ -54,6 +54,10 @@ class InFlight(BaseModel):
     nudges: dict = Field(default_factory=dict)
     stage_wall_s: dict[str, float] = Field(default_factory=dict)
     """Wall seconds of each stage run so far, summed over interrupted runs of this attempt."""
+    promoted: bool = False
+    """Journal: the previous attempt's merge output is in ``data/`` and ``dvc add``-ed. Set once,
+    before the first stage runs; a resumed attempt never promotes again (its own merge output
+    would feed it)."""
 
 
 class LoopState(BaseModel):
@@ -66,12 +70,17 @@ class LoopState(BaseModel):
         attempt: the next attempt number in this generation (1-based).
         failures: rejected attempts of this generation since the last override.
         in_flight: the attempt being run, if any.
-        nudges: params the suggester changes for the next attempt (dotted key -> value).
+        nudges: params queued for the next attempt (dotted key -> value): the suggester's
+            nudges for a retry, or on a phase's first attempt the phase's params (its
+            overrides, the base values of what the previous phase changed, a seed checkpoint).
         stop_reason: why the loop is ``done`` (max generations, converged, curriculum finished).
         phase, phase_name: the curriculum phase being run (index, name; ``main`` without one).
         phase_generations: generations the current phase has advanced so far.
-        entered_phase: the phase whose overrides are in params.yaml (-1: none yet).
-        phase_restore: base values of the keys the current phase overrides (restored after it).
+        entered_phase: the phase whose overrides are in params.yaml (-1: none, before the
+            first phase or after the curriculum).
+        phase_restore: base values (section.key -> value) of every key the current phase
+            changed, by its overrides or the suggester's nudges; restored when the phase ends,
+            and into params.yaml when the curriculum ends (then it is empty).
         phase_winners: phase name -> the frozen PPO agent that passed it (``genGGG``).
         log: every finished attempt and override, oldest first.
     """

@@ -35,6 +35,7 @@ import numpy as np
 import torch
 from scipy.optimize import minimize
 
+from ml.faults import seam
 from ml.io import atomic_write_json, atomic_write_text, read_json
 from ml.rollout import Controller, game_seeds, play_games
 
@@ -293,6 +294,7 @@ def rate_generation(
         played = [{"attempt_id": attempt_id, "ranking": r} for r in play_tournament(students, newest, **play)]
         games += played
         atomic_write_text(root / TOURNAMENT_FILE, "".join(json.dumps(g) + "\n" for g in games))
+        seam(f"g{generation:03d}.rating.games")  # the games are written, the refit not yet
     entry: dict[str, Any] = {
         "attempt_id": attempt_id,
         "generation": generation,

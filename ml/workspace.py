@@ -9,6 +9,7 @@ loop's own paths (``OWNED_PATHS``) once per attempt, and pushes to configured re
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import logging
 import os
@@ -21,8 +22,9 @@ import psutil
 from filelock import FileLock, Timeout
 from git import InvalidGitRepositoryError, NoSuchPathError, Repo
 
+from ml.faults import during, kill_group, seam
 from ml.loop_state import LOCK_FILE, RUNTIME_DIR
-from ml.progress import PROGRESS_FILE_ENV
+from ml.progress import PROGRESS_FILE_ENV, DvcOutputFilter
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +34,8 @@ DVC_ENV = {"DVC_NO_ANALYTICS": "1"}
 """Environment of every DVC call (update checks are off in .dvc/config: core.check_update)."""
 DVC = (sys.executable, "-m", "dvc")
 """DVC of this interpreter's environment (works without an activated venv)."""
+DEFAULT_IDENTITY = ("distill-loop", "distill-loop@localhost")
+"""Who commits when git has no ``user.name``/``user.email`` (said at start)."""
 
 
 class LoopError(RuntimeError):
@@ -57,26 +61,61 @@ class Workspace:
         # Stage commands say `python`: put this interpreter's folder first so they run in
         # the same environment as loop.py, activated or not.
         self.env = {**os.environ, **DVC_ENV, "PATH": bindir + os.pathsep + os.environ.get("PATH", "")}
-        if not self._git_identity():
-            self.env.update(GIT_AUTHOR_NAME="distill-loop", GIT_AUTHOR_EMAIL="distill-loop@localhost",
-                            GIT_COMMITTER_NAME="distill-loop", GIT_COMMITTER_EMAIL="distill-loop@localhost")  # fmt: skip
+        self.default_identity = not self._git_identity()
+        if self.default_identity:
+            name, email = DEFAULT_IDENTITY
+            self.env.update(GIT_AUTHOR_NAME=name, GIT_AUTHOR_EMAIL=email, GIT_COMMITTER_NAME=name, GIT_COMMITTER_EMAIL=email)
         self.repo.git.update_environment(**{k: v for k, v in self.env.items() if k.startswith(("GIT_", "DVC_", "PATH"))})
+        self.dvc_empty_named: set[str] = set()
+        """Empty DVC paths already named in this loop's output (each is said once, not per stage)."""
+        self.seam_prefix = "setup"
+        """Prefix of this process's seam names (``g001`` while generation 1 is in flight), ``ml.faults``."""
 
     def path(self, rel: Path | str) -> Path:
         return self.root / rel
 
-    def run(self, cmd: list[str], stream: bool = False) -> str:
-        """Run a command in the repo; stream its output when asked. Raises LoopError on failure."""
+    def seam(self, name: str) -> None:
+        """A named point of the driver where a fault-injection test may kill it (``ml.faults``)."""
+        seam(f"{self.seam_prefix}.{name}")
+
+    def run(self, cmd: list[str], stream: bool = False, label: str | None = None) -> str:
+        """Run a command in the repo; stream its output when asked.
+
+        Args:
+            cmd: the command and its arguments.
+            stream: pass its output through as it comes (``dvc repro``).
+            label: names the seam inside this command (``<prefix>.<label>@during``, ``ml.faults``).
+
+        Returns:
+            Its standard output.
+
+        Raises:
+            LoopError: it failed; the message holds the command's own output (DVC's and
+                git's errors are shown as they said them).
+        """
         logger.debug("run %s", cmd)
+        if label and (delay := during(f"{self.seam_prefix}.{label}")) is not None:
+            subprocess.Popen(cmd, cwd=self.root, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(delay)
+            kill_group()
         if not stream:
             proc = subprocess.run(cmd, cwd=self.root, env=self.env, capture_output=True, text=True)
             if proc.returncode:
-                raise LoopError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+                said = (proc.stdout[-3000:] + proc.stderr[-3000:]).strip() or "(no output)"
+                raise LoopError(f"{_shown(cmd)} failed ({proc.returncode}):\n{said}")
             return proc.stdout
         return self._run_streaming(cmd)
 
     def _run_streaming(self, cmd: list[str]) -> str:
-        """Run ``cmd`` passing its output through as it comes (progress bars included)."""
+        """Run ``cmd`` passing its output through as it comes (progress bars included), less
+        DVC's hints and repeated "is empty" warnings (``ml.progress.DvcOutputFilter``).
+
+        Returns:
+            Its whole output, unfiltered.
+
+        Raises:
+            LoopError: it failed; the message ends with the last 40 lines shown.
+        """
         env = {
             **self.env,
             "DISTILL_PROGRESS": "1" if sys.stdout.isatty() else "0",
@@ -84,17 +123,24 @@ class Workspace:
         }
         proc = subprocess.Popen(cmd, cwd=self.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         assert proc.stdout is not None, "Popen with stdout=PIPE has a stdout"
+        # the empty paths named so far are this loop's, so each is named once, not once per stage
+        shown = DvcOutputFilter(named=self.dvc_empty_named)
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         lines: list[tuple[float, str]] = []
         pending = ""
-        while chunk := os.read(proc.stdout.fileno(), 65536):
-            sys.stdout.buffer.write(chunk)
+        while True:
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            text = decoder.decode(chunk, final=not chunk)
+            sys.stdout.buffer.write((shown.feed(text) + ("" if chunk else shown.close())).encode("utf-8"))
             sys.stdout.flush()
-            pending += chunk.decode("utf-8", errors="replace")
+            pending += text
             *done, pending = pending.split("\n")
             lines += [(time.perf_counter(), line) for line in done]
+            if not chunk:
+                break
         lines.append((time.perf_counter(), pending))
         if proc.wait():
-            tail = "\n".join(line for _, line in lines[-40:])
+            tail = "\n".join(shown.shown)
             raise LoopError(
                 f"{' '.join(cmd)} failed ({proc.returncode}); the attempt stays in flight, run loop.py again to resume.\n{tail}"
             )
@@ -112,9 +158,16 @@ class Workspace:
                 time.sleep(delay)
         raise AssertionError("unreachable: the last try re-raises")
 
-    def dirty_paths(self) -> list[str]:
-        out = self.git("status", "--porcelain", "--untracked-files=all")
-        return [line[3:].strip('"') for line in out.splitlines() if line.strip()]
+    def changes(self) -> list[tuple[str, str]]:
+        """``(status, path)`` of every change in the work tree (``git status --porcelain``;
+        status ``??`` is an untracked file)."""
+        out = self.repo.git.execute(["git", "status", "--porcelain", "--untracked-files=all"], strip_newline_in_stdout=False)
+        return [(line[:2], line[3:].strip('"')) for line in out.splitlines() if line.strip()]
+
+    def head_bytes(self, rel: str) -> bytes | None:
+        """The bytes of ``rel`` at HEAD exactly (trailing newline kept), or None without it."""
+        proc = subprocess.run(["git", "show", f"HEAD:{rel}"], cwd=self.root, env=self.env, capture_output=True)
+        return proc.stdout if proc.returncode == 0 else None
 
     def head_attempt_ids(self, limit: int = 200) -> set[str]:
         """Attempt ids named by ``Attempt-Id:`` trailers in the last ``limit`` commits."""
@@ -167,6 +220,46 @@ class Workspace:
                 logger.debug("removing stale %s", p)
                 p.unlink()
 
+    def preflight(self) -> None:
+        """Make sure, before any work, that the attempt's commit will go through.
+
+        Clears a stale ``.git/index.lock`` (left by a killed ``git add``) when no git process
+        runs in this repo, and says so; says which identity commits when git has none.
+
+        Raises:
+            LoopError: HEAD is detached (the commits would be on no branch), or a live git
+                process holds ``index.lock``.
+        """
+        if self.repo.head.is_detached:
+            raise LoopError(
+                f"HEAD is detached (at {self.repo.head.commit.hexsha[:10]}): the loop commits every attempt and they would "
+                "belong to no branch. Check out a branch first, e.g. `git switch -c run-1` or `git switch main`."
+            )
+        lock = Path(self.repo.git_dir) / "index.lock"
+        if lock.exists():
+            holders = self._git_processes()
+            if holders:
+                raise LoopError(f"{lock} is held by a running git process (pid {', '.join(map(str, holders))}); let it finish")
+            lock.unlink()
+            self.echo(f"removed a stale {lock} left by an interrupted git command (no git process runs in this repo)")
+        if self.default_identity:
+            name, email = DEFAULT_IDENTITY
+            self.echo(
+                f"git has no user.name/user.email here: attempts are committed as {name} <{email}> "
+                "(set them with `git config user.name ...` and `git config user.email ...`)"
+            )
+
+    def _git_processes(self) -> list[int]:
+        """Pids of git processes whose working directory is in this repo."""
+        pids = []
+        for proc in psutil.process_iter(["pid", "name", "cwd"]):
+            try:
+                if proc.info["name"] == "git" and str(proc.info["cwd"] or "").startswith(str(self.root)):
+                    pids.append(proc.info["pid"])
+            except (psutil.Error, TypeError):
+                continue
+        return pids
+
     def commit_paths(self, message: str, paths: list[str]) -> None:
         """Stage ``paths`` and commit them (for commands other than attempts, e.g. promote)."""
         self.git("add", "-A", "--", *paths)
@@ -177,8 +270,11 @@ class Workspace:
         attempt_id = message.rsplit("Attempt-Id: ", 1)[-1].strip()
         if attempt_id in self.head_attempt_ids():
             return
+        self.seam("commit.add")
         self.git("add", "-A", "--", *(p for p in OWNED_PATHS if self.path(p).exists()))
+        self.seam("commit.staged")
         self.git("commit", "--quiet", "--no-verify", "-m", message)
+        self.seam("commit.done")
 
     def push(self, tries: int = 3, backoff_s: float = 2.0) -> bool:
         """Push DVC data, then git, to the configured remotes, with retries. Never raises.
@@ -217,6 +313,13 @@ class Workspace:
             return bool(self.repo.git.config("user.email"))
         except Exception:
             return False
+
+
+def _shown(cmd: list[str]) -> str:
+    """A command as a user would type it (``dvc add ...``, not ``/path/python -m dvc add ...``)."""
+    if tuple(cmd[: len(DVC)]) == DVC:
+        return " ".join(["dvc", *cmd[len(DVC) :]])
+    return " ".join(cmd)
 
 
 def _stage_times(lines: list[tuple[float, str]]) -> dict[str, float]:

@@ -64,8 +64,84 @@ def project(tmp_path: Path) -> Path:
     return make_project_copy(tmp_path / "repo", tiny_params())
 
 
-def run_loop(repo: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "PYTHONHASHSEED": "0"}
+def run_loop(repo: Path, *args: str, timeout: float = 900, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "PYTHONHASHSEED": "0", **(env or {})}
     return subprocess.run(
         [sys.executable, "loop.py", *args], cwd=repo, env=env, capture_output=True, text=True, timeout=timeout
     )
+
+
+def attempt_commits(repo: Path) -> list[tuple[str, str]]:
+    """(sha, subject) of attempt commits, oldest first."""
+    out = git(repo, "log", "--reverse", "--format=%H %s", "--grep=Attempt-Id:")
+    return [tuple(line.split(" ", 1)) for line in out.splitlines() if " attempt " in line]
+
+
+def out_hashes(repo: Path, rev: str) -> dict[str, str]:
+    """Hashes of the data and models recorded in dvc.lock at ``rev`` (path -> md5).
+
+    Metrics files are left out: they hold wall times.
+    """
+    lock = yaml.safe_load(git(repo, "show", f"{rev}:dvc.lock"))
+    return {o["path"]: o["md5"] for st in lock["stages"].values() for o in st.get("outs", []) if o["path"].startswith("data/")}
+
+
+def pointer_hashes(repo: Path, rev: str) -> dict[str, str]:
+    """md5 of each ``data/*.dvc`` pointer's output at ``rev``."""
+    names = [n for n in git(repo, "ls-tree", "--name-only", rev, "data/").split() if n.endswith(".dvc")]
+    return {n: yaml.safe_load(git(repo, "show", f"{rev}:{n}"))["outs"][0]["md5"] for n in names}
+
+
+def run_fingerprint(repo: Path) -> dict:
+    """What an interrupted-and-resumed run must share with an uninterrupted one.
+
+    Per attempt commit: its subject (verdict and figures), the ``dvc.lock`` output hashes and
+    the ``data/*.dvc`` pointers. At the end: every batch and checkpoint file in
+    ``data/merged`` with its hash (none duplicated, lost or overwritten), one ledger line and
+    one history entry per attempt, one Elo refit and one tournament per accepted attempt.
+    Attempt ids (which hold a timestamp) are replaced by ``gen/attempt``.
+    """
+    import hashlib
+    import json
+
+    commits = attempt_commits(repo)
+    state = json.loads((repo / "state/curriculum_state.json").read_text())
+    ids = {e["attempt_id"]: f"{e['generation']}/{e['attempt']}" for e in state["log"]}
+    ledger = [json.loads(line) for line in (repo / "state/feedback.jsonl").read_text().splitlines() if line.strip()]
+    history = json.loads((repo / "state/eval_history.json").read_text())
+    elo = json.loads((repo / "state/elo_history.json").read_text())
+    games = [json.loads(line) for line in (repo / "state/tournament.jsonl").read_text().splitlines() if line.strip()]
+    merged = {
+        str(p.relative_to(repo)): hashlib.md5(p.read_bytes()).hexdigest()
+        for p in sorted((repo / "data/merged").rglob("*"))
+        if p.is_file()
+    }
+    return {
+        "subjects": [s for _, s in commits],
+        "outs": [out_hashes(repo, sha) for sha, _ in commits],
+        "pointers": [pointer_hashes(repo, sha) for sha, _ in commits],
+        "merged": merged,
+        "ledger": [(ids[r["attempt_id"]], r["outcome"], r["passed"]) for r in ledger],
+        "history": [(ids[h["attempt_id"]], h["verdict"], h["figures"]) for h in history],
+        "elo": [(ids[e["attempt_id"]], e["games"], e["table"]) for e in elo],
+        "tournament": {ids[a]: sum(g["attempt_id"] == a for g in games) for a in {g["attempt_id"] for g in games}},
+        "state": {k: state[k] for k in ("status", "generation", "attempt", "failures")},
+        "git_clean": git(repo, "status", "--porcelain", "--untracked-files=no") == "",
+    }
+
+
+@pytest.fixture(scope="session")
+def reference_run(tmp_path_factory):
+    """One uninterrupted 2-generation TINY run: ``(repo, result, seams, fingerprint)``.
+
+    ``seams`` is every seam the run reached (``ml.faults``), in order; the fingerprint is
+    taken before any test changes the repo.
+    """
+    from ml.faults import SEAMS_LOG_ENV
+
+    base = tmp_path_factory.mktemp("reference")
+    repo = make_project_copy(base / "repo", tiny_params())
+    log = base / "seams.txt"
+    res = run_loop(repo, env={SEAMS_LOG_ENV: str(log)})
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return repo, res, log.read_text().split(), run_fingerprint(repo)

@@ -5,9 +5,9 @@ verdict, leaves `dvc status` clean so `dvc repro` runs nothing, and `dvc params 
 `dvc metrics diff` between attempts show the changes; checking out an earlier attempt and
 `dvc checkout` restores its data exactly; a rejected batch never reaches a later dataset
 and the loop blocks after max_retries, then `--skip-to-next-stage` / `--force-retry`
-act; a second loop.py refuses to start; a dirty tree is refused with the reason; a run
-killed (SIGKILL to the loop alone: its stage processes live on as orphans) in the middle of
-a stage resumes to the same attempts, verdicts and data hashes as an uninterrupted run.
+act; a second loop.py refuses to start; a dirty tree is refused with the reason. Kills and
+resumes (at every seam, at random moments, the loop alone with orphaned stages):
+tests/test_faults.py.
 """
 
 from __future__ import annotations
@@ -15,17 +15,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from ml.loop_state import RUNTIME_DIR
-from tests.conftest import git, make_project_copy, run_loop, tiny_params
+from tests.conftest import attempt_commits, git, make_project_copy, out_hashes, run_loop, tiny_params
 
 pytestmark = pytest.mark.expensive
 DVC = [sys.executable, "-m", "dvc"]
@@ -36,29 +33,12 @@ def dvc(repo: Path, *args: str) -> str:
     return subprocess.run([*DVC, *args], cwd=repo, env=ENV, check=True, capture_output=True, text=True).stdout
 
 
-def out_hashes(repo: Path, rev: str) -> dict[str, str]:
-    """Hashes of the data and models recorded in dvc.lock at ``rev`` (path -> md5).
-
-    Metrics files are left out: they hold wall times.
-    """
-    lock = yaml.safe_load(git(repo, "show", f"{rev}:dvc.lock"))
-    return {o["path"]: o["md5"] for st in lock["stages"].values() for o in st.get("outs", []) if o["path"].startswith("data/")}
-
-
-def attempt_commits(repo: Path) -> list[tuple[str, str]]:
-    """(sha, subject) of attempt commits, oldest first."""
-    out = git(repo, "log", "--reverse", "--format=%H %s", "--grep=Attempt-Id:")
-    return [tuple(line.split(" ", 1)) for line in out.splitlines() if " attempt " in line]
-
-
 @pytest.fixture(scope="module")
-def finished_run(tmp_path_factory):
-    """One uninterrupted 2-generation run, with its attempt commits and data hashes taken
-    before any test changes the repo (the kill test compares against them)."""
-    repo = make_project_copy(tmp_path_factory.mktemp("run") / "repo", tiny_params())
-    res = run_loop(repo)
-    commits = attempt_commits(repo)
-    return repo, res, commits, [out_hashes(repo, sha) for sha, _ in commits]
+def finished_run(reference_run):
+    """The uninterrupted 2-generation run (conftest ``reference_run``), with its attempt
+    commits and data hashes taken before any test changes the repo."""
+    repo, res, _, fingerprint = reference_run
+    return repo, res, attempt_commits(repo)[:2], fingerprint["outs"]
 
 
 def test_two_generations_commit_and_restore(finished_run):
@@ -171,38 +151,3 @@ def test_refuses_second_instance_and_dirty_tree(project: Path):
         assert res.returncode == 2 and "already running" in res.stderr
     finally:
         lock.release()
-
-
-def _kill_during(repo: Path, marker: str) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "loop.py"],
-        cwd=repo,
-        env={**ENV, "PYTHONHASHSEED": "0"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    deadline = time.time() + 600
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if marker in line or time.time() > deadline:
-            break
-    time.sleep(1.0)
-    os.kill(proc.pid, signal.SIGKILL)  # the loop alone: its dvc and stage processes live on as orphans
-    proc.wait()
-
-
-def test_kill_mid_stage_resumes_identically(tmp_path: Path, finished_run):
-    _, res_a, ca, hashes_a = finished_run
-    assert res_a.returncode == 0
-    b = make_project_copy(tmp_path / "b", tiny_params())
-    _kill_during(b, "Running stage 'selfplay'")
-    assert (b / "state/curriculum_state.json").exists()
-    res = run_loop(b)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    cb = attempt_commits(b)
-    assert [s for _, s in ca] == [s for _, s in cb]
-    for hashes, (sb, _) in zip(hashes_a, cb, strict=True):
-        assert len(hashes) == 6 and hashes == out_hashes(b, sb)
-    assert git(b, "status", "--porcelain") == ""

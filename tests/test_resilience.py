@@ -1,0 +1,184 @@
+"""The record survives faults: the reproductions of issue #12 items 1-6 and the untracked-file
+rule, each on a project copy with no pipeline run (the kills at every seam of a real run:
+tests/test_faults.py).
+
+Checks: a failed or killed ``dvc add`` inside promotion shows DVC's own message and converges
+on the next run to pointers that match the data, and a resumed attempt never promotes its own
+merge output (items 1, 2); a stale ``.git/index.lock`` is cleared at start and said, and the
+commit of an interrupted attempt keeps its figures (3); a params change committed while an
+attempt is in flight (the dashboard's overrides) resumes, an uncommitted one is refused (4);
+a lost or unreadable history is an error naming the file, a ledger line with invalid UTF-8 is
+reported and kept byte for byte (5); a detached HEAD is refused, a missing git identity is
+said (6); untracked files outside the loop's paths do not block it, edits to tracked ones do.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ml.feedback import LEDGER, FeedbackRecord, append_record, read_ledger
+from ml.loop_state import HISTORY_FILE, AttemptLog, LoopState
+from ml.orchestrator import Loop
+from ml.params import load_params
+from ml.workspace import LoopError
+from tests.conftest import git, make_project_copy, run_loop, tiny_params
+
+ENV = {**os.environ, "DVC_NO_ANALYTICS": "1"}
+
+
+def _dvc(repo: Path, *args: str) -> str:
+    return subprocess.run([sys.executable, "-m", "dvc", *args], cwd=repo, env=ENV, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def loop(tmp_path: Path) -> Loop:
+    repo = make_project_copy(tmp_path / "repo", tiny_params())
+    messages: list[str] = []
+    lp = Loop(repo, echo=messages.append)
+    lp.messages = messages
+    return lp
+
+
+def _merged_output(repo: Path) -> None:
+    """A previous attempt's merge output: one accepted batch, an opponent, a student."""
+    for name, file in (("pool", "ml-decisions-ppo-gen000-a1.jsonl"), ("frozen", "gen000.pt"), ("students", "gen000.pt")):
+        (repo / "data/merged" / name).mkdir(parents=True, exist_ok=True)
+        (repo / "data/merged" / name / file).write_bytes(f"{name} of generation 0\n".encode())
+    (repo / "data/merged/rejected").mkdir(parents=True, exist_ok=True)
+
+
+def test_promotion_converges_and_never_feeds_an_attempt_its_own_output(loop: Loop):
+    repo = loop.root
+    loop.ensure_data_dirs()
+    _merged_output(repo)
+    flight = loop.begin(loop.load_state())
+    (repo / ".dvc/tmp/rwlock").write_text("garbage")  # a corrupted DVC lock: `dvc add` fails
+    with pytest.raises(LoopError) as err:
+        loop.promote(flight)
+    assert "dvc add" in str(err.value) and "rwlock" in str(err.value).lower()  # DVC's own words, not an empty message
+    assert not loop.load_state().in_flight.promoted
+    assert (repo / "data/pool/ml-decisions-ppo-gen000-a1.jsonl").exists()  # copied, pointer still stale
+    loop.clear_stale_dvc_locks()  # what loop.py does at start
+    loop.promote(loop.load_state().in_flight)  # the next run
+    assert loop.load_state().in_flight.promoted
+    status = _dvc(repo, "status", *(f"data/{n}.dvc" for n in ("pool", "frozen", "students", "rejected")))
+    assert "up to date" in status, status
+    # the attempt's merge stage writes its own output; a resume must not promote it
+    (repo / "data/merged/pool/ml-decisions-ppo-gen000-a2.jsonl").write_text("this attempt's own batch\n")
+    loop.promote(loop.load_state().in_flight)
+    assert sorted(p.name for p in (repo / "data/pool").iterdir()) == ["ml-decisions-ppo-gen000-a1.jsonl"]
+
+
+def test_stale_index_lock_is_cleared_at_start(loop: Loop):
+    lock = loop.root / ".git/index.lock"
+    lock.touch()
+    res = run_loop(loop.root, "promote", "gen999")  # any loop.py command: the lock goes before any work
+    assert not lock.exists() and "stale" in res.stdout + res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_resumed_commit_keeps_the_figures(loop: Loop):
+    entry = AttemptLog(
+        attempt_id="20261201-0000-gen000-a1", generation=0, attempt=1, verdict="accepted",
+        figures={"win_rate": 0.4, "win_rate_low": 0.3, "win_rate_high": 0.5, "holdout_accuracy": 0.8,
+                 "holdout_accuracy_drop": 0.01},
+    )  # fmt: skip
+    state = LoopState(generation=1, log=[entry])
+    message = loop.pending_message(state)
+    assert message.startswith("gen 000 attempt 1: accepted") and "PPO win 0.400 [0.300, 0.500]" in message
+    assert message.rstrip().endswith("Attempt-Id: 20261201-0000-gen000-a1")
+
+
+def test_committed_params_change_resumes_uncommitted_is_refused(loop: Loop):
+    repo = loop.root
+    flight = loop.begin(loop.load_state())
+    # a forced stop, then the dashboard's start with overrides: params.yaml is committed as it is
+    loop.set_params({"train": {"epochs": 3}}, "params: overrides from the dashboard")
+    loop.check_tree(loop.load_state())  # the file equals HEAD, newline and all: no refusal
+    resumed = loop.begin(loop.load_state())
+    assert resumed.attempt_id == flight.attempt_id and any("changed by a commit" in m for m in loop.messages)
+    assert load_params(repo / "params.yaml").train.epochs == 3
+    loop.check_tree(loop.load_state())
+    (repo / "params.yaml").write_text((repo / "params.yaml").read_text().replace("epochs: 3", "epochs: 4"))
+    with pytest.raises(LoopError, match="edited while attempt"):
+        loop.check_tree(loop.load_state())
+
+
+def _one_attempt(loop: Loop) -> LoopState:
+    entry = AttemptLog(attempt_id="a1", generation=0, attempt=1, verdict="rejected")
+    state = LoopState(log=[entry])
+    (loop.root / HISTORY_FILE).parent.mkdir(parents=True, exist_ok=True)
+    (loop.root / HISTORY_FILE).write_text('[{"attempt_id": "a1", "verdict": "rejected"}]\n')
+    record = FeedbackRecord(timestamp="t", attempt_id="a1", generation=0, attempt=1, params={}, figures={}, passed=False,
+                            outcome="rejected")  # fmt: skip
+    append_record(loop.root / LEDGER, record)
+    return state
+
+
+def test_lost_history_is_an_error_naming_the_file(loop: Loop):
+    state = _one_attempt(loop)
+    loop.check_records(state)
+    (loop.root / HISTORY_FILE).unlink()  # deleted while a stage runs
+    with pytest.raises(
+        LoopError, match=r"state/eval_history.json is missing.*\n.*git checkout HEAD -- state/eval_history.json"
+    ):
+        loop.load_history(state)
+    (loop.root / HISTORY_FILE).write_bytes(b'[{"attempt_id": "a1", \xff}]')
+    with pytest.raises(LoopError, match=r"eval_history\.json:1: not valid UTF-8"):
+        loop.check_records(state)
+    (loop.root / HISTORY_FILE).unlink()
+    assert loop.load_history(LoopState()) == []  # no attempt yet: an absent file is a fresh start
+
+
+def test_bad_ledger_bytes_reported_and_kept(loop: Loop):
+    state = _one_attempt(loop)
+    ledger = loop.root / LEDGER
+    bad = b'{"attempt_id": "\xff\xfe broken"}\n'
+    with ledger.open("ab") as f:
+        f.write(bad)
+    records, problems = read_ledger(ledger)
+    assert [r.attempt_id for r in records] == ["a1"] and problems[0].line == 2 and "UTF-8" in problems[0].error
+    loop.check_records(state)
+    assert any(f"{LEDGER}:2" in m for m in loop.messages)
+    record = FeedbackRecord(timestamp="t", attempt_id="a2", generation=0, attempt=2, params={}, figures={}, passed=True,
+                            outcome="accepted")  # fmt: skip
+    assert append_record(ledger, record)
+    assert bad in ledger.read_bytes() and [r.attempt_id for r in read_ledger(ledger)[0]] == ["a1", "a2"]
+    ledger.unlink()
+    with pytest.raises(LoopError, match=r"feedback\.jsonl is missing"):
+        loop.check_records(state)
+
+
+def test_detached_head_refused_and_identity_said(loop: Loop, monkeypatch):
+    repo = loop.root
+    git(repo, "checkout", "-q", "--detach")
+    with pytest.raises(LoopError, match="HEAD is detached"):
+        Loop(repo).preflight()
+    git(repo, "checkout", "-q", "main")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", "/dev/null")
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    git(repo, "config", "--unset", "user.email")
+    git(repo, "config", "--unset", "user.name")
+    messages: list[str] = []
+    anonymous = Loop(repo, echo=messages.append)
+    anonymous.preflight()
+    assert any("distill-loop <distill-loop@localhost>" in m for m in messages)
+    (repo / "state").mkdir(exist_ok=True)
+    (repo / "state/x.json").write_text("{}")
+    anonymous.commit_paths("test commit", ["state"])
+    assert git(repo, "log", "-1", "--format=%an <%ae>").strip() == "distill-loop <distill-loop@localhost>"
+
+
+def test_untracked_files_do_not_block_edits_do(loop: Loop):
+    repo = loop.root
+    (repo / "loop.log").write_text("python loop.py > loop.log\n")
+    (repo / "notes.txt").write_text("mine\n")
+    loop.check_tree(LoopState())
+    (repo / "README.md").write_text("edited\n")
+    with pytest.raises(LoopError, match=r"README\.md"):
+        loop.check_tree(LoopState())
