@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from ml.bots import PromoteError, final_report, load_bots, pod_win_rate, promote
+from ml.bots import BOTS_DIR, PromoteError, final_report, load_bots, pod_win_rate, promote
 from ml.curriculum import opponent_fallback, phase_overrides
 from ml.forge_import import TEACHER_DIR, foreign_files_message, foreign_teacher_files, import_command
 from ml.game.registry import make_game
@@ -182,12 +182,11 @@ def seed_checkpoint(loop: Loop, path: Path) -> None:
             f"have train.hidden_sizes {list(first.train.hidden_sizes)}"
         )
     loop.ensure_data_dirs()
-    save_policy(net, loop.path("data/seed/seed.pt"), {"role": "seed", "source": str(path)})
-    loop.run([*loop.dvc, "add", "--quiet", "data/seed"])
     state.nudges["train.init_checkpoint"] = "data/seed/seed.pt"
     state.phase_restore["train.init_checkpoint"] = params.train.init_checkpoint
-    loop.save_state(state)
-    loop.commit_paths(f"seed checkpoint: students start from {path.name}", ["data", "state"])
+    with loop.committing(f"seed checkpoint: students start from {path.name}", ["data", "state"], dvc_add=("data/seed",)):
+        save_policy(net, loop.path("data/seed/seed.pt"), {"role": "seed", "source": str(path)})
+        loop.save_state(state)
     print(f"seed checkpoint {path} -> data/seed/seed.pt; the first phase's students start from it")
 
 
@@ -384,6 +383,7 @@ def main(argv: list[str] | None = None) -> int:
             loop.kill_orphans()
             loop.clear_stale_dvc_locks()
         loop.preflight()
+        loop.finish_pending_commit()
         state = loop.load_state()
         load_params(loop.path("params.yaml"))  # a bad value is named before any dirty-tree complaint
         if args.command == "import-forge":  # before check_tree: the files may sit in data/teacher
@@ -393,9 +393,9 @@ def main(argv: list[str] | None = None) -> int:
         loop.check_tree(state)
         loop.check_records(state)
         if args.command == "promote":
-            path = promote(loop.root, loop.git, args.attempt, args.name)
-            loop.run([*loop.dvc, "add", "--quiet", str(path.parent.relative_to(loop.root))])
-            loop.commit_paths(f"promote: {path.stem} from attempt {args.attempt}", ["bots"])
+            message = f"promote: {args.name or args.attempt} from attempt {args.attempt}"
+            with loop.committing(message, ["bots"], dvc_add=(str(BOTS_DIR),)):
+                path = promote(loop.root, loop.git, args.attempt, args.name)
             print(f"promoted {path.relative_to(loop.root)}")
             return 0
         if args.force_retry or args.skip_to_next_stage:

@@ -349,23 +349,23 @@ def import_command(loop: Any, paths: Sequence[Path], cards: Path | None, weight:
         loop.echo(f"import-forge: Forge files are commander records; this run plays {params.game.name}")
         return 2
     forge_dir = loop.path(FORGE_DIR)
+    tracked = [f"{FORGE_DIR}.dvc", f"{Path(FORGE_DIR).parent}/.gitignore"]
+    # journalled: a kill while copying is completed (dvc add, commit) by the next loop.py start;
+    # dvc add also records a hand edit of data/forge (e.g. its card table); nothing changed: no commit
     try:
-        table_changed = _merge_cards(forge_dir, cards)
-    except DataFileError as e:
+        with loop.committing(f"import-forge: {len(paths)} Forge file(s)", tracked, dvc_add=(FORGE_DIR,)) as commit:
+            forge_dir.mkdir(parents=True, exist_ok=True)
+            table_changed = _merge_cards(forge_dir, cards)  # checks the whole table before it writes
+            reports = import_files(paths, forge_dir)
+            done = [r for r in reports if r.status == "imported"]
+            head = f"import-forge: {len(done)} Forge file(s), {sum(r.decisions for r in done)} decisions"
+            body = [f"{r.source.name} -> {r.dest.name}: {r.decisions} decisions, {len(r.bad)} bad lines" for r in done]
+            parts = [head + (", card table" if table_changed else ""), *(["\n".join(body)] if body else [])]
+            commit["message"] = "\n\n".join(parts)
+    except DataFileError as e:  # a bad card table: nothing written, nothing committed
         loop.echo(f"import-forge: {e} (nothing imported)")
         return 2
-    reports = import_files(paths, forge_dir)
     loop.echo(format_report(reports, loop.root))
-    tracked = [f"{FORGE_DIR}.dvc", f"{Path(FORGE_DIR).parent}/.gitignore"]
-    if forge_dir.is_dir():  # also records a hand edit of data/forge (e.g. its card table)
-        loop.run([*loop.dvc, "add", "--quiet", FORGE_DIR])
-    if loop.git("status", "--porcelain", "--", *tracked).strip():
-        done = [r for r in reports if r.status == "imported"]
-        head = f"import-forge: {len(done)} Forge file(s), {sum(r.decisions for r in done)} decisions"
-        body = [f"{r.source.name} -> {r.dest.name}: {r.decisions} decisions, {len(r.bad)} bad lines" for r in done]
-        loop.commit_paths(
-            "\n\n".join([head + (", card table" if table_changed else ""), *(["\n".join(body)] if body else [])]), tracked
-        )
     _set_weight(loop, params.train.source_weights, weight)
     return 2 if any(r.status == "refused" for r in reports) else 0
 

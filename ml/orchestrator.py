@@ -241,8 +241,8 @@ class Loop(Workspace):
         buf = StringIO()
         yaml.dump(data, buf)
         params_from_dict(YAML(typ="safe").load(buf.getvalue()), source=str(path))
-        atomic_write_text(path, buf.getvalue())
-        self.commit_paths(message, ["params.yaml"])
+        with self.committing(message, ["params.yaml"]):
+            atomic_write_text(path, buf.getvalue())
 
     def promote(self, flight: InFlight) -> None:
         """Make the last merge's outputs the inputs of this attempt, once (journalled).
@@ -476,14 +476,17 @@ class Loop(Workspace):
             return
         current = params.model_dump(mode="json")
         restore = {k: v for k, v in state.phase_restore.items() if get_dotted(current, k) != v}
-        if restore:
-            text = self._params_text(params.run.generation, params.run.attempt, restore)
+        text = self._params_text(params.run.generation, params.run.attempt, restore) if restore else None
+        if text is not None:
             params_from_dict(YAML(typ="safe").load(text), source=str(self.path("params.yaml")))
-            atomic_write_text(self.path("params.yaml"), text)
         state.phase_restore, state.entered_phase = {}, -1
-        self.save_state(state)
         changes = "\n".join(f"- {k}: {get_dotted(current, k)} -> {v}" for k, v in restore.items()) or "- nothing differed"
-        self.commit_paths(f"curriculum finished: params.yaml back to its base values\n\n{changes}\n", ["params.yaml", "state"])
+        with self.committing(
+            f"curriculum finished: params.yaml back to its base values\n\n{changes}\n", ["params.yaml", "state"]
+        ):
+            if text is not None:
+                atomic_write_text(self.path("params.yaml"), text)
+            self.save_state(state)
         self.echo(f"curriculum finished: params.yaml back to its base values ({', '.join(restore) or 'nothing differed'})")
 
     def rate(self, flight: InFlight, params: Params) -> dict:

@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -23,6 +24,7 @@ from filelock import FileLock, Timeout
 from git import InvalidGitRepositoryError, NoSuchPathError, Repo
 
 from ml.faults import during, kill_group, seam
+from ml.io import atomic_write_json, read_json
 from ml.loop_state import LOCK_FILE, RUNTIME_DIR
 from ml.progress import PROGRESS_FILE_ENV, DvcOutputFilter
 
@@ -34,6 +36,8 @@ DVC_ENV = {"DVC_NO_ANALYTICS": "1"}
 """Environment of every DVC call (update checks are off in .dvc/config: core.check_update)."""
 DVC = (sys.executable, "-m", "dvc")
 """DVC of this interpreter's environment (works without an activated venv)."""
+PENDING_COMMIT = RUNTIME_DIR / "pending-commit.json"
+"""Journal of a non-attempt commit in progress (``Workspace.committing``)."""
 DEFAULT_IDENTITY = ("distill-loop", "distill-loop@localhost")
 """Who commits when git has no ``user.name``/``user.email`` (said at start)."""
 
@@ -264,6 +268,52 @@ class Workspace:
         """Stage ``paths`` and commit them (for commands other than attempts, e.g. promote)."""
         self.git("add", "-A", "--", *paths)
         self.git("commit", "--quiet", "--no-verify", "-m", message)
+
+    @contextlib.contextmanager
+    def committing(self, message: str, paths: list[str], dvc_add: tuple[str, ...] = ()) -> Iterator[dict[str, str]]:
+        """Journal the writes of the block and their commit, for commands other than attempts.
+
+        The journal (``.dvc/tmp/loop/pending-commit.json``: message, paths, ``dvc_add``) is
+        written before the block; after it, ``dvc_add`` is ``dvc add``-ed, ``paths`` committed
+        and the journal removed. A run killed in between leaves the journal, and the next
+        start completes it (``finish_pending_commit``), so a profile, a params override, the
+        end of a curriculum, a seed checkpoint or an import is committed whole, never left as
+        a dirty tree that the next start refuses. An exception in the block (nothing written,
+        by the callers' contract) removes the journal and propagates. The block gets a dict
+        whose ``"message"`` it may set once it knows more (a resumed journal uses the first).
+
+        Raises:
+            LoopError: ``dvc add`` failed (the journal stays; the next start retries it).
+        """
+        journal = self.path(PENDING_COMMIT)
+        atomic_write_json(journal, {"message": message, "paths": list(paths), "dvc_add": list(dvc_add)})
+        commit = {"message": message}
+        try:
+            yield commit
+        except BaseException as e:
+            if not isinstance(e, KeyboardInterrupt):
+                journal.unlink(missing_ok=True)
+            raise
+        self.seam("journal.written")
+        self._complete(commit["message"], paths, dvc_add)
+        journal.unlink()
+
+    def finish_pending_commit(self) -> None:
+        """Complete a journalled commit that a kill interrupted (see ``committing``); no-op without one."""
+        journal = self.path(PENDING_COMMIT)
+        if not journal.exists():
+            return
+        doc = read_json(journal)
+        self._complete(doc["message"], doc["paths"], tuple(doc.get("dvc_add", ())))
+        journal.unlink()
+        self.echo(f"completed the commit interrupted by a kill: {doc['message'].splitlines()[0]}")
+
+    def _complete(self, message: str, paths: list[str], dvc_add: tuple[str, ...]) -> None:
+        if dvc_add:
+            self.run([*DVC, "add", *dvc_add])
+        self.git("add", "-A", "--", *(p for p in paths if self.path(p).exists()))
+        if self.git("diff", "--cached", "--name-only").strip():
+            self.git("commit", "--quiet", "--no-verify", "-m", message)
 
     def commit(self, message: str) -> None:
         """Stage the loop's paths and commit, unless this attempt's commit already exists."""

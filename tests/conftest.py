@@ -65,10 +65,13 @@ def project(tmp_path: Path) -> Path:
 
 
 def run_loop(repo: Path, *args: str, timeout: float = 900, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``python loop.py ARGS`` in ``repo``, in a session of its own (a fault-injection kill of
+    its process group, ``ml.faults``, never reaches the test runner)."""
     env = {**os.environ, "DVC_NO_ANALYTICS": "1", "PYTHONHASHSEED": "0", **(env or {})}
     return subprocess.run(
-        [sys.executable, "loop.py", *args], cwd=repo, env=env, capture_output=True, text=True, timeout=timeout
-    )
+        [sys.executable, "loop.py", *args],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=timeout, start_new_session=True,
+    )  # fmt: skip
 
 
 def attempt_commits(repo: Path) -> list[tuple[str, str]]:

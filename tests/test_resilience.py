@@ -182,3 +182,18 @@ def test_untracked_files_do_not_block_edits_do(loop: Loop):
     (repo / "README.md").write_text("edited\n")
     with pytest.raises(LoopError, match=r"README\.md"):
         loop.check_tree(LoopState())
+
+
+def test_kill_inside_a_journalled_commit_is_completed_at_next_start(loop: Loop):
+    """A profile's params.yaml written, then a kill before its commit: the next start commits it
+    (before, the tree was left dirty and every later start refused it as a foreign edit)."""
+    repo = loop.root
+    res = run_loop(repo, "--profile", "full", env={"DISTILL_FAULT": "setup.journal.written"})
+    assert res.returncode == -9 and git(repo, "status", "--porcelain", "--", "params.yaml")  # written, not committed
+    res = run_loop(repo, "promote", "gen999")  # any command: the journal is completed first
+    assert "completed the commit interrupted by a kill: params: profile full" in res.stdout
+    assert git(repo, "log", "-1", "--format=%s").strip() == "params: profile full"
+    assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
+    assert load_params(repo / "params.yaml").profiles["full"]["loop"]["max_generations"] == load_params(
+        repo / "params.yaml"
+    ).loop.max_generations
