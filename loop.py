@@ -11,7 +11,7 @@
     python loop.py import-forge PATH... [--cards TABLE]  # Forge files as teacher data (data/forge)
 
 Safe to stop at any moment (Ctrl-C, kill -9) and start again: it resumes the attempt in
-flight. A second instance on the same repo refuses to start. See ml/orchestrator.py.
+flight. A second instance on the same repo refuses to start. See ml/driver/orchestrator.py.
 """
 
 from __future__ import annotations
@@ -22,18 +22,18 @@ import sys
 import time
 from pathlib import Path
 
-from ml.bots import BOTS_DIR, PromoteError, final_report, load_bots, pod_win_rate, promote
-from ml.curriculum import opponent_fallback, phase_overrides
-from ml.forge_import import TEACHER_DIR, foreign_files_message, foreign_teacher_files, import_command
+from ml.driver.bots import BOTS_DIR, PromoteError, final_report, load_bots, pod_win_rate, promote
+from ml.driver.curriculum import opponent_fallback, phase_overrides
+from ml.driver.forge_import import TEACHER_DIR, foreign_files_message, foreign_teacher_files, import_command
 from ml.game.registry import make_game
 from ml.io import atomic_write_json, read_json
-from ml.loop_state import AttemptLog
-from ml.orchestrator import Loop
+from ml.driver.state import AttemptLog
+from ml.driver.orchestrator import Loop
 from ml.params import ParamsError, load_params
 from ml.policy import CheckpointError, check_shape, load_policy, save_policy
 from ml.ratings import ELO_FILE, format_table
 from ml.rollout import Controller
-from ml.workspace import LoopError, acquire_lock
+from ml.driver.workspace import LoopError, acquire_lock
 
 
 def positive_int(text: str) -> int:

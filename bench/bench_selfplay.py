@@ -20,9 +20,9 @@ import numpy as np
 import pyspiel
 import torch
 
-from ml.encoding import OBS_DIM, RecordEncoder
-from ml.game.players import HeuristicPlayer
-from ml.game.rules import apply_action, new_game
+from ml.game.commander.encoding import OBS_DIM, RecordEncoder
+from ml.game.commander.players import HeuristicPlayer
+from ml.game.commander.rules import apply_action, new_game
 from ml.policy import PolicyNet
 from ml.ppo import PPOConfig, train_ppo
 from ml.rollout import Controller, game_seeds, play_games

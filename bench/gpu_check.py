@@ -21,8 +21,8 @@ import numpy as np
 import torch
 
 from bench_training import synthetic
-from ml.actions import NUM_ACTIONS
-from ml.encoding import OBS_DIM
+from ml.game.commander.actions import NUM_ACTIONS
+from ml.game.commander.encoding import OBS_DIM
 from ml.policy import PolicyNet
 from ml.ppo import PPOConfig, ppo_update
 from ml.rollout import Transition

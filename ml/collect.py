@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ml.encoding import RecordEncoder
+from ml.game.commander.encoding import RecordEncoder
 from ml.policy import PolicyNet
 from ml.rollout import Controller, Transition, game_seeds, play_games
 

@@ -1,10 +1,10 @@
 """Source-aware dataset builder: teacher and PPO decision files -> encoded arrays.
 
-* **Games.** The encoder decides the game: ``ml.encoding.RecordEncoder`` for the
+* **Games.** The encoder decides the game: ``ml.game.commander.encoding.RecordEncoder`` for the
   commander (seat views), ``ml.game.registry.ObservationEncoder`` for OpenSpiel games (the
   observation stored in each record, label ``action.action_idx``); both have ``obs_dim``,
   ``num_actions``, ``encode_batch``, ``label`` and ``action_mask``. An encoder may also have
-  ``unlabelled(record)`` (``ml.forge_import.ForgeEncoder``): for a record without a label,
+  ``unlabelled(record)`` (``ml.driver.forge_import.ForgeEncoder``): for a record without a label,
   its partial label (``bool[num_actions]``, the actions any of which it allows) or
   ``(reason, detail)`` saying why it is not trainable.
 * **Partial labels.** ``DecisionSet.targets`` holds, per decision, the set of actions the
@@ -106,8 +106,8 @@ class DecisionSet:
 def empty_set(obs_dim: int | None = None, num_actions: int | None = None) -> DecisionSet:
     """A DecisionSet with no rows (of the commander's sizes unless given)."""
     if obs_dim is None or num_actions is None:
-        from ml.actions import NUM_ACTIONS
-        from ml.encoding import OBS_DIM
+        from ml.game.commander.actions import NUM_ACTIONS
+        from ml.game.commander.encoding import OBS_DIM
 
         obs_dim, num_actions = OBS_DIM, NUM_ACTIONS
     return DecisionSet(

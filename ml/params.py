@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ml.curriculum import AbortIf, Phase, phase_overrides
+from ml.driver.curriculum import AbortIf, Phase, phase_overrides
 
 DEFAULT_PARAMS_PATH = Path("params.yaml")
 
@@ -261,7 +261,7 @@ class LoopParams(_Section):
     convergence_window: int = Field(2, ge=1)
     """... for this many accepted generations in a row."""
     suggest_on_retry: bool = True
-    """After a rejection, nudge the retry's params by the bounded rules of ml/feedback.py."""
+    """After a rejection, nudge the retry's params by the bounded rules of ml/driver/feedback.py."""
 
 
 class Params(_Section):
@@ -276,7 +276,7 @@ class Params(_Section):
     rating: RatingParams = RatingParams()
     loop: LoopParams = LoopParams()
     curriculum: list[Phase] | None = None
-    """Ordered phases of the run (ml/curriculum.py); None: one implicit phase of ``loop.max_generations``."""
+    """Ordered phases of the run (ml/driver/curriculum.py); None: one implicit phase of ``loop.max_generations``."""
     profiles: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
     """Named sets of overrides (section -> key -> value), applied with ``loop.py --profile NAME``."""
 

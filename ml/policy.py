@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ml.actions import NUM_ACTIONS
+from ml.game.commander.actions import NUM_ACTIONS
 from ml.io import atomic_write_bytes
 
 CHECKPOINT_FORMAT = 1

@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ml.actions import ACTION_INDEX, MACRO_ACTIONS, MAX_POD, NUM_ACTIONS
+from ml.game.commander.actions import ACTION_INDEX, MACRO_ACTIONS, MAX_POD, NUM_ACTIONS
 from ml.io import DataFileError, JsonlWriter, iter_jsonl
 
 logger = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ml.cli import stage_setup, write_metrics
 from ml.dataset import DecisionSet, load_ppo, load_teacher
-from ml.forge_import import teacher_encoder
+from ml.driver.forge_import import teacher_encoder
 from ml.game.registry import make_game
 from ml.params import Params
 from ml.nashconv import nash_conv_metrics

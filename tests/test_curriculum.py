@@ -30,9 +30,9 @@ import pytest
 import torch
 import yaml
 
-from ml.curriculum import FALLBACK_OPPONENT_MIX, Phase, opponent_fallback, phase_overrides
-from ml.loop_state import AttemptLog, LoopState
-from ml.orchestrator import Loop, _commit_message
+from ml.driver.curriculum import FALLBACK_OPPONENT_MIX, Phase, opponent_fallback, phase_overrides
+from ml.driver.state import AttemptLog, LoopState
+from ml.driver.orchestrator import Loop, _commit_message
 from ml.params import ParamsError, load_params, params_from_dict
 from ml.policy import load_policy
 from tests.conftest import attempt_commits, git, make_project_copy, run_loop, tiny_params
@@ -128,7 +128,7 @@ def test_phase_rules():
 
 
 def test_push_fails_once_then_works(tmp_path: Path):
-    from ml.orchestrator import Loop
+    from ml.driver.orchestrator import Loop
 
     repo = make_project_copy(tmp_path / "repo", tiny_params())
     store, bare = tmp_path / "dvc-store", tmp_path / "remote.git"
@@ -291,7 +291,7 @@ def test_human_overrides_leave_a_running_state(tmp_path: Path):
 
 
 def test_seed_checkpoint_of_another_shape_is_refused(tmp_path: Path):
-    from ml.encoding import OBS_DIM
+    from ml.game.commander.encoding import OBS_DIM
     from ml.policy import PolicyNet, save_policy
 
     repo = make_project_copy(tmp_path / "repo", tiny_params())  # train.hidden_sizes [32]

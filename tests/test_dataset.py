@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ml.actions import ACTION_INDEX, CAST_COMMANDER, attack_action
+from ml.game.commander.actions import ACTION_INDEX, CAST_COMMANDER, attack_action
 from ml.dataset import DecisionSet, in_holdout, load_ppo, load_teacher, sample_mixture
-from ml.encoding import OBS_DIM, RecordEncoder, label_record
+from ml.game.commander.encoding import OBS_DIM, RecordEncoder, label_record
 from ml.records import read_records
 
 FORGE = Path(__file__).parent / "fixtures" / "forge"
@@ -159,8 +159,8 @@ def test_ppo_reward_filter(tmp_path, encoder):
 
 
 def test_combat_features_follow_the_block_rule_and_tapped_state(encoder):
-    from ml.encoding import BASE_FEATURES, GLOBAL_DIM, SEAT_DIM
-    from ml.game.rules import decision_record, new_game
+    from ml.game.commander.encoding import BASE_FEATURES, GLOBAL_DIM, SEAT_DIM
+    from ml.game.commander.rules import decision_record, new_game
 
     vanilla = sorted(
         (c for c in encoder.pool.values() if c.kind == "creature" and not c.keywords and not c.legendary),

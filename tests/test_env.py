@@ -1,4 +1,4 @@
-"""Tests of ``ml.game.env.CommanderPodEnv`` (the PettingZoo AEC adapter).
+"""Tests of ``ml.game.commander.env.CommanderPodEnv`` (the PettingZoo AEC adapter).
 
 Checks:
 * ``pettingzoo.test.api_test`` and ``seed_test`` pass (2- and 4-seat pods);
@@ -7,7 +7,7 @@ Checks:
 * every decision record has the Forge keys in Forge's order, a 0/1 ``action_mask`` equal to
   the observation's mask, and serialises to JSON; ``describe_action`` gives the action object.
 
-A tiny stand-in encoder is used, so these tests do not depend on ``ml.encoding``.
+A tiny stand-in encoder is used, so these tests do not depend on ``ml.game.commander.encoding``.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 from pettingzoo.test import api_test, seed_test
 
-from ml.actions import MACRO_ACTIONS, NUM_ACTIONS
-from ml.game.env import CommanderPodEnv
-from ml.game.players import HeuristicPlayer
+from ml.game.commander.actions import MACRO_ACTIONS, NUM_ACTIONS
+from ml.game.commander.env import CommanderPodEnv
+from ml.game.commander.players import HeuristicPlayer
 
 FORGE_KEYS = [
     "game_id",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from ml.feedback import RULES, FeedbackRecord, append_record, read_ledger, suggest
+from ml.driver.feedback import RULES, FeedbackRecord, append_record, read_ledger, suggest
 from ml.params import Params
 
 

@@ -36,10 +36,10 @@ import torch
 import yaml
 
 import loop
-from ml.actions import NUM_ACTIONS, attack_action
+from ml.game.commander.actions import NUM_ACTIONS, attack_action
 from ml.dataset import DecisionSet, encode_records, load_teacher
-from ml.encoding import RecordEncoder, label_record
-from ml.forge_import import (
+from ml.game.commander.encoding import RecordEncoder, label_record
+from ml.driver.forge_import import (
     CARD_TABLE,
     ForgeEncoder,
     foreign_teacher_files,

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from ml.actions import NUM_ACTIONS
+from ml.game.commander.actions import NUM_ACTIONS
 from ml.params import ParamsError, attempt_seed, load_params, params_from_dict
 from ml.policy import CheckpointError, PolicyNet, load_policy, save_policy
 from ml.ppo import compute_gae, ppo_loss
@@ -139,7 +139,7 @@ def test_repo_params_load_and_seeds_differ():
 
 
 def test_ppo_result_does_not_depend_on_worker_count():
-    from ml.encoding import OBS_DIM
+    from ml.game.commander.encoding import OBS_DIM
     from ml.ppo import PPOConfig, train_ppo
 
     cfg = dict(total_steps=400, num_envs=4, rollout_steps=200, lr=3e-4, gamma=0.99, gae_lambda=0.95, clip_coef=0.2, ent_coef=0.01,
@@ -155,7 +155,7 @@ def test_ppo_result_does_not_depend_on_worker_count():
 
 
 def test_checkpoint_of_another_encoder_size_fails_clearly():
-    from ml.encoding import OBS_DIM
+    from ml.game.commander.encoding import OBS_DIM
     from ml.rollout import Controller, play_games
 
     old = PolicyNet(OBS_DIM - 48, (8,))  # an observation size this encoder does not produce

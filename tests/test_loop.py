@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from ml.loop_state import RUNTIME_DIR
+from ml.driver.state import RUNTIME_DIR
 from tests.conftest import attempt_commits, git, make_project_copy, out_hashes, run_loop, tiny_params
 
 pytestmark = pytest.mark.expensive

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psutil
 
-from ml.orchestrator import Loop
+from ml.driver.orchestrator import Loop
 from tests.conftest import make_project_copy, run_loop, tiny_params
 
 

@@ -29,7 +29,7 @@ import yaml
 from ml import progress
 from ml.dataset import sample_mixture
 from ml.progress import LINE_EVERY_ENV, DvcOutputFilter, ProgressBar, line_interval_s, progress_line
-from ml.workspace import LoopError, Workspace
+from ml.driver.workspace import LoopError, Workspace
 from tests.conftest import ROOT, git, tiny_params
 from tests.test_dataset import _fake_set
 

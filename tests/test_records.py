@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from ml.actions import ACTION_INDEX, NUM_ACTIONS
+from ml.game.commander.actions import ACTION_INDEX, NUM_ACTIONS
 from ml.io import DataFileError, JsonlWriter, atomic_write_json, iter_jsonl, read_json
 from ml.records import (
     SCHEMA_VERSION,

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from ml.feedback import LEDGER, FeedbackRecord, append_record, read_ledger
-from ml.loop_state import HISTORY_FILE, AttemptLog, LoopState
-from ml.orchestrator import Loop
+from ml.driver.feedback import LEDGER, FeedbackRecord, append_record, read_ledger
+from ml.driver.state import HISTORY_FILE, AttemptLog, LoopState
+from ml.driver.orchestrator import Loop
 from ml.params import load_params
-from ml.workspace import LoopError
+from ml.driver.workspace import LoopError
 from tests.conftest import git, make_project_copy, run_loop, tiny_params
 
 ENV = {**os.environ, "DVC_NO_ANALYTICS": "1"}

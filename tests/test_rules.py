@@ -1,4 +1,4 @@
-"""Tests of the Commander pod rules (``ml.game.rules`` with ``engine``/``combat``) and players.
+"""Tests of the Commander pod rules (``ml.game.commander.rules`` with ``engine``/``combat``) and players.
 
 Checks (scripted positions are built by ``new_game`` and then setting fields):
 * commander damage: 21 from ONE commander eliminates, 21 spread over two commanders does not;
@@ -21,12 +21,12 @@ import json
 
 import pytest
 
-from ml.actions import CAST_COMMANDER, CAST_REMOVAL, CAST_WIPE, HOLD_MANA, NUM_ACTIONS, PASS, attack_action
-from ml.game import engine
-from ml.game.cards import load_card_pool, load_decks
-from ml.game.players import HeuristicPlayer, RandomPlayer
+from ml.game.commander.actions import CAST_COMMANDER, CAST_REMOVAL, CAST_WIPE, HOLD_MANA, NUM_ACTIONS, PASS, attack_action
+from ml.game.commander import engine
+from ml.game.commander.cards import load_card_pool, load_decks
+from ml.game.commander.players import HeuristicPlayer, RandomPlayer
 from ml.gate import wilson_interval
-from ml.game.rules import (
+from ml.game.commander.rules import (
     IllegalActionError,
     apply_action,
     decision_record,
@@ -35,7 +35,7 @@ from ml.game.rules import (
     new_game,
     outcome,
 )
-from ml.game.state import GameState, Permanent
+from ml.game.commander.state import GameState, Permanent
 
 POOL = load_card_pool()
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ml.encoding import RecordEncoder, label_record
+from ml.game.commander.encoding import RecordEncoder, label_record
 from ml.records import read_records, scan_batches
 from stages import export, gate, merge, selfplay, teacher, train
 from tests.conftest import tiny_params

@@ -7,7 +7,7 @@ record ``api-launch.json``, checked with psutil (alive, not a zombie, ``loop.py`
 command line), and through the loop's own one-instance lock ``.dvc/tmp/loop.lock``.
 
 Pause, resume and stop write ``{"command": ...}`` to ``.dvc/tmp/loop/control.json``; the loop
-reads it between stages (``ml.orchestrator.Loop.wait_while_paused``). A forced stop kills the
+reads it between stages (``ml.driver.orchestrator.Loop.wait_while_paused``). A forced stop kills the
 loop's process group at once; the loop is kill-safe and the next start resumes the attempt.
 """
 
@@ -31,8 +31,8 @@ from git import GitCommandError
 from ml.api.overrides import apply_overrides
 from ml.api.readers import CONTROL_FILE, LAUNCH_FILE, LOG_FILE, STATUS_FILE, RepoView
 from ml.io import atomic_write_json
-from ml.loop_state import LOCK_FILE, RUNTIME_DIR
-from ml.workspace import DVC_ENV
+from ml.driver.state import LOCK_FILE, RUNTIME_DIR
+from ml.driver.workspace import DVC_ENV
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from typing import Any
 from git import GitCommandError, InvalidGitRepositoryError, NoSuchPathError, Repo
 
 from ml.io import DataFileError, read_json
-from ml.loop_state import HISTORY_FILE, RUNTIME_DIR, STATE_FILE, LoopState
+from ml.driver.state import HISTORY_FILE, RUNTIME_DIR, STATE_FILE, LoopState
 from ml.params import Params, ParamsError, load_params
 
 logger = logging.getLogger(__name__)

@@ -10,8 +10,8 @@ kinds ``heuristic`` (the game's teacher) and ``random``, and the record encoder.
              ``commander``                           ``openspiel:<game>``
 ============ ======================================= ========================================
 env          ``CommanderPodEnv``                     ``OpenSpielEnv`` (``ml.game.openspiel_env``)
-obs_dim      ``ml.encoding.OBS_DIM``                 the game's observation tensor size
-num_actions  ``ml.actions.NUM_ACTIONS``              ``num_distinct_actions()``
+obs_dim      ``ml.game.commander.encoding.OBS_DIM``                 the game's observation tensor size
+num_actions  ``ml.game.commander.actions.NUM_ACTIONS``              ``num_distinct_actions()``
 heuristic    ``HeuristicPlayer`` (Forge-like)        ``MCTSPlayer`` (MCTS, random rollouts)
 random       ``RandomPlayer``                        ``UniformPlayer``
 encoder      ``RecordEncoder`` (reads ``players``)   ``ObservationEncoder`` (reads ``observation``)
@@ -143,7 +143,7 @@ class GameSpec:
             from ml.game.openspiel_env import OpenSpielEnv
 
             return OpenSpielEnv(self.openspiel_game(), self.name)
-        from ml.game.env import CommanderPodEnv
+        from ml.game.commander.env import CommanderPodEnv
 
         return CommanderPodEnv(pod_size=self.num_players, max_turns=self.max_turns, encoder=encoder)
 
@@ -161,7 +161,7 @@ class GameSpec:
             if kind == "random":
                 return UniformPlayer(seed)
             return MCTSPlayer(self.openspiel_game(), seed, self.mcts_simulations, self.mcts_rollouts, self.mcts_uct_c)
-        from ml.game.players import HeuristicPlayer, RandomPlayer
+        from ml.game.commander.players import HeuristicPlayer, RandomPlayer
 
         return HeuristicPlayer(seed) if kind == "heuristic" else RandomPlayer(seed)
 
@@ -169,7 +169,7 @@ class GameSpec:
         """A new record encoder of this game (``RecordEncoder`` or ``ObservationEncoder``)."""
         if self.is_openspiel:
             return ObservationEncoder(self.obs_dim, self.num_actions)
-        from ml.encoding import RecordEncoder
+        from ml.game.commander.encoding import RecordEncoder
 
         return RecordEncoder()
 
@@ -181,8 +181,8 @@ class GameSpec:
 
 def commander(pod_size: int = 4, max_turns: int = 30) -> GameSpec:
     """The built-in Commander pod."""
-    from ml.actions import NUM_ACTIONS
-    from ml.encoding import OBS_DIM
+    from ml.game.commander.actions import NUM_ACTIONS
+    from ml.game.commander.encoding import OBS_DIM
 
     return GameSpec(COMMANDER, pod_size, OBS_DIM, NUM_ACTIONS, max_turns, min_learner_decisions=10)
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import random
 
-from ml.actions import CAST_COMMANDER, CAST_CREATURE, CAST_DRAW, CAST_RAMP, CAST_REMOVAL, CAST_WIPE, FIRST_ATTACK, PASS
-from ml.game import engine
-from ml.game.combat import board_value, plan_blocks, resolve_damage, threat
-from ml.game.state import COMMANDER_DAMAGE_LETHAL, GameState, Permanent, PlayerState
+from ml.game.commander.actions import CAST_COMMANDER, CAST_CREATURE, CAST_DRAW, CAST_RAMP, CAST_REMOVAL, CAST_WIPE, FIRST_ATTACK, PASS
+from ml.game.commander import engine
+from ml.game.commander.combat import board_value, plan_blocks, resolve_damage, threat
+from ml.game.commander.state import COMMANDER_DAMAGE_LETHAL, GameState, Permanent, PlayerState
 
 EARLY_MANA_SOURCES = 6
 """Ramp takes priority over creatures while the seat has fewer mana sources (Forge AI ramps early)."""

@@ -32,17 +32,17 @@ from pathlib import Path
 
 from ruamel.yaml import YAML
 
-from ml.curriculum import opponent_fallback, phase_overrides
+from ml.driver.curriculum import opponent_fallback, phase_overrides
 from ml.game.registry import make_game
 from pydantic import ValidationError
 
 from ml.io import DataFileError, atomic_write_json, atomic_write_text, read_json
-from ml.feedback import LEDGER, FeedbackRecord, append_record, get_dotted, read_ledger, suggest
-from ml.feedback import now as feedback_now
+from ml.driver.feedback import LEDGER, FeedbackRecord, append_record, get_dotted, read_ledger, suggest
+from ml.driver.feedback import now as feedback_now
 from ml.params import Params, attempt_seed, load_params, params_from_dict
 from ml.policy import load_policy
 from ml.ratings import ELO_FILE, converged, format_table, rate_generation
-from ml.loop_state import (
+from ml.driver.state import (
     HISTORY_FILE,
     POLL_S,
     STATE_FILE,
@@ -54,7 +54,7 @@ from ml.loop_state import (
     sha256_file,
     write_status,
 )
-from ml.workspace import DVC, OWNED_PATHS, LoopError, Workspace
+from ml.driver.workspace import DVC, OWNED_PATHS, LoopError, Workspace
 
 logger = logging.getLogger(__name__)
 
@@ -427,7 +427,7 @@ class Loop(Workspace):
         """Keep params.yaml in step with the curriculum before the next attempt (no-op without one).
 
         Entering a phase (once per phase) queues in ``state.nudges`` the phase's params
-        (``ml.curriculum.phase_overrides``) and the base value of every key the previous phase
+        (``ml.driver.curriculum.phase_overrides``) and the base value of every key the previous phase
         changed, by its overrides or by the suggester's nudges; suggester nudges still queued
         are dropped. Within a phase, the base value of each key the suggester nudges for the
         first time goes to ``state.phase_restore``: nudges last until their phase ends. The

@@ -1,6 +1,6 @@
 """Card pool and deck lists of the built-in Commander pod.
 
-Data live in ``ml/game/data/cards.yaml`` and ``ml/game/data/decks.yaml``
+Data live in ``ml/game/commander/data/cards.yaml`` and ``ml/game/commander/data/decks.yaml``
 (spec: ``shared/docs/commander-pod.md``, "Players and decks"). Loading validates every entry
 and raises ``ValueError`` naming the file and the entry. Default loads are cached on first
 use; importing this module reads nothing.
@@ -155,7 +155,7 @@ def load_card_pool(path: str | Path | None = None) -> dict[str, Card]:
     """Load and validate the card pool.
 
     Args:
-        path: a ``cards.yaml``; None reads (once, cached) ``ml/game/data/cards.yaml``.
+        path: a ``cards.yaml``; None reads (once, cached) ``ml/game/commander/data/cards.yaml``.
 
     Returns:
         Card name -> ``Card``, in file order. The cached default must not be mutated.
@@ -222,7 +222,7 @@ def load_decks(path: str | Path | None = None, pool: dict[str, Card] | None = No
     """Load and validate the deck lists.
 
     Args:
-        path: a ``decks.yaml``; None reads ``ml/game/data/decks.yaml``.
+        path: a ``decks.yaml``; None reads ``ml/game/commander/data/decks.yaml``.
         pool: the card pool to check names against; None uses ``load_card_pool()``.
             With both None the result is cached.
 

@@ -1,6 +1,6 @@
 """The repository a loop runs in: git and DVC commands, the work tree, the one-instance lock.
 
-``Workspace`` is the plumbing under ``ml.orchestrator.Loop`` (which adds the attempt steps):
+``Workspace`` is the plumbing under ``ml.driver.orchestrator.Loop`` (which adds the attempt steps):
 it runs commands in the repo with DVC analytics off and this interpreter first on ``PATH``,
 streams ``dvc repro`` output and times its stages, retries git briefly around another
 process's ``index.lock``, kills stage processes orphaned by a killed loop, commits the
@@ -25,7 +25,7 @@ from git import InvalidGitRepositoryError, NoSuchPathError, Repo
 
 from ml.faults import during, kill_group, seam
 from ml.io import atomic_write_json, read_json
-from ml.loop_state import LOCK_FILE, RUNTIME_DIR
+from ml.driver.state import LOCK_FILE, RUNTIME_DIR
 from ml.progress import PROGRESS_FILE_ENV, DvcOutputFilter
 
 logger = logging.getLogger(__name__)

@@ -1,8 +1,8 @@
 """PettingZoo AEC adapter of the built-in Commander pod (``commander_pod_v0``).
 
 ==================== ================================================================
-Import               ``from ml.game.env import CommanderPodEnv``
-Actions              Discrete(NUM_ACTIONS), the macro actions of ``ml.actions``
+Import               ``from ml.game.commander.env import CommanderPodEnv``
+Actions              Discrete(NUM_ACTIONS), the macro actions of ``ml.game.commander.actions``
 Parallel API         no (``is_parallelizable: False``)
 Agents               ``player_0 .. player_{pod_size-1}`` (seat index)
 Observation          Dict(observation: Box(float32[obs_dim]), action_mask: Box(int8[NUM_ACTIONS]))
@@ -30,9 +30,9 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import AECEnv
 
-from ml.actions import NUM_ACTIONS
-from ml.game import rules
-from ml.game.state import GameState
+from ml.game.commander.actions import NUM_ACTIONS
+from ml.game.commander import rules
+from ml.game.commander.state import GameState
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ class CommanderPodEnv(AECEnv):
         pod_size: seats, 2..MAX_POD.
         max_turns: round cap (rounds); reaching it truncates (a draw).
         encoder: object with ``obs_dim`` (int) and ``__call__(record: dict) -> float32[obs_dim]``;
-            None uses ``ml.encoding.RecordEncoder()``.
+            None uses ``ml.game.commander.encoding.RecordEncoder()``.
 
     Raises:
         ValueError: bad ``pod_size`` or ``max_turns``.
@@ -59,7 +59,7 @@ class CommanderPodEnv(AECEnv):
         if max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")
         if encoder is None:
-            from ml.encoding import RecordEncoder  # lazy: optional at import time
+            from ml.game.commander.encoding import RecordEncoder  # lazy: optional at import time
 
             encoder = RecordEncoder()
         self.pod_size = pod_size

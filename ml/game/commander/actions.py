@@ -47,7 +47,7 @@ KIND_OF_ACTION: dict[int, str] = {
     CAST_RAMP: "ramp",
     CAST_WIPE: "wipe",
 }
-"""Card kind (``ml/game/data/cards.yaml``) cast by each cast macro action other than the commander."""
+"""Card kind (``ml/game/commander/data/cards.yaml``) cast by each cast macro action other than the commander."""
 ACTION_OF_KIND: dict[str, int] = {kind: action for action, kind in KIND_OF_ACTION.items()}
 """Cast macro action of each card kind (the inverse of ``KIND_OF_ACTION``)."""
 

@@ -13,7 +13,7 @@ remaining creatures until it is not. Flying attackers can only be blocked by fly
 
 from __future__ import annotations
 
-from ml.game.state import COMMANDER_DAMAGE_LETHAL, Permanent
+from ml.game.commander.state import COMMANDER_DAMAGE_LETHAL, Permanent
 
 COMMANDER_THREAT_BONUS = 6
 """Extra threat of a commander: its damage counts toward the 21-point loss (rule 903.10a)."""

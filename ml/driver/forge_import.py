@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 import yaml
 
-from ml.actions import attack_action
-from ml.encoding import RecordEncoder, label_record
-from ml.game.cards import KINDS, Card, load_card_pool
+from ml.game.commander.actions import attack_action
+from ml.game.commander.encoding import RecordEncoder, label_record
+from ml.game.commander.cards import KINDS, Card, load_card_pool
 from ml.io import TMP_SUFFIX, DataFileError, atomic_write_bytes, atomic_write_text, iter_jsonl
 from ml.params import load_params
 from ml.records import RecordError, classify_file, read_records, scan_batches, validate_line
@@ -43,7 +43,7 @@ FORGE_DIR = "data/forge"
 TEACHER_DIR = "data/teacher"
 """The teacher stage's output (``dvc.yaml``): DVC deletes what it did not write."""
 CARD_TABLE = "cards.yaml"
-"""The user card table inside ``FORGE_DIR``: ``card name: kind`` (kinds of ``ml.game.cards.KINDS``)."""
+"""The user card table inside ``FORGE_DIR``: ``card name: kind`` (kinds of ``ml.game.commander.cards.KINDS``)."""
 
 
 # --------------------------------------------------------------------------- the card table
@@ -58,7 +58,7 @@ def load_card_table(path: str | Path, pool: Mapping[str, Card]) -> dict[str, str
             but not change.
 
     Returns:
-        ``{card name: kind}`` with kinds from ``ml.game.cards.KINDS``.
+        ``{card name: kind}`` with kinds from ``ml.game.commander.cards.KINDS``.
 
     Raises:
         DataFileError: not YAML, not a mapping, a kind that is not a card kind, or a built-in
@@ -331,7 +331,7 @@ def import_command(loop: Any, paths: Sequence[Path], cards: Path | None, weight:
     ``forge`` weight yet, sets it to ``weight`` in ``params.yaml`` and commits that too.
 
     Args:
-        loop: the ``ml.orchestrator.Loop`` of the repository (``path``, ``run``, ``dvc``,
+        loop: the ``ml.driver.orchestrator.Loop`` of the repository (``path``, ``run``, ``dvc``,
             ``git``, ``commit_paths``, ``set_params``, ``load_state``, ``echo``).
         paths: Forge files to import.
         cards: a card table to merge into ``data/forge/cards.yaml``, or None.

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 
-from ml.actions import (
+from ml.game.commander.actions import (
     CAST_COMMANDER,
     CAST_CREATURE,
     CAST_DRAW,
@@ -42,9 +42,9 @@ from ml.actions import (
     KIND_OF_ACTION,
     PASS,
 )
-from ml.game.cards import Card
-from ml.game.combat import plan_blocks, resolve_damage, threat
-from ml.game.state import COMMANDER_DAMAGE_LETHAL, HAND_SIZE, GameState, Permanent, PlayerState
+from ml.game.commander.cards import Card
+from ml.game.commander.combat import plan_blocks, resolve_damage, threat
+from ml.game.commander.state import COMMANDER_DAMAGE_LETHAL, HAND_SIZE, GameState, Permanent, PlayerState
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ Layout of the observation, ``float32[OBS_DIM]``:
   can afford now. Opponents' hands enter only as their sizes.
 
 Combat features (``COMBAT_FEATURES`` at the end of each seat block) come from the public,
-fixed block rule (``ml.game.combat``) applied to the creatures of the record, with their
+fixed block rule (``ml.game.commander.combat``) applied to the creatures of the record, with their
 tapped and summoning-sick states (our record extras ``tapped``/``sick``; a Forge file has
 none, read as all untapped and ready): the seat's untapped creatures (count, power); for the
 actor's slot its creatures able to attack (count, power); for an opponent's slot the preview
@@ -26,7 +26,7 @@ attackers' and blockers' value lost) and of it attacking the actor with all its 
 while the actor's attackers are tapped (damage as a fraction of the actor's life, lethal),
 and whether it attacked the actor last (our extra ``last_attacker``: the teacher retaliates,
 and its removal aims at that seat). These are what the teacher's attack choice weighs
-(``ml.game.players``).
+(``ml.game.commander.players``).
 
 Cards unknown to the built-in pool (real Forge data) count in the ``unknown`` kind.
 
@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from ml.actions import (
+from ml.game.commander.actions import (
     ACTION_INDEX,
     ACTION_OF_KIND,
     CAST_COMMANDER,
@@ -52,9 +52,9 @@ from ml.actions import (
     PASS,
     attack_action,
 )
-from ml.game.cards import Card, load_card_pool
-from ml.game.combat import board_value, plan_blocks, resolve_damage
-from ml.game.state import COMMANDER_DAMAGE_LETHAL, Permanent
+from ml.game.commander.cards import Card, load_card_pool
+from ml.game.commander.combat import board_value, plan_blocks, resolve_damage
+from ml.game.commander.state import COMMANDER_DAMAGE_LETHAL, Permanent
 
 PHASES = ("main_1", "combat", "main_2", "end")
 KINDS = ("land", "creature", "removal", "draw", "ramp", "wipe", "unknown")
@@ -279,7 +279,7 @@ def label_record(record: Mapping[str, Any] | Any, pool: dict[str, Card]) -> int 
         pool: card pool used to classify cast cards by kind.
 
     Returns:
-        Index into ``ml.actions.MACRO_ACTIONS``, or None for land drops, casts of cards
+        Index into ``ml.game.commander.actions.MACRO_ACTIONS``, or None for land drops, casts of cards
         outside the pool, and attacks whose target is not recorded (real Forge data).
     """
     action = _get(record, "action")

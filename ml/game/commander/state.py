@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 
-from ml.game.cards import Card
+from ml.game.commander.cards import Card
 
 STARTING_LIFE = 40
 """Commander starting life (commander-pod.md "Players and decks"; Commander rule 903.7)."""

@@ -16,7 +16,7 @@ import logging
 
 import numpy as np
 
-from ml.actions import (
+from ml.game.commander.actions import (
     CAST_COMMANDER,
     CAST_REMOVAL,
     FIRST_ATTACK,
@@ -26,9 +26,9 @@ from ml.actions import (
     NUM_ACTIONS,
     PASS,
 )
-from ml.game import engine
-from ml.game.cards import load_card_pool, load_decks
-from ml.game.state import HAND_SIZE, GameState, PlayerState
+from ml.game.commander import engine
+from ml.game.commander.cards import load_card_pool, load_decks
+from ml.game.commander.state import HAND_SIZE, GameState, PlayerState
 
 logger = logging.getLogger(__name__)
 
