@@ -25,7 +25,7 @@ from ml.game.commander.players import HeuristicPlayer
 from ml.game.commander.rules import apply_action, new_game
 from ml.policy import PolicyNet
 from ml.ppo import PPOConfig, train_ppo
-from ml.rollout import Controller, game_seeds, play_games
+from ml.rollout import Controller, game_seeds, play_games, rotated_seatings
 
 
 def bench_rules(seconds: float) -> float:
@@ -45,7 +45,7 @@ def bench_env(seconds: float) -> float:
     net = PolicyNet(OBS_DIM, (256, 256))
     controllers = {"agent": Controller("net", net), "heuristic": Controller("heuristic")}
     n = 400
-    seatings = [["agent" if s == g % 4 else "heuristic" for s in range(4)] for g in range(n)]
+    seatings = rotated_seatings(n, 4, "agent", lambda g: ["heuristic"] * 3)
     started, decisions = time.perf_counter(), 0
     runner = play_games(seatings, game_seeds(0, n), controllers, pod_size=4, max_turns=30, num_envs=16, encoder=encoder,
                         generator=torch.Generator().manual_seed(0))  # fmt: skip

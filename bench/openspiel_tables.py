@@ -21,10 +21,10 @@ import numpy as np
 import torch
 
 from ml.game.registry import make_game
-from ml.gate import wilson_interval
+from ml.stats import wilson_interval
 from ml.params import load_params
 from ml.policy import load_policy
-from ml.rollout import Controller, game_seeds, play_games
+from ml.rollout import Controller, game_seeds, play_games, rotated_seatings
 
 
 def student_vs_teachers(repo: Path, games: int, seed: int = 99) -> dict[str, tuple[int, int, float, float, float]]:
@@ -38,7 +38,7 @@ def student_vs_teachers(repo: Path, games: int, seed: int = 99) -> dict[str, tup
     scale = game.make_env().reward_scale if game.make_env().zero_sum else 1.0
     n = game.num_players
     seeds = [s for s in game_seeds(seed, max(1, games // n)) for _ in range(n)]
-    seatings = [["student" if s == g % n else "heuristic" for s in range(n)] for g in range(len(seeds))]
+    seatings = rotated_seatings(len(seeds), n, "student", lambda g: ["heuristic"] * (n - 1))
     folders = [repo / "data/merged/students", repo / "data/students"]  # merged: the last generation's too
     out = {}
     for path in max((sorted(f.glob("*.pt")) for f in folders), key=len):

@@ -88,7 +88,17 @@ def stage_setup(
 
 
 def write_metrics(path: Path, metrics: dict[str, Any], args: argparse.Namespace, stage: str) -> None:
-    """Write the stage's metrics JSON atomically, adding ``<stage>/wall_s``."""
+    """Write the stage's metrics JSON atomically, adding ``<stage>/wall_s``.
+
+    Args:
+        path: the metrics file (``metrics/<stage>.json``, from ``dvc.yaml``).
+        metrics: ``<stage>/…`` keys to JSON-serialisable values.
+        args: the namespace of :func:`stage_setup` (``started``, ``generation``).
+        stage: the stage name; ``<stage>/wall_s`` is the stage's wall time in seconds.
+
+    Raises:
+        TypeError: a value JSON cannot serialise (nothing is written).
+    """
     metrics = {**metrics, f"{stage}/wall_s": round(time.perf_counter() - args.started, 3)}
     seam(f"g{args.generation:03d}.stage.{stage}.metrics")  # outputs written, metrics and dvc.lock not yet
     atomic_write_json(path, metrics)

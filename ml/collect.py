@@ -24,13 +24,27 @@ from typing import Any
 import numpy as np
 import torch
 
-from ml.game.commander.encoding import RecordEncoder
+from ml.game.registry import GameSpec
 from ml.policy import PolicyNet
-from ml.rollout import Controller, Transition, game_seeds, play_games
+from ml.rollout import Controller, Transition, game_seeds, play_games, rotated_seatings
 
-# Learner decisions per game, a measured lower bound (about 60 in a 4-pod): sizing the list
-# of games a chunk may play; a chunk stops as soon as its quota is met.
-MIN_LEARNER_DECISIONS_PER_GAME = 10
+
+@dataclass(frozen=True)
+class CollectSettings:
+    """What every chunk of every round plays.
+
+    Attributes:
+        game: the game; its ``num_players`` seat each pod, its ``min_learner_decisions``
+            (a lower bound of the learner's decisions per game) sizes the list of games a
+            chunk may play (a chunk stops as soon as its quota is met).
+        num_envs: games in flight at once in a chunk (batched inference across them).
+        opponent_mix: opponent kind -> weight for the seats other than the learner's
+            (``heuristic``, ``random``, ``self``, ``frozen``: one of the frozen policies).
+    """
+
+    game: GameSpec
+    num_envs: int
+    opponent_mix: dict[str, float]
 
 
 @dataclass(frozen=True)
@@ -54,7 +68,7 @@ class ChunkResult:
 _WORKER: dict[str, Any] = {}
 
 
-def _init(arch: tuple[int, tuple[int, ...], int], frozen: dict[str, dict], settings: dict[str, Any]) -> None:
+def _init(arch: tuple[int, tuple[int, ...], int], frozen: dict[str, dict], settings: CollectSettings) -> None:
     """Per-process set-up: nets for the learner and the frozen opponents, the encoder."""
     torch.set_num_threads(1)
     obs_dim, hidden, num_actions = arch
@@ -65,8 +79,7 @@ def _init(arch: tuple[int, tuple[int, ...], int], frozen: dict[str, dict], setti
         nets[name].load_state_dict(state)
         nets[name].eval()
     _WORKER["frozen"] = nets
-    game = settings.get("game")
-    _WORKER["encoder"] = RecordEncoder() if game is None or not game.is_openspiel else None
+    _WORKER["encoder"] = None if settings.game.is_openspiel else settings.game.encoder()
     _WORKER["settings"] = settings
 
 
@@ -83,7 +96,7 @@ def _opponent_picker(mix: dict[str, float], frozen: list[str], rng: np.random.Ge
 
 def _play_chunk(state_dict: dict, task: ChunkTask) -> ChunkResult:
     """Play one chunk in this process (a worker, or the learner when there is no pool)."""
-    s = _WORKER["settings"]
+    s: CollectSettings = _WORKER["settings"]
     net: PolicyNet = _WORKER["net"]
     net.load_state_dict(state_dict)
     net.eval()
@@ -95,14 +108,13 @@ def _play_chunk(state_dict: dict, task: ChunkTask) -> ChunkResult:
     }
     controllers.update({name: Controller("net", f) for name, f in _WORKER["frozen"].items()})
     rng = np.random.default_rng(task.seed)
-    pick = _opponent_picker(s["opponent_mix"], sorted(_WORKER["frozen"]), rng)
-    pod = s["pod_size"]
-    game = s.get("game")  # ml.game.registry.GameSpec; None: the commander
-    n_games = s["num_envs"] + task.quota // (game.min_learner_decisions if game else MIN_LEARNER_DECISIONS_PER_GAME)
-    seatings = [["agent" if seat == g % pod else pick() for seat in range(pod)] for g in range(n_games)]
+    pick = _opponent_picker(s.opponent_mix, sorted(_WORKER["frozen"]), rng)
+    pod = s.game.num_players
+    n_games = s.num_envs + task.quota // s.game.min_learner_decisions
+    seatings = rotated_seatings(n_games, pod, "agent", lambda g: [pick() for _ in range(pod - 1)])
     runner = play_games(
-        seatings, game_seeds(task.seed, n_games), controllers, pod_size=pod, max_turns=s["max_turns"], num_envs=s["num_envs"],
-        encoder=_WORKER["encoder"], generator=torch.Generator().manual_seed(task.seed), track_seats=lambda seats: [seats.index("agent")], game=game,
+        seatings, game_seeds(task.seed, n_games), controllers, num_envs=s.num_envs, encoder=_WORKER["encoder"],
+        generator=torch.Generator().manual_seed(task.seed), track_seats=lambda seats: [seats.index("agent")], game=s.game,
     )  # fmt: skip
     out = ChunkResult([], 0, 0, 0)
     steps = 0
@@ -128,14 +140,13 @@ class Collector:
     Args:
         net: the learner (its architecture is copied into the workers).
         frozen: name -> frozen opponent policy.
-        settings: ``pod_size``, ``max_turns``, ``num_envs``, ``opponent_mix``, and ``game``
-            (``ml.game.registry.GameSpec``, optional: the commander when absent).
+        settings: the game and what each chunk plays.
         workers: processes (0: one per core).
         chunks: pieces per round (fixes the result whatever ``workers`` is).
     """
 
     def __init__(
-        self, net: PolicyNet, frozen: dict[str, PolicyNet], settings: dict[str, Any], workers: int, chunks: int
+        self, net: PolicyNet, frozen: dict[str, PolicyNet], settings: CollectSettings, workers: int, chunks: int
     ) -> None:
         self.chunks = chunks
         self.workers = min(workers or os.cpu_count() or 1, chunks)

@@ -1,10 +1,10 @@
 """Source-aware dataset builder: teacher and PPO decision files -> encoded arrays.
 
-* **Games.** The encoder decides the game: ``ml.game.commander.encoding.RecordEncoder`` for the
-  commander (seat views), ``ml.game.registry.ObservationEncoder`` for OpenSpiel games (the
-  observation stored in each record, label ``action.action_idx``); both have ``obs_dim``,
-  ``num_actions``, ``encode_batch``, ``label`` and ``action_mask``. An encoder may also have
-  ``unlabelled(record)`` (``ml.driver.forge_import.ForgeEncoder``): for a record without a label,
+* **Games.** The encoder decides the game (``ml.game.spec.Encoder``, made by
+  ``ml.game.registry.GameSpec.encoder``): the commander's reads seat views, the OpenSpiel
+  games' the observation stored in each record (label ``action.action_idx``); each has
+  ``obs_dim``, ``num_actions``, ``encode_batch``, ``label`` and ``action_mask``. An encoder may also have
+  ``unlabelled(record)`` (``ml.game.commander.forge.ForgeEncoder``): for a record without a label,
   its partial label (``bool[num_actions]``, the actions any of which it allows) or
   ``(reason, detail)`` saying why it is not trainable.
 * **Partial labels.** ``DecisionSet.targets`` holds, per decision, the set of actions the
@@ -32,17 +32,16 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from ml.io import DataFileError
 from ml.progress import log_once
-from ml.records import Record, read_records, scan_batches
+from ml.game.spec import Encoder
+from ml.record_schema import Record
+from ml.records import read_records, scan_batches
 
 logger = logging.getLogger(__name__)
-
-TEACHER_SOURCES = ("sim", "forge")
 
 
 @dataclass
@@ -50,9 +49,9 @@ class DecisionSet:
     """Encoded, labelled decisions.
 
     Attributes:
-        obs: float32[N, obs_dim] observations (the commander's: seat-relative, ``OBS_DIM``).
+        obs: float32[N, obs_dim] observations (the game encoder's).
         action_mask: bool[N, num_actions] legal actions (all-ones where a file has none).
-        label: int64[N] action index taken (the commander's: macro action); -1 where the
+        label: int64[N] action index taken; -1 where the
             record gives only a partial label (see ``targets``).
         value_target: float32[N] the acting seat's game result (win 1, loss -1/(n-1), draw 0).
         source: str array [N], the record's source (``sim``, ``forge``, ``ppo``).
@@ -96,20 +95,19 @@ class DecisionSet:
 
     @staticmethod
     def concat(sets: list[DecisionSet]) -> DecisionSet:
-        """Row-wise concatenation."""
+        """Row-wise concatenation of one or more sets.
+
+        Raises:
+            ValueError: no sets (the sizes of an empty result would be unknown: use ``empty_set``).
+        """
         if not sets:
-            return empty_set()
+            raise ValueError("DecisionSet.concat needs at least one set")
         fields = zip(*(s._fields() for s in sets), strict=True)
         return DecisionSet(*(np.concatenate(f) for f in fields))
 
 
-def empty_set(obs_dim: int | None = None, num_actions: int | None = None) -> DecisionSet:
-    """A DecisionSet with no rows (of the commander's sizes unless given)."""
-    if obs_dim is None or num_actions is None:
-        from ml.game.commander.actions import NUM_ACTIONS
-        from ml.game.commander.encoding import OBS_DIM
-
-        obs_dim, num_actions = OBS_DIM, NUM_ACTIONS
+def empty_set(obs_dim: int, num_actions: int) -> DecisionSet:
+    """A DecisionSet with no rows of a game's sizes."""
     return DecisionSet(
         np.zeros((0, obs_dim), np.float32),
         np.zeros((0, num_actions), bool),
@@ -134,7 +132,7 @@ def outcome_value(record: Record) -> float:
     return 1.0 if winner == record.active_seat else -1.0 / (record.players_count - 1)
 
 
-def encode_records(records: Iterable[Record], encoder: Any) -> tuple[DecisionSet, Counter[tuple[str, str]]]:
+def encode_records(records: Iterable[Record], encoder: Encoder) -> tuple[DecisionSet, Counter[tuple[str, str]]]:
     """Encode and label records; non-trainable ones (land drops, unlabelable) are skipped.
 
     A record without a label (``encoder.label`` is None) is kept with a partial label when
@@ -216,7 +214,7 @@ def _skip_stats(skipped: Counter[tuple[str, str]], decisions: int, top: int = 10
 
 
 def load_teacher(
-    teacher_dirs: list[Path], holdout_fraction: float, encoder: Any, forge_dirs: Sequence[Path] = ()
+    teacher_dirs: list[Path], holdout_fraction: float, encoder: Encoder, forge_dirs: Sequence[Path] = ()
 ) -> tuple[DecisionSet, DecisionSet, dict]:
     """Teacher decisions split by game into (train, holdout).
 
@@ -267,7 +265,9 @@ def load_teacher(
     return train, holdout, stats
 
 
-def load_ppo(pool_dirs: list[Path], encoder: Any, min_reward_threshold: float, window: int = 0) -> tuple[DecisionSet, dict]:
+def load_ppo(
+    pool_dirs: list[Path], encoder: Encoder, min_reward_threshold: float, window: int = 0
+) -> tuple[DecisionSet, dict]:
     """Accepted PPO decisions whose game's ``episode_return`` >= ``min_reward_threshold``.
 
     Args:

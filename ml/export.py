@@ -50,14 +50,32 @@ def export_batch(
     agent's last decision; ``episode_return`` is the agent seat's total. ``game``
     (``ml.game.registry``) defaults to the commander of ``pod_size`` and ``max_turns``.
 
+    Args:
+        net: the PPO agent (sampled, not greedy).
+        out_dir: folder of the batch file (created when missing; an older batch of the same
+            id is replaced when the new one is complete).
+        batch_id: the batch file's id (``gen<G:03d>-a<A>``; see ``ml.records.batch_filename``).
+        model_version: written into every exported record.
+        generation: written into every exported record.
+        games: games to play (the agent's seat rotates with the game index).
+        only_wins: export only the games the agent won (first place; a draw is no win).
+        pod_size: players per game.
+        max_turns: turn cap in rounds (commander only).
+        num_envs: games played at once (batched).
+        seed: seeds the game seeds and the action sampling (``Params.stage_seed("export")``).
+        encoder: the commander's observation encoder (None: a new one).
+        progress: show a progress bar.
+        game: the game (None: the commander).
+
     Returns:
-        ``export/…`` metrics: games played, games won, games and decisions exported, path.
+        ``export/…`` metrics: ``games_played``, ``games_won``, ``games_exported`` (games),
+        ``decisions_exported`` (decisions) and ``batch`` (the file name).
 
     Raises:
         ml.records.RecordError: if a produced record does not fit the schema (a bug).
     """
     controllers = {"agent": Controller("net", net), "heuristic": Controller("heuristic")}
-    seatings = rotated_seatings(games, pod_size, "agent", lambda g, s: "heuristic")
+    seatings = rotated_seatings(games, pod_size, "agent", lambda g: ["heuristic"] * (pod_size - 1))
     gen = torch.Generator().manual_seed(seed)
     won = 0
     with BatchWriter(out_dir, "ppo", batch_id) as writer:

@@ -6,17 +6,19 @@ The verdict rests on two checks, each on fresh data, plus logged data-quality fi
     export) against ``pod_size - 1`` heuristic teachers, in seat-rotated duplicate deals
     (each deal replayed with the agent in every seat). An SPRT on its first-place rate,
     H0 parity (1/pod size) against H1 ``target_win_rate``, stops as soon as the outcome is
-    decided (``SPRT``, ``sequential_test``); it must accept H1. One evaluation, never the
+    decided (``ml.stats.SPRT``, ``ml.stats.sequential_test``); it must accept H1. One evaluation, never the
     best of many; the 95% Wilson interval is reported with it.
 (b) **No imitation regression.** A student trained with the candidate batch and the
     current student (same seed, same data otherwise) are compared on the same
     teacher-holdout decisions by an exact McNemar test with a margin
-    (``mcnemar_regression``).
+    (``ml.stats.mcnemar_regression``).
 (c) **Student non-regression.** The student trained with the batch plays the current
     student in seat-rotated pods; only a clear regression (the whole interval below
     parity minus a margin) rejects.
 (d) **Data quality** (logged, not gating): entropy of the batch's macro-action
     distribution, and the distributions of ``reward`` and ``episode_return``.
+
+The statistical tests live in ``ml.stats``; :func:`run_gate` runs the whole gate.
 
 References:
     Wald, A. (1945), "Sequential Tests of Statistical Hypotheses".
@@ -31,127 +33,26 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from scipy.stats import binomtest
 
 from ml.game.registry import GameSpec
-from ml.records import iter_games, read_records
-from ml.rollout import Controller, play_games
+from ml.policy import PolicyNet, load_policy
+from ml.records import iter_games, read_records, scan_batches
+from ml.rollout import Controller, play_games, rotated_seatings
+from ml.stats import SPRT, mcnemar_regression, sequential_test, student_non_regression
+from ml.supervised import build_and_train, predict
+
+if TYPE_CHECKING:
+    from ml.params import GateParams, TrainParams
 
 
-def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Two-sided Wilson score interval of a binomial proportion.
-
-    Args:
-        successes: number of successes (games won).
-        trials: number of trials (games); 0 gives ``(0.0, 1.0)``.
-        confidence: confidence level, e.g. 0.95.
-
-    Returns:
-        ``(low, high)``, both in [0, 1].
-    """
-    if trials == 0:
-        return 0.0, 1.0
-    ci = binomtest(successes, trials).proportion_ci(confidence_level=confidence, method="wilson")
-    return float(ci.low), float(ci.high)
-
-
-@dataclass(frozen=True)
-class SPRT:
-    """Wald's sequential probability ratio test of a Bernoulli rate (first places in pods).
-
-    H0: p = ``p0`` (parity, 1/pod size) against H1: p = ``p1`` (the target win rate), with
-    error rates ``alpha`` (accepting a candidate at parity) and ``beta`` (rejecting one at the
-    target). Each game adds ``log(p1/p0)`` (a win) or ``log((1-p1)/(1-p0))`` (no win) to the
-    log-likelihood ratio; the test accepts H1 at ``log((1-beta)/alpha)`` and H0 at
-    ``log(beta/(1-alpha))``. Truncated at ``max_games``: undecided means H0 (not accepted),
-    which can only lower the false-accept rate.
-
-    References:
-        Wald, A. (1945), "Sequential Tests of Statistical Hypotheses", Ann. Math. Statist.
-        16(2), eqs. for A and B in section 3.
-    """
-
-    p0: float
-    p1: float
-    alpha: float = 0.05
-    beta: float = 0.05
-
-    def __post_init__(self) -> None:
-        if not 0 < self.p0 < self.p1 < 1:
-            raise ValueError(f"SPRT needs 0 < p0 < p1 < 1, got p0={self.p0}, p1={self.p1}")
-        if not (0 < self.alpha < 0.5 and 0 < self.beta < 0.5):
-            raise ValueError(f"SPRT error rates must be in (0, 0.5), got alpha={self.alpha}, beta={self.beta}")
-
-    @property
-    def upper(self) -> float:
-        """Accept-H1 bound A = log((1-beta)/alpha)."""
-        return math.log((1 - self.beta) / self.alpha)
-
-    @property
-    def lower(self) -> float:
-        """Accept-H0 bound B = log(beta/(1-alpha))."""
-        return math.log(self.beta / (1 - self.alpha))
-
-    def llr(self, wins: int, games: int) -> float:
-        """Log-likelihood ratio of ``wins`` first places in ``games`` games."""
-        return wins * math.log(self.p1 / self.p0) + (games - wins) * math.log((1 - self.p1) / (1 - self.p0))
-
-    def decide(self, wins: int, games: int) -> str | None:
-        """``"H1"``, ``"H0"`` or None (keep playing)."""
-        llr = self.llr(wins, games)
-        if llr >= self.upper:
-            return "H1"
-        if llr <= self.lower:
-            return "H0"
-        return None
-
-
-def sequential_test(
-    outcomes: Iterator[list[bool]], test: SPRT, min_games: int, max_games: int, confidence: float = 0.95
-) -> dict:
-    """Run an SPRT over groups of games (one duplicate deal per group), stopping early.
-
-    Args:
-        outcomes: yields, per deal, whether the candidate took first place in each game of
-            the deal (one game per seat of the candidate; None for a draw, which counts as
-            no first place); consumed only as far as needed.
-        test: the SPRT.
-        min_games: never decide before this many games.
-        max_games: stop here; undecided counts as H0.
-        confidence: level of the reported Wilson interval.
-
-    Returns:
-        ``decision`` ("H1"/"H0"), ``decided_early`` (bool), ``games``, ``wins``, ``win_rate``,
-        ``win_rate_low``/``win_rate_high`` (Wilson), ``llr``, ``llr_upper``, ``llr_lower``.
-    """
-    wins = games = 0
-    decision = None
-    for deal in outcomes:
-        wins += sum(1 for x in deal if x)  # a draw (None) is not a first place: conservative
-        games += len(deal)
-        if games >= min_games:
-            decision = test.decide(wins, games)
-        if decision is not None or games >= max_games:
-            break
-    low, high = wilson_interval(wins, games, confidence)
-    return {
-        "decision": decision or "H0",
-        "decided_early": decision is not None,
-        "games": games,
-        "wins": wins,
-        "win_rate": wins / games if games else 0.0,
-        "win_rate_low": low,
-        "win_rate_high": high,
-        "llr": test.llr(wins, games),
-        "llr_upper": test.upper,
-        "llr_lower": test.lower,
-    }
+class GateError(ValueError):
+    """The gate's input is not what it needs (the message names the folder and what it found)."""
 
 
 def duplicate_deal_outcomes(
@@ -172,6 +73,21 @@ def duplicate_deal_outcomes(
     the candidate's first places. Endless: the caller stops (chunks of ``deals_per_chunk``
     deals are played at once, batched). ``game`` (``ml.game.registry``) defaults to the
     commander of ``pod_size`` and ``max_turns``; its players must number ``pod_size``.
+
+    Args:
+        candidate: the controller measured.
+        opponent: the controller of every other seat.
+        pod_size: players per game (games per deal).
+        max_turns: turn cap in rounds (commander only).
+        num_envs: games played at once.
+        seed: seeds the deal seeds and the action sampling.
+        encoder: the commander's observation encoder (None: a new one).
+        deals_per_chunk: deals played per batch of games.
+        game: the game (None: the commander).
+
+    Returns:
+        An endless iterator of ``list[bool | None]`` of length ``pod_size`` per deal: True
+        for a first place of the candidate, False for another's, None for a draw.
     """
     controllers = {"candidate": candidate, "opponent": opponent}
     gen = torch.Generator().manual_seed(seed)
@@ -179,7 +95,7 @@ def duplicate_deal_outcomes(
     while True:
         deal_seeds = [int(x) for x in rng.integers(0, 2**31 - 1, size=deals_per_chunk)]
         seeds = [s for s in deal_seeds for _ in range(pod_size)]
-        seatings = [["candidate" if s == g % pod_size else "opponent" for s in range(pod_size)] for g in range(len(seeds))]
+        seatings = rotated_seatings(len(seeds), pod_size, "candidate", lambda g: ["opponent"] * (pod_size - 1))
         results = sorted(
             play_games(
                 seatings,
@@ -197,39 +113,6 @@ def duplicate_deal_outcomes(
         for d in range(deals_per_chunk):
             deal = results[d * pod_size : (d + 1) * pod_size]
             yield [None if r.winner is None else r.winner == r.seats.index("candidate") for r in deal]
-
-
-def mcnemar_regression(correct_current: np.ndarray, correct_candidate: np.ndarray, margin: float, alpha: float = 0.05) -> dict:
-    """Paired holdout comparison of two students on the same decisions.
-
-    A regression needs both: the observed accuracy drop exceeds ``margin``, and the exact
-    McNemar test (a binomial test on the discordant pairs) says the candidate is worse at
-    level ``alpha`` (one-sided). A drop that the test cannot tell from noise is no regression.
-
-    Args:
-        correct_current: bool[N], the current student's greedy action equals the label.
-        correct_candidate: bool[N], the same for the student trained with the batch.
-        margin: accuracy drop tolerated (fraction).
-        alpha: one-sided level.
-
-    Returns:
-        ``regression`` (bool), ``drop``, ``p_value``, ``only_current`` (b), ``only_candidate`` (c).
-
-    References:
-        McNemar, Q. (1947), Psychometrika 12(2); exact form: b ~ Binomial(b + c, 1/2) under H0.
-    """
-    b = int(np.sum(correct_current & ~correct_candidate))
-    c = int(np.sum(~correct_current & correct_candidate))
-    n = len(correct_current)
-    drop = (b - c) / n if n else 0.0
-    p_value = float(binomtest(b, b + c, 0.5, alternative="greater").pvalue) if b + c else 1.0
-    return {
-        "regression": bool(drop > margin and p_value < alpha),
-        "drop": drop,
-        "p_value": p_value,
-        "only_current": b,
-        "only_candidate": c,
-    }
 
 
 def batch_quality(batch: Path) -> dict:
@@ -266,43 +149,6 @@ def batch_quality(batch: Path) -> dict:
         "action_counts": dict(sorted(actions.items())),
         "reward": summary(rewards),
         "episode_return": summary(returns),
-    }
-
-
-def student_non_regression(outcomes: list[bool | None], pod_size: int, margin: float, confidence: float = 0.95) -> dict:
-    """Clear-regression check of the candidate student against the current one.
-
-    Draws are left out: two similar greedy students often stall to the turn cap, and a
-    draw says nothing about which is stronger, while counting it as a loss would make an
-    equal student look like a regression. The rate is the candidate's share of first
-    places among decisive games (parity ``1 / pod_size``).
-
-    Args:
-        outcomes: per game, whether the candidate student took first place in a pod
-            against ``pod_size - 1`` copies of the current student (None: a draw).
-        pod_size: players per pod (parity is ``1 / pod_size``).
-        margin: tolerated shortfall below parity (win-rate points).
-        confidence: level of the Wilson interval.
-
-    Returns:
-        ``games`` (decisive), ``draws``, ``wins``, ``win_rate``, ``win_rate_low``/``_high``,
-        ``parity``, ``margin`` and ``regression``: True only when the whole interval lies
-        below ``parity - margin`` ("block only on a clear regression").
-    """
-    decisive = [x for x in outcomes if x is not None]
-    wins, games = sum(decisive), len(decisive)
-    low, high = wilson_interval(wins, games, confidence)
-    parity = 1.0 / pod_size
-    return {
-        "games": games,
-        "draws": len(outcomes) - games,
-        "wins": wins,
-        "win_rate": wins / games if games else 0.0,
-        "win_rate_low": low,
-        "win_rate_high": high,
-        "parity": parity,
-        "margin": margin,
-        "regression": bool(high < parity - margin),
     }
 
 
@@ -364,3 +210,81 @@ def verdict(strength: dict, holdout: dict, student: dict, batch: dict, gated: bo
         "gate/student_draws": student["draws"],
         "gate/batch": batch,
     }
+
+
+def run_gate(
+    model: Path,
+    student: Path,
+    candidate_dir: Path,
+    cfg: GateParams,
+    train: TrainParams,
+    game: GameSpec,
+    *,
+    teacher_dir: Path,
+    forge_dir: Path | None,
+    pool_dir: Path,
+    pod_size: int,
+    max_turns: int,
+    num_envs: int,
+    seed: int,
+    train_seed: int,
+    device: str = "cpu",
+    progress: bool = False,
+) -> tuple[PolicyNet, dict[str, Any]]:
+    """The whole gate: checks (a) to (d) of the module docstring, then the verdict.
+
+    Args:
+        model: the PPO agent's checkpoint.
+        student: the current student's checkpoint (trained without the candidate batch).
+        candidate_dir: folder holding the candidate PPO batch.
+        cfg: the ``gate`` section of params (``ml.params.GateParams``).
+        train: the ``train`` section; the candidate student is trained like the current one
+            (``ml.supervised.build_and_train``) with ``candidate_dir`` added to the pool.
+        game: the game; ``pod_size`` and ``max_turns`` are the params' (``game`` section).
+        teacher_dir: folder of teacher batches (holds the holdout).
+        forge_dir: folder of imported Forge files (``data/forge``), or None.
+        pool_dir: folder of accepted PPO batches.
+        pod_size: players per pod (parity is ``1 / pod_size``).
+        max_turns: turn cap in rounds (commander only).
+        num_envs: games played at once (batched).
+        seed: the gate's seed (``Params.stage_seed("gate")``; ``seed + 1`` for check (c)).
+        train_seed: the training seed (``Params.stage_seed("train")``, as the current student).
+        device: torch device of the training.
+        progress: show progress bars.
+
+    Returns:
+        ``(candidate_student, metrics)``: the student trained with the batch, and the
+        ``gate/…`` metrics of ``verdict`` plus ``gate/candidate_batch`` (file name) and
+        ``gate/candidate_sampled_share`` (the candidate student's sampled source shares).
+
+    Raises:
+        GateError: ``candidate_dir`` does not hold exactly one PPO batch (nothing read else).
+        ml.policy.CheckpointError: a checkpoint that cannot be read.
+        ml.records.RecordError: a malformed batch line.
+    """
+    batches = scan_batches(candidate_dir, sources=("ppo",))
+    if len(batches) != 1:
+        raise GateError(f"{candidate_dir}: expected exactly one PPO batch, found {len(batches)}")
+    agent, _ = load_policy(model)
+    current, _ = load_policy(student)
+    pods = {"pod_size": pod_size, "max_turns": max_turns, "num_envs": num_envs, "game": game}
+    sprt = SPRT(1.0 / pod_size, cfg.target_win_rate, cfg.alpha, cfg.beta)
+    deals = duplicate_deal_outcomes(Controller("net", agent), Controller(cfg.opponent), seed=seed, **pods)
+    strength = sequential_test(deals, sprt, cfg.min_games, cfg.max_games, cfg.confidence)
+    candidate, train_metrics, holdout = build_and_train(
+        train, game, teacher_dir, forge_dir, [pool_dir, candidate_dir], seed=train_seed, device=device, progress=progress
+    )
+    correct_current = holdout.correct(predict(current, holdout))  # a partial label: any allowed action is right
+    correct_candidate = holdout.correct(predict(candidate, holdout))
+    paired = mcnemar_regression(correct_current, correct_candidate, cfg.max_accuracy_drop, cfg.alpha)
+    paired.update(accuracy_current=float(correct_current.mean()), accuracy_candidate=float(correct_candidate.mean()))
+    student_deals = duplicate_deal_outcomes(
+        Controller("net", candidate, greedy=True), Controller("net", current, greedy=True), seed=seed + 1, **pods
+    )
+    n_deals = max(1, cfg.student_games // pod_size)
+    outcomes = [x for deal in islice(student_deals, n_deals) for x in deal]
+    non_regression = student_non_regression(outcomes, pod_size, cfg.student_margin, cfg.confidence)
+    metrics = verdict(strength, paired, non_regression, batch_quality(batches[0]), gated=cfg.gated)
+    metrics["gate/candidate_batch"] = batches[0].name
+    metrics["gate/candidate_sampled_share"] = train_metrics["train/sampled_share"]
+    return candidate, metrics

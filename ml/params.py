@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ml.driver.curriculum import AbortIf, Phase, phase_overrides
+from ml.curriculum import AbortIf, Phase, phase_overrides
 
 DEFAULT_PARAMS_PATH = Path("params.yaml")
 
@@ -184,11 +184,11 @@ class SelfplayParams(_Section):
     rollout_chunks: int = Field(8, ge=1)
     """Fixed pieces of each round, each with its own seed, shared out among the workers (ml/collect.py)."""
     opponent_mix: dict[str, float] = Field(default_factory=lambda: {"heuristic": 0.6, "frozen": 0.2, "self": 0.2})
+    """Probability of each opponent kind per opponent seat: heuristic teacher, frozen earlier generation, current policy."""
     frozen_names: list[str] | None = None
     """Only these frozen opponents (file stems in data/frozen, e.g. ``gen002``); None: all. Set by a curriculum phase."""
     abort_if: AbortIf | None = None
     """Stop the attempt early when a training metric is below a bar after some PPO steps (set by a curriculum phase)."""
-    """Probability of each opponent kind per opponent seat: heuristic teacher, frozen earlier generation, current policy."""
 
     @model_validator(mode="after")
     def _check_mix(self) -> SelfplayParams:
@@ -276,14 +276,13 @@ class Params(_Section):
     rating: RatingParams = RatingParams()
     loop: LoopParams = LoopParams()
     curriculum: list[Phase] | None = None
-    """Ordered phases of the run (ml/driver/curriculum.py); None: one implicit phase of ``loop.max_generations``."""
+    """Ordered phases of the run (ml/curriculum.py); None: one implicit phase of ``loop.max_generations``."""
     profiles: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
     """Named sets of overrides (section -> key -> value), applied with ``loop.py --profile NAME``."""
 
     @model_validator(mode="after")
     def _check_target_above_parity(self) -> Params:
-        parity = 1.0 / self.game.pod_size
-        if self.gate.target_win_rate <= parity:
+        if self.gate.target_win_rate <= (parity := 1.0 / self.game.pod_size):
             raise ValueError(
                 f"gate.target_win_rate ({self.gate.target_win_rate}) must exceed parity 1/game.pod_size ({parity:.3f})"
             )
@@ -321,9 +320,8 @@ class Params(_Section):
             ParamsError: an override names an unknown section.
             pydantic.ValidationError: the result does not validate (an unknown key, a bad value).
         """
-        return Params.model_validate(
-            apply_overrides(self.model_dump(mode="json", exclude={"profiles", "curriculum"}), overrides)
-        )
+        raw = self.model_dump(mode="json", exclude={"profiles", "curriculum"})
+        return Params.model_validate(with_overrides(raw, overrides))
 
     def stage_seed(self, stage: str) -> int:
         """Seed of a stage, ``<root> + STAGE_SEED_OFFSETS[stage]``.
@@ -334,18 +332,20 @@ class Params(_Section):
         same seed), and the attempt's ``run.seed`` for self-play, export and the gate, so a
         retry plays new games. ``eval`` (``loop.py eval``) roots at ``base.seed``: every
         generation's student is measured on the same deals, none of them played by any stage.
+
+        Raises:
+            KeyError: ``stage`` is not in ``STAGE_SEED_OFFSETS``.
         """
         if stage in ("teacher", "eval"):
             root = self.base.seed
-        elif stage in ("train", "gate_train"):
+        elif stage == "train":
             root = self.base.seed + GENERATION_STRIDE * self.run.generation
-            stage = "train"
         else:
             root = self.run.seed
         return root + STAGE_SEED_OFFSETS[stage]
 
 
-def apply_overrides(raw: dict[str, Any], overrides: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def with_overrides(raw: dict[str, Any], overrides: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """A copy of ``raw`` (params as nested dicts) with ``overrides`` (section -> key -> value) set.
 
     Raises:

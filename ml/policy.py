@@ -1,6 +1,6 @@
 """Masked policy/value network and its versioned checkpoint file.
 
-The network is an MLP trunk with two heads: ``logits`` over the macro actions and a scalar
+The network is an MLP trunk with two heads: ``logits`` over the game's actions and a scalar
 ``value`` (expected return of the acting seat). Illegal actions are removed by setting
 their logits to a large negative number before the softmax (the usual action-mask
 practice, e.g. CleanRL's invalid-action masking, Huang & Ontañón 2020).
@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ml.game.commander.actions import NUM_ACTIONS
+from ml.game.registry import commander
 from ml.io import atomic_write_bytes
 
 CHECKPOINT_FORMAT = 1
@@ -37,11 +37,14 @@ class PolicyNet(nn.Module):
     Args:
         obs_dim: observation length.
         hidden_sizes: widths of the shared trunk.
-        num_actions: number of macro actions.
+        num_actions: size of the game's action space; None: the built-in commander's
+            (``ml.game.registry.commander``).
     """
 
-    def __init__(self, obs_dim: int, hidden_sizes: tuple[int, ...] = (256, 256), num_actions: int = NUM_ACTIONS) -> None:
+    def __init__(self, obs_dim: int, hidden_sizes: tuple[int, ...] = (256, 256), num_actions: int | None = None) -> None:
         super().__init__()
+        if num_actions is None:
+            num_actions = commander().num_actions
         self.obs_dim, self.hidden_sizes, self.num_actions = obs_dim, tuple(hidden_sizes), num_actions
         layers: list[nn.Module] = []
         width = obs_dim

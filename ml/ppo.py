@@ -20,14 +20,14 @@ import copy
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
 from ml.policy import PolicyNet
-from ml.collect import Collector
+from ml.collect import CollectSettings, Collector
+from ml.game.registry import GameSpec, commander
 from ml.rollout import Transition
 from ml.progress import ProgressBar
 
@@ -212,7 +212,7 @@ def train_ppo(
     seed: int,
     device: str = "cpu",
     progress: bool = True,
-    game: Any = None,
+    game: GameSpec | None = None,
 ) -> tuple[PolicyNet, dict]:
     """PPO self-play from a copy of ``student``.
 
@@ -240,8 +240,7 @@ def train_ppo(
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=1e-5)
     gen = torch.Generator().manual_seed(seed)
     rng = np.random.default_rng(seed)
-    settings = {"pod_size": pod_size, "max_turns": max_turns, "num_envs": cfg.num_envs, "opponent_mix": cfg.opponent_mix}
-    settings["game"] = game
+    settings = CollectSettings(game or commander(pod_size, max_turns), cfg.num_envs, cfg.opponent_mix)
     collector = Collector(net, frozen, settings, cfg.workers, cfg.rollout_chunks)
     steps = wins = games = all_decisions = 0
     update_stats: dict[str, float] = {}

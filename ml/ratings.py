@@ -36,8 +36,11 @@ import torch
 from scipy.optimize import minimize
 
 from ml.faults import seam
-from ml.io import atomic_write_json, atomic_write_text, read_json
-from ml.rollout import Controller, game_seeds, play_games
+from ml.game.registry import GameSpec
+from ml.game.spec import Encoder
+from ml.io import atomic_write_json, atomic_write_text, iter_jsonl, read_json
+from ml.policy import PolicyNet
+from ml.rollout import Controller, game_seeds, play_games, rotated_seatings
 
 ELO_BASE = 1500.0
 ELO_SCALE = 400.0 / math.log(10.0)
@@ -201,20 +204,19 @@ HEURISTIC, RANDOM = "heuristic", "random"
 def tournament_seatings(
     newest: str, others: Sequence[str], games: int, pod_size: int, rng: np.random.Generator
 ) -> list[list[str]]:
-    """Pods with ``newest`` rotated through the seats and the other seats drawn uniformly
-    from ``others`` (distinct where there are enough players, repeated otherwise)."""
-    out = []
-    for g in range(games):
-        k = pod_size - 1
-        picks = list(rng.choice(len(others), size=k, replace=len(others) < k))
-        seats = [others[i] for i in picks]
-        seats.insert(g % pod_size, newest)
-        out.append(seats)
-    return out
+    """Pods with ``newest`` rotated through the seats (``ml.rollout.rotated_seatings``) and the
+    other seats drawn uniformly from ``others`` (distinct where there are enough players,
+    repeated otherwise)."""
+    k = pod_size - 1
+
+    def draw(g: int) -> list[str]:
+        return [others[i] for i in rng.choice(len(others), size=k, replace=len(others) < k)]
+
+    return rotated_seatings(games, pod_size, newest, draw)
 
 
 def play_tournament(
-    students: dict[str, Any],
+    students: dict[str, PolicyNet],
     newest: str,
     *,
     games: int,
@@ -222,8 +224,8 @@ def play_tournament(
     max_turns: int,
     num_envs: int,
     seed: int,
-    encoder: Any,
-    game: Any = None,
+    encoder: Encoder | None,
+    game: GameSpec | None = None,
 ) -> list[list[str]]:
     """Play ``games`` pods among students, the heuristic teacher and the random player.
 
@@ -260,15 +262,20 @@ ELO_FILE = Path("state/elo_history.json")
 
 
 def load_tournament(root: Path) -> list[dict]:
-    """Tournament games recorded so far (empty when none)."""
+    """Tournament games recorded so far (empty when none).
+
+    Raises:
+        ml.io.DataFileError: a line that is not a JSON object (the file is written atomically,
+            so a bad line is damage, never a write in progress).
+    """
     path = root / TOURNAMENT_FILE
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [game for _, game in iter_jsonl(path, allow_truncated_last=False)]
 
 
 def rate_generation(
-    root: Path, attempt_id: str, generation: int, students: dict[str, Any], prior_sigma_elo: float = 400.0, **play: Any
+    root: Path, attempt_id: str, generation: int, students: dict[str, PolicyNet], prior_sigma_elo: float = 400.0, **play: Any
 ) -> dict:
     """Play the tournament of an accepted generation, refit all ratings, record both (idempotent).
 

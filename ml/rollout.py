@@ -14,7 +14,7 @@ Seats are named by *controller*: a key into a mapping of ``Controller`` objects,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from ml.game.registry import GameSpec, commander
+from ml.game.spec import Encoder, ScriptedPlayer
 from ml.policy import PolicyNet, check_shape
 
 
@@ -88,7 +89,7 @@ class _Slot:
     env: Any  # the game's AEC env (CommanderPodEnv, OpenSpielEnv)
     index: int
     seats: list[str]
-    scripted: dict[int, Any]
+    scripted: dict[int, ScriptedPlayer]
     returns: np.ndarray
     log_seats: frozenset[int]
     records: list[dict]
@@ -121,7 +122,7 @@ def play_games(
     pod_size: int | None = None,
     max_turns: int = 30,
     num_envs: int,
-    encoder: Any = None,
+    encoder: Encoder | None = None,
     generator: torch.Generator,
     log_seats: Callable[[list[str]], list[int]] | None = None,
     track_seats: Callable[[list[str]], list[int]] | None = None,
@@ -182,12 +183,21 @@ def play_games(
         slots = still
 
 
-def _start(index, seatings, game_seeds, controllers, game: GameSpec, encoder, log_seats, track_seats) -> _Slot:
+def _start(
+    index: int,
+    seatings: list[list[str]],
+    game_seeds: list[int],
+    controllers: dict[str, Controller],
+    game: GameSpec,
+    encoder: Encoder | None,
+    log_seats: Callable[[list[str]], list[int]] | None,
+    track_seats: Callable[[list[str]], list[int]] | None,
+) -> _Slot:
     env = game.make_env(encoder)
     seed = int(game_seeds[index])
     env.reset(seed=seed, options={"game_index": index})
     seats = seatings[index]
-    scripted: dict[int, Any] = {}
+    scripted: dict[int, ScriptedPlayer] = {}
     for s, key in enumerate(seats):
         kind = controllers[key].kind
         if kind in ("heuristic", "random"):
@@ -240,19 +250,30 @@ def _finish(slot: _Slot) -> GameResult:
     )
 
 
-def rotated_seatings(n_games: int, pod_size: int, agent: str, opponents: Callable[[int, int], str]) -> list[list[str]]:
+def rotated_seatings(n_games: int, pod_size: int, agent: str, others: Callable[[int], Sequence[str]]) -> list[list[str]]:
     """Seatings with ``agent`` rotated through the seats: game g puts it in seat ``g % pod_size``.
+
+    The one way seats are rotated (self-play, export, gate deals, rating tournaments): over any
+    ``pod_size`` consecutive games the agent sits in every seat once, so no seat's advantage
+    (the first turn) favours or hurts it.
 
     Args:
         n_games: games.
         pod_size: players per pod.
         agent: controller key of the agent.
-        opponents: ``(game, seat) -> controller key`` for the other seats.
+        others: ``game -> controller keys`` of the other ``pod_size - 1`` seats, in seat order;
+            called once per game, in game order (so a caller's RNG draws happen in that order).
+
+    Raises:
+        ValueError: ``others`` gave another number of seats.
     """
     out = []
     for g in range(n_games):
-        seat = g % pod_size
-        out.append([agent if s == seat else opponents(g, s) for s in range(pod_size)])
+        seats = list(others(g))
+        if len(seats) != pod_size - 1:
+            raise ValueError(f"game {g}: {len(seats)} other seats in a pod of {pod_size}")
+        seats.insert(g % pod_size, agent)
+        out.append(seats)
     return out
 
 

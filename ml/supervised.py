@@ -15,14 +15,21 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ml.dataset import DecisionSet, sample_mixture
-from ml.policy import MASKED_LOGIT, CheckpointError, PolicyNet, check_shape
+from ml.dataset import DecisionSet, load_ppo, load_teacher, sample_mixture
+from ml.game.commander.forge import teacher_encoder
+from ml.policy import MASKED_LOGIT, CheckpointError, PolicyNet, check_shape, load_policy
 from ml.progress import ProgressBar
+
+if TYPE_CHECKING:
+    from ml.game.registry import GameSpec
+    from ml.params import TrainParams
 
 logger = logging.getLogger(__name__)
 
@@ -153,3 +160,64 @@ def train_student(
         "train/sampled_share": {s: c / total for s, c in sorted(sampled_sources.items())},
     }
     return net.cpu(), metrics
+
+
+def build_and_train(
+    cfg: TrainParams,
+    game: GameSpec,
+    teacher_dir: Path,
+    forge_dir: Path | None,
+    pool_dirs: list[Path],
+    *,
+    seed: int,
+    device: str = "cpu",
+    progress: bool = False,
+    nash_conv: bool = False,
+) -> tuple[PolicyNet, dict[str, Any], DecisionSet]:
+    """Load the teacher, Forge and PPO data, and train a student on their mixture.
+
+    Args:
+        cfg: the ``train`` section of params (``ml.params.TrainParams``): holdout share,
+            mixture weights, PPO filters, warm start (``init_checkpoint``, a path read
+            relative to the working directory) and the training knobs.
+        game: the game; its encoder (wrapped by ``ml.game.commander.forge.teacher_encoder``
+            for the commander) encodes and labels every decision.
+        teacher_dir: folder of teacher batches (``ml-decisions-sim-*.jsonl``); a fixed share
+            of its games is held out.
+        forge_dir: folder of imported Forge files and their card table (``data/forge``),
+            or None; a missing folder is no Forge data.
+        pool_dirs: folders of accepted PPO batches (the gate adds the candidate's folder).
+        seed: the training seed (``Params.stage_seed("train")``).
+        device: torch device of the training.
+        progress: show a progress bar.
+        nash_conv: also compute the exact NashConv figures (``ml.nashconv``; kuhn_poker and
+            leduc_poker only, nothing for other games).
+
+    Returns:
+        ``(net, metrics, holdout)``: the trained student (on the CPU); ``train/…`` metrics
+        (``train_student``'s, the dataset statistics, ``train/available_decisions`` per
+        source in decisions, the NashConv figures when asked); the teacher holdout
+        decisions (never trained on).
+
+    Raises:
+        ml.records.RecordError: a malformed line in a teacher or PPO batch.
+        ml.io.DataFileError: a bad card table in ``forge_dir``.
+        ml.policy.CheckpointError: a warm start that does not fit (see ``train_student``).
+        ValueError: the mixture has no data.
+    """
+    encoder = teacher_encoder(game.encoder(), forge_dir)
+    forge_dirs = [forge_dir] if forge_dir is not None and forge_dir.is_dir() else []
+    train, holdout, stats = load_teacher([teacher_dir], cfg.holdout_fraction, encoder, forge_dirs)
+    if stats["forge_files"] and not cfg.source_weights.get("forge"):
+        logger.warning("%s holds Forge decisions but train.source_weights gives forge no weight: not trained on", forge_dir)
+    ppo, ppo_stats = load_ppo(pool_dirs, encoder, cfg.min_reward_threshold, cfg.ppo_window)
+    student_cfg = StudentConfig(**cfg.model_dump(include=set(StudentConfig.__dataclass_fields__)))
+    init = load_policy(cfg.init_checkpoint)[0] if cfg.init_checkpoint else None
+    net, metrics = train_student(DecisionSet.concat([train, ppo]), holdout, student_cfg, seed, progress, device, init)
+    metrics.update({f"train/{k}": v for k, v in {**stats, **ppo_stats}.items()})
+    metrics["train/available_decisions"] = {"sim": 0, **train.source_counts(), "ppo": len(ppo)}
+    if nash_conv:
+        from ml.nashconv import nash_conv_metrics  # lazy: loads open_spiel's algorithms only when asked
+
+        metrics.update(nash_conv_metrics(net, game, teacher_dir))
+    return net, metrics, holdout

@@ -4,33 +4,20 @@
 against heuristic teachers; (b) an exact McNemar test with a margin between the student
 trained with the batch and the current student on the teacher holdout; (c) the candidate
 student against the current student in pods (block only on a clear regression); (d)
-data-quality figures of the batch. Writes the verdict and every figure to
-``metrics/gate.json``.
+data-quality figures of the batch (``ml.gate.run_gate``). Writes the student trained with
+the batch and the verdict with every figure to ``metrics/gate.json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from itertools import islice
 from pathlib import Path
 
 from ml.cli import stage_setup, write_metrics
 from ml.game.registry import make_game
-from ml.gate import (
-    SPRT,
-    batch_quality,
-    duplicate_deal_outcomes,
-    mcnemar_regression,
-    sequential_test,
-    student_non_regression,
-    verdict,
-)
-from ml.policy import load_policy, save_policy
-from ml.records import scan_batches
-from ml.rollout import Controller
-from ml.supervised import predict
-from stages.train import build_and_train
+from ml.gate import GateError, run_gate
+from ml.policy import save_policy
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -46,38 +33,17 @@ def _args(p: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("gate", __doc__, argv, _args)
-    g, game = params.gate, params.game
-    batches = scan_batches(args.candidate, sources=("ppo",))
-    if len(batches) != 1:
-        print(f"error: {args.candidate}: expected exactly one PPO batch, found {len(batches)}", file=sys.stderr)
+    try:
+        candidate_student, metrics = run_gate(
+            args.model, args.student, args.candidate, params.gate, params.train, make_game(params.game, params.teacher),
+            teacher_dir=args.teacher, forge_dir=args.forge, pool_dir=args.pool, pod_size=params.game.pod_size,
+            max_turns=params.game.max_turns, num_envs=params.selfplay.num_envs, seed=params.stage_seed("gate"),
+            train_seed=params.stage_seed("train"), device=params.base.torch_device, progress=args.progress,
+        )  # fmt: skip
+    except GateError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
-    agent, _ = load_policy(args.model)
-    current, _ = load_policy(args.student)
-    spec = make_game(game, params.teacher)
-    pods = {"pod_size": game.pod_size, "max_turns": game.max_turns, "num_envs": params.selfplay.num_envs, "game": spec}
-    sprt = SPRT(1.0 / game.pod_size, g.target_win_rate, g.alpha, g.beta)
-    deals = duplicate_deal_outcomes(Controller("net", agent), Controller(g.opponent), seed=params.stage_seed("gate"), **pods)
-    strength = sequential_test(deals, sprt, g.min_games, g.max_games, g.confidence)
-    candidate_student, train_metrics, holdout = build_and_train(
-        params, args.teacher, args.forge, [args.pool, args.candidate], args.progress
-    )
     save_policy(candidate_student, args.out_student, {"role": "candidate_student", "generation": params.run.generation})
-    correct_current = holdout.correct(predict(current, holdout))  # a partial label: any allowed action is right
-    correct_candidate = holdout.correct(predict(candidate_student, holdout))
-    paired = mcnemar_regression(correct_current, correct_candidate, g.max_accuracy_drop, g.alpha)
-    paired.update(accuracy_current=float(correct_current.mean()), accuracy_candidate=float(correct_candidate.mean()))
-    student_deals = duplicate_deal_outcomes(
-        Controller("net", candidate_student, greedy=True),
-        Controller("net", current, greedy=True),
-        seed=params.stage_seed("gate") + 1,
-        **pods,
-    )
-    n_deals = max(1, g.student_games // game.pod_size)
-    outcomes = [x for deal in islice(student_deals, n_deals) for x in deal]
-    student = student_non_regression(outcomes, game.pod_size, g.student_margin, g.confidence)
-    metrics = verdict(strength, paired, student, batch_quality(batches[0]), gated=g.gated)
-    metrics["gate/candidate_batch"] = batches[0].name
-    metrics["gate/candidate_sampled_share"] = train_metrics["train/sampled_share"]
     write_metrics(args.metrics, metrics, args, "gate")
     return 0
 

@@ -1,11 +1,16 @@
-"""Shared fixtures: tiny params and a throw-away copy of the project as its own git repo."""
+"""Shared fixtures: tiny params, a throw-away copy of the project as its own git repo, the six
+stages run once in process (``pipeline``), and a guard: a test not marked ``expensive`` that
+starts a process (``subprocess``, ``multiprocessing``; git and DVC included) fails."""
 
 from __future__ import annotations
 
+import json
+import multiprocessing.process
 import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -35,6 +40,25 @@ def tiny_params(overrides: dict | None = None) -> dict:
     return params
 
 
+KUHN_TINY = {
+    "game": {"name": "openspiel:kuhn_poker", "pod_size": 2},
+    "teacher": {"games": 60, "mcts_simulations": 20},
+    "selfplay": {
+        "total_steps": 300,
+        "num_envs": 4,
+        "rollout_steps": 150,
+        "minibatch_size": 64,
+        "update_epochs": 2,
+        "workers": 1,
+    },
+    "gate": {"gated": False, "target_win_rate": 0.6, "min_games": 8, "max_games": 40, "student_games": 16},
+}
+PIPELINE_PARAMS = {  # game -> overrides of TINY for the ``pipeline`` fixture; one selfplay worker: no process
+    "commander": {"selfplay": {**TINY["selfplay"], "workers": 1}},
+    "kuhn_poker": KUHN_TINY,
+}
+
+
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
 
@@ -62,6 +86,66 @@ def make_project_copy(dest: Path, params: dict) -> Path:
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     return make_project_copy(tmp_path / "repo", tiny_params())
+
+
+@dataclass
+class Pipeline:
+    """The six stages, run once in process on tiny params (``run_pipeline``).
+
+    Attributes:
+        root: the run's folder: ``params.yaml``, ``student.pt``, ``ppo.pt``, ``cand.pt``.
+        dirs: folder name -> path: teacher, pool, frozen, rejected, students, candidate, merged,
+            and ``m`` (each stage's metrics JSON).
+        common: ``--params ... --no-progress``.
+        gate_args: gate's inputs and ``--out-student`` (no ``--metrics``).
+        merge_args: merge's inputs (no ``--gate``, ``--out``, ``--metrics``).
+    """
+
+    root: Path
+    dirs: dict[str, Path]
+    common: list[str]
+    gate_args: list[str]
+    merge_args: list[str]
+
+    def metrics(self, stage: str) -> dict:
+        return json.loads((self.dirs["m"] / f"{stage}.json").read_text())
+
+
+def run_pipeline(root: Path, overrides: dict) -> Pipeline:
+    """teacher -> train -> selfplay -> export -> gate -> merge, each stage's ``main`` in process,
+    in ``root`` with ``tiny_params(overrides)``; asserts that each returns 0."""
+    from stages import export, gate, merge, selfplay, teacher, train
+
+    (root / "params.yaml").write_text(yaml.safe_dump(tiny_params(overrides)))
+    d = {n: root / n for n in ("teacher", "pool", "frozen", "rejected", "students", "candidate", "merged", "m")}
+    for n in ("pool", "frozen", "rejected", "students"):
+        d[n].mkdir()
+    c, m = ["--params", str(root / "params.yaml"), "--no-progress"], d["m"]
+    student, ppo = str(root / "student.pt"), str(root / "ppo.pt")
+    gate_args = ["--model", ppo, "--student", student, "--teacher", str(d["teacher"]), "--pool", str(d["pool"]),
+                 "--candidate", str(d["candidate"]), "--out-student", str(root / "cand.pt")]  # fmt: skip
+    merge_args = ["--candidate", str(d["candidate"]), "--model", ppo, "--student", student, "--pool", str(d["pool"]),
+                  "--rejected", str(d["rejected"]), "--frozen", str(d["frozen"]), "--students", str(d["students"])]  # fmt: skip
+    runs = [
+        (teacher, ["--out", str(d["teacher"])]),
+        (train, ["--teacher", str(d["teacher"]), "--pool", str(d["pool"]), "--out", student]),
+        (selfplay, ["--student", student, "--frozen", str(d["frozen"]), "--out", ppo]),
+        (export, ["--model", ppo, "--out", str(d["candidate"])]),
+        (gate, gate_args),
+        (merge, ["--gate", str(m / "gate.json"), *merge_args, "--out", str(d["merged"])]),
+    ]
+    for stage, args in runs:
+        name = stage.__name__.rsplit(".", 1)[-1]
+        assert stage.main([*c, *args, "--metrics", str(m / f"{name}.json")]) == 0, name
+    return Pipeline(root, d, c, gate_args, merge_args)
+
+
+@pytest.fixture(scope="session")
+def pipeline(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Pipeline:
+    """The six stages on the Commander pod, once per session; another game of ``PIPELINE_PARAMS``
+    with ``@pytest.mark.parametrize("pipeline", ["kuhn_poker"], indirect=True)``."""
+    game = getattr(request, "param", "commander")
+    return run_pipeline(tmp_path_factory.mktemp(f"pipeline-{game}"), PIPELINE_PARAMS[game])
 
 
 def run_loop(repo: Path, *args: str, timeout: float = 900, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -148,3 +232,46 @@ def reference_run(tmp_path_factory):
     res = run_loop(repo, env={SEAMS_LOG_ENV: str(log)})
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     return repo, res, log.read_text().split(), run_fingerprint(repo)
+
+
+# ---------------------------------------------------------------------------------------------- the process guard
+
+
+class ProcessInFastTest(PermissionError):
+    """A test not marked ``expensive`` tried to start a process.
+
+    A ``PermissionError`` (an ``OSError``), as if exec were denied: code that already copes
+    with a missing program (``ml.cli.git_sha`` says ``unknown``) goes on, the rest fails
+    with this message. Nothing is started either way.
+    """
+
+
+_GUARD = {"test": None}  # nodeid of the running fast test, None while an expensive one runs
+
+
+def _refuse(what: str):
+    def start(*args, **kwargs):
+        if _GUARD["test"] is not None:
+            raise ProcessInFastTest(f"{_GUARD['test']} starts a process ({what}): mark it @pytest.mark.expensive")
+        return originals[what](*args, **kwargs)
+
+    return start
+
+
+originals = {
+    "subprocess": subprocess.Popen._execute_child,  # every subprocess.run/Popen, GitPython, DVC's own
+    "multiprocessing": multiprocessing.process.BaseProcess.start,  # Process, ProcessPoolExecutor workers
+}
+subprocess.Popen._execute_child = _refuse("subprocess")  # type: ignore[method-assign]
+multiprocessing.process.BaseProcess.start = _refuse("multiprocessing")  # type: ignore[method-assign]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Guard the whole protocol (fixture set-up included: a session fixture first built for a
+    fast test is guarded too), unless the test is marked ``expensive``."""
+    _GUARD["test"] = None if item.get_closest_marker("expensive") else item.nodeid
+    try:
+        return (yield)
+    finally:
+        _GUARD["test"] = None

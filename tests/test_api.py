@@ -156,6 +156,7 @@ def state_is(c: TestClient, *states: str) -> Callable[[], bool]:
 # ---------------------------------------------------------------------------------------------- reading
 
 
+@pytest.mark.expensive
 def test_status_without_loop(repo: Path):
     s = client(repo).get("/api/ml/distill/status").json()
     assert s["state"] == "stopped" and s["running"] is False and s["pid"] is None
@@ -170,6 +171,7 @@ def _panel(page: str, element_id: str) -> str:
     return " ".join(re.sub(r"<[^>]+>", " ", dd).replace("&mdash;", "-").split())
 
 
+@pytest.mark.expensive
 def test_generation_numbering_matches_the_commits(repo: Path):
     """Issue #12 item 13: the commits say gen 000 and gen 001; the status must not call gen 001 "generation 2"."""
     c = client(repo)
@@ -204,6 +206,7 @@ def test_generation_numbering_matches_the_commits(repo: Path):
     assert _panel(panels, "status-generation") == "gen 001 in flight"
 
 
+@pytest.mark.expensive
 def test_history_with_commits(repo: Path):
     c = client(repo)
     rows = c.get("/api/ml/distill/history").json()
@@ -214,6 +217,7 @@ def test_history_with_commits(repo: Path):
     assert "metrics" not in c.get("/api/ml/distill/history", params={"metrics": False}).json()[0]
 
 
+@pytest.mark.expensive
 def test_elo_history(repo: Path):
     c = client(repo)
     assert c.get("/api/ml/elo/history").json() == []
@@ -228,6 +232,7 @@ def test_elo_history(repo: Path):
     assert 'class="elo-reference"' in page
 
 
+@pytest.mark.expensive
 def test_openapi_lists_every_endpoint(repo: Path):
     paths = client(repo).get("/openapi.json").json()["paths"]
     for path in ("start", "status", "stop", "pause", "resume", "history"):
@@ -235,6 +240,7 @@ def test_openapi_lists_every_endpoint(repo: Path):
     assert "/api/ml/elo/history" in paths
 
 
+@pytest.mark.expensive
 def test_dashboard_page(repo: Path):
     page = client(repo).get("/").text
     points = re.findall(r'<circle class="winrate-point"([^>]*)>', page)
@@ -260,6 +266,7 @@ def test_charts_units():
 # ---------------------------------------------------------------------------------------------- control
 
 
+@pytest.mark.expensive
 def test_start_pause_resume_stop(repo: Path, launches: list):
     c = client(repo)
     (repo / ".dvc/tmp/loop").mkdir(parents=True)
@@ -282,6 +289,7 @@ def test_start_pause_resume_stop(repo: Path, launches: list):
     assert c.post("/api/ml/distill/pause").status_code == 409
 
 
+@pytest.mark.expensive
 def test_forced_stop_kills_the_process_group(repo: Path, launches: list):
     c = client(repo)
     pid = c.post("/api/ml/distill/start").json()["pid"]
@@ -294,6 +302,7 @@ def test_forced_stop_kills_the_process_group(repo: Path, launches: list):
     assert c.post("/api/ml/distill/stop", json={"force": True}).status_code == 409
 
 
+@pytest.mark.expensive
 def test_restarted_server_reattaches(repo: Path, launches: list):
     pid = client(repo).post("/api/ml/distill/start").json()["pid"]
     fresh = client(repo)  # a new app: nothing in memory about the launch
@@ -304,6 +313,7 @@ def test_restarted_server_reattaches(repo: Path, launches: list):
     wait_for(state_is(fresh, "stopped"))
 
 
+@pytest.mark.expensive
 def test_loop_holding_only_the_lock_counts_as_running(repo: Path, launches: list):
     lock_path = repo / ".dvc/tmp/loop.lock"
     lock_path.parent.mkdir(parents=True)
@@ -319,6 +329,7 @@ def test_loop_holding_only_the_lock_counts_as_running(repo: Path, launches: list
     assert launches == []
 
 
+@pytest.mark.expensive
 def test_two_simultaneous_starts_launch_one_loop(repo: Path, launches: list):
     c = client(repo)
     barrier = threading.Barrier(2)
@@ -336,6 +347,7 @@ def test_two_simultaneous_starts_launch_one_loop(repo: Path, launches: list):
     assert sorted(codes) == [200, 409] and len(launches) == 1
 
 
+@pytest.mark.expensive
 def test_start_commits_params_overrides(repo: Path, launches: list):
     before = (repo / "params.yaml").read_text()
     c = client(repo)
@@ -355,6 +367,7 @@ def test_start_commits_params_overrides(repo: Path, launches: list):
     assert sorted(r.json()["params_changed"]) == ["teacher.games=120", "train.epochs=3", "train.hidden_sizes=[64, 64]"]
 
 
+@pytest.mark.expensive
 def test_overrides_refused_on_foreign_params_edit(repo: Path, launches: list):
     with open(repo / "params.yaml", "a") as f:
         f.write("# my edit\n")
@@ -378,6 +391,7 @@ def test_overrides_refused_on_foreign_params_edit(repo: Path, launches: list):
         ({"bogus": 1}, "bogus"),
     ],
 )
+@pytest.mark.expensive
 def test_bad_start_bodies_are_422_naming_the_field(repo: Path, launches: list, body: dict, field: str):
     before = (repo / "params.yaml").read_text()
     r = client(repo).post("/api/ml/distill/start", json=body)
@@ -386,6 +400,7 @@ def test_bad_start_bodies_are_422_naming_the_field(repo: Path, launches: list, b
     assert launches == [] and (repo / "params.yaml").read_text() == before
 
 
+@pytest.mark.expensive
 def test_bad_stop_body_is_422(repo: Path):
     r = client(repo).post("/api/ml/distill/stop", json={"force": "yes"})
     assert r.status_code == 422 and r.json()["detail"][0]["loc"][-1] == "force"
@@ -395,6 +410,7 @@ def test_bad_stop_body_is_422(repo: Path):
 
 
 @pytest.mark.parametrize("action", ["start", "stop", "pause", "resume"])
+@pytest.mark.expensive
 def test_non_loopback_without_token_refuses_control(repo: Path, launches: list, action: str):
     c = client(repo, host="0.0.0.0")
     r = c.post(f"/api/ml/distill/{action}")
@@ -403,6 +419,7 @@ def test_non_loopback_without_token_refuses_control(repo: Path, launches: list, 
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "127.0.0.1"])
+@pytest.mark.expensive
 def test_token_required_when_set(repo: Path, launches: list, host: str):
     c = client(repo, host=host, token="s3cret")
     assert c.post("/api/ml/distill/start").status_code == 401
@@ -411,6 +428,7 @@ def test_token_required_when_set(repo: Path, launches: list, host: str):
     assert len(launches) == 1
 
 
+@pytest.mark.expensive
 def test_token_from_environment(repo: Path, monkeypatch: pytest.MonkeyPatch):
     seen = {}
     monkeypatch.setenv(api_main.TOKEN_ENV, "from-env")
@@ -420,11 +438,13 @@ def test_token_from_environment(repo: Path, monkeypatch: pytest.MonkeyPatch):
     assert seen["token"] == "from-env" and seen["host"] == "0.0.0.0" and seen["port"] == 9999
 
 
+@pytest.mark.expensive
 def test_cross_origin_control_refused(repo: Path, launches: list):
     r = client(repo).post("/api/ml/distill/start", headers={"Origin": "http://evil.example"})
     assert r.status_code == 403 and launches == []
 
 
+@pytest.mark.expensive
 def test_foreign_host_header_refused_on_loopback(repo: Path):
     assert client(repo).get("/api/ml/distill/status", headers={"Host": "evil.example"}).status_code == 400
 

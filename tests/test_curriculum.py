@@ -30,9 +30,12 @@ import pytest
 import torch
 import yaml
 
-from ml.driver.curriculum import FALLBACK_OPPONENT_MIX, Phase, opponent_fallback, phase_overrides
+from ml.curriculum import FALLBACK_OPPONENT_MIX, Phase, opponent_fallback, phase_overrides
 from ml.driver.state import AttemptLog, LoopState
-from ml.driver.orchestrator import Loop, _commit_message
+from ml.driver.messages import attempt_message
+from ml.driver.orchestrator import Loop
+from ml.driver.params_file import attempt_params_text
+from ml.driver.phases import enter_phase
 from ml.params import ParamsError, load_params, params_from_dict
 from ml.policy import load_policy
 from tests.conftest import attempt_commits, git, make_project_copy, run_loop, tiny_params
@@ -127,6 +130,7 @@ def test_phase_rules():
     assert "phase 'sp' passed none" in opponent_fallback(gauntlet, "sp", None)
 
 
+@pytest.mark.expensive
 def test_push_fails_once_then_works(tmp_path: Path):
     from ml.driver.orchestrator import Loop
 
@@ -155,7 +159,7 @@ def test_push_fails_once_then_works(tmp_path: Path):
 def test_commit_message_labels_and_aborted_subject():
     aborted = AttemptLog(attempt_id="x-gen000-a1", generation=0, attempt=1, verdict="aborted", phase="doomed",
                          reasons=["abort_if: selfplay/train_win_rate 0.1 < 0.2 after 100 steps"])  # fmt: skip
-    subject = _commit_message(aborted, {}, {}).splitlines()[0]
+    subject = attempt_message(aborted, {}, {}).splitlines()[0]
     assert subject == "gen 000 attempt 1: aborted | phase doomed | abort_if: selfplay/train_win_rate 0.1 < 0.2 after 100 steps"
     figures = {
         "win_rate": 0.3,
@@ -167,11 +171,11 @@ def test_commit_message_labels_and_aborted_subject():
     first = AttemptLog(
         attempt_id="x-gen001-a1", generation=1, attempt=1, verdict="rejected", phase="gauntlet", figures=figures
     )
-    body = _commit_message(first, {"selfplay.ent_coef": 0.01, "gate.gated": True}, {"selfplay.total_steps": 900})
+    body = attempt_message(first, {"selfplay.ent_coef": 0.01, "gate.gated": True}, {"selfplay.total_steps": 900})
     assert "params set on entering phase gauntlet: selfplay.ent_coef = 0.01, gate.gated = True" in body
     assert "suggester for this attempt" not in body and "next attempt's params nudged: selfplay.total_steps = 900" in body
     retry = first.model_copy(update={"attempt": 2, "attempt_id": "x-gen001-a2"})
-    body = _commit_message(retry, {"selfplay.total_steps": 900}, {})
+    body = attempt_message(retry, {"selfplay.total_steps": 900}, {})
     assert "params nudged by the suggester for this attempt: selfplay.total_steps = 900" in body and "entering" not in body
 
 
@@ -201,14 +205,16 @@ def test_seeded_student_starts_from_the_seed(tmp_path: Path):
     assert seeded["train/loss"] != unseeded["train/loss"]
 
 
-def _attempt(loop: Loop, state: LoopState, generation: int, attempt: int) -> dict:
-    """What ``begin`` does with the queued params (without running the stages): the attempt's params."""
-    loop.enter_phase(state, load_params(loop.path("params.yaml")))
-    (loop.path("params.yaml")).write_text(loop._params_text(generation, attempt, state.nudges))
+def _attempt(loop: Loop, state: LoopState, generation: int, attempt: int) -> tuple[LoopState, dict]:
+    """What ``begin`` does with the queued params (without running the stages): the state and the attempt's params."""
+    state = enter_phase(loop, state, load_params(loop.path("params.yaml")))
+    path = loop.path("params.yaml")
+    path.write_text(attempt_params_text(path, generation, attempt, state.nudges))
     state.nudges, state.generation, state.attempt = {}, generation, attempt
-    return load_params(loop.path("params.yaml")).model_dump(mode="json", exclude={"run"})
+    return state, load_params(path).model_dump(mode="json", exclude={"run"})
 
 
+@pytest.mark.expensive
 def test_phase_params_never_outlive_the_phase(tmp_path: Path):
     """Item 11, on the state machine alone: phase A is entered, its retry nudged, then B, then the end."""
     params = tiny_params()
@@ -219,22 +225,22 @@ def test_phase_params_never_outlive_the_phase(tmp_path: Path):
     repo = make_project_copy(tmp_path / "repo", params)
     base = load_params(repo / "params.yaml").model_dump(mode="json", exclude={"run"})
     loop, state = Loop(repo, echo=lambda _: None), LoopState()
-    a1 = _attempt(loop, state, 0, 1)
+    state, a1 = _attempt(loop, state, 0, 1)
     assert a1["selfplay"]["ent_coef"] == 0.02 and a1["selfplay"]["total_steps"] == 600
     state.nudges = {"selfplay.total_steps": 900, "train.source_weights.ppo": 0.35}  # the suggester, after a1's rejection
-    a2 = _attempt(loop, state, 0, 2)
+    state, a2 = _attempt(loop, state, 0, 2)
     assert a2["selfplay"]["total_steps"] == 900 and a2["train"]["source_weights"]["ppo"] == 0.35
     state.phase, state.phase_winners = 1, {"a": "gen000"}  # a2 accepted: phase b
-    b1 = _attempt(loop, state, 1, 1)
+    state, b1 = _attempt(loop, state, 1, 1)
     assert b1["train"]["source_weights"] == base["train"]["source_weights"] and b1["selfplay"]["ent_coef"] == 0.01
     assert b1["selfplay"]["total_steps"] == 1200 and state.phase_restore["selfplay.total_steps"] == 600  # base, not a's 900
     assert b1["selfplay"]["frozen_names"] == ["gen000"] and b1["selfplay"]["opponent_mix"] == {"frozen": 1.0}
     state.phase = 2  # b passed: the curriculum is over
-    loop.enter_phase(state, load_params(repo / "params.yaml"))
+    state = enter_phase(loop, state, load_params(repo / "params.yaml"))
     assert load_params(repo / "params.yaml").model_dump(mode="json", exclude={"run"}) == base
     assert git(repo, "log", "-1", "--format=%s").startswith("curriculum finished: params.yaml back to its base values")
     assert state.phase_restore == {} and git(repo, "status", "--porcelain") == ""
-    loop.enter_phase(state, load_params(repo / "params.yaml"))  # once only
+    enter_phase(loop, state, load_params(repo / "params.yaml"))  # once only
     assert git(repo, "log", "-1", "--format=%s").startswith("curriculum finished")
     assert len(git(repo, "log", "--format=%s").splitlines()) == 2
 
@@ -290,6 +296,7 @@ def test_human_overrides_leave_a_running_state(tmp_path: Path):
     assert run_loop(repo).returncode == 0 and git(repo, "rev-parse", "HEAD") == head  # nothing more to do
 
 
+@pytest.mark.expensive
 def test_seed_checkpoint_of_another_shape_is_refused(tmp_path: Path):
     from ml.game.commander.encoding import OBS_DIM
     from ml.policy import PolicyNet, save_policy

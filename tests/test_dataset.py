@@ -6,7 +6,8 @@ the actor); the encoder is seat-relative (rotating the seats of a record leaves 
 encoding unchanged) and ignores opponents' hidden cards; source weights hold as mixture
 ratios on a sampled set within tolerance; the holdout is split by game, is 10-15% of
 teacher games, never reaches the training split and does not move when data is added;
-the PPO reward filter drops games below the threshold.
+the PPO reward filter drops games below the threshold; the encoding of fixed records is
+pinned bit for bit, and the feature table names every slot (combat features read by name).
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ import pytest
 from ml.game.commander.actions import ACTION_INDEX, CAST_COMMANDER, attack_action
 from ml.dataset import DecisionSet, in_holdout, load_ppo, load_teacher, sample_mixture
 from ml.game.commander.encoding import OBS_DIM, RecordEncoder, label_record
+from ml.game.commander.features import feature_index, feature_names
 from ml.records import read_records
 
 FORGE = Path(__file__).parent / "fixtures" / "forge"
+PINNED = Path(__file__).parent / "fixtures" / "encoding"
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +37,8 @@ def encoder():
 def test_forge_labels(encoder):
     recs = list(read_records(FORGE / "ml-decisions-3fa9c2e1.jsonl"))
     labels = [label_record(r, encoder.pool) for r in recs]
+    kinds = [r.action.type for r in recs if r.action.type != "attack" or not r.action.target]  # every branch below occurs
+    assert {k: kinds.count(k) for k in ("land", "cast_commander", "attack")} == {"land": 4, "cast_commander": 3, "attack": 4}
     for r, lab in zip(recs, labels, strict=True):
         if r.action.type == "land":
             assert lab is None
@@ -159,7 +164,6 @@ def test_ppo_reward_filter(tmp_path, encoder):
 
 
 def test_combat_features_follow_the_block_rule_and_tapped_state(encoder):
-    from ml.game.commander.encoding import BASE_FEATURES, GLOBAL_DIM, SEAT_DIM
     from ml.game.commander.rules import decision_record, new_game
 
     vanilla = sorted(
@@ -179,21 +183,50 @@ def test_combat_features_follow_the_block_rule_and_tapped_state(encoder):
     by_offset[3]["battlefield"] = [big.name]
     by_offset[3]["tapped"] = [big.name]  # tapped: cannot block
 
-    def combat(obs, offset):
-        base = GLOBAL_DIM + offset * SEAT_DIM + BASE_FEATURES
-        return obs[base : base + 9]
+    def feat(obs, offset, name):
+        return obs[feature_index(f"seat{offset}/{name}")]
 
     obs = encoder(rec)
-    assert combat(obs, 0)[2] == pytest.approx(0.2) and combat(obs, 0)[3] == pytest.approx(2 * big.power / 20)
-    assert combat(obs, 1)[3] == 1.0  # lethal on the open board
-    assert combat(obs, 2)[3] == 0.0 and combat(obs, 2)[2] == pytest.approx(big.power / 40)  # one attacker blocked
-    assert combat(obs, 2)[0] == pytest.approx(0.1)  # one untapped creature
-    assert combat(obs, 3)[0] == 0.0 and combat(obs, 3)[2] == pytest.approx(2 * big.power / 40)  # tapped: no block
-    assert [combat(obs, k)[8] for k in (1, 2, 3)] == [0.0, 0.0, 0.0]
+    assert feat(obs, 0, "ready_attackers") == pytest.approx(0.2)
+    assert feat(obs, 0, "ready_power") == pytest.approx(2 * big.power / 20)
+    assert feat(obs, 1, "attack_lethal") == 1.0  # lethal on the open board
+    assert feat(obs, 2, "attack_lethal") == 0.0  # one attacker blocked
+    assert feat(obs, 2, "attack_damage") == pytest.approx(big.power / 40)
+    assert feat(obs, 2, "untapped_creatures") == pytest.approx(0.1)  # one untapped creature
+    assert feat(obs, 3, "untapped_creatures") == 0.0  # tapped: no block
+    assert feat(obs, 3, "attack_damage") == pytest.approx(2 * big.power / 40)
+    assert [feat(obs, k, "attacked_me_last") for k in (1, 2, 3)] == [0.0, 0.0, 0.0]
     by_offset[0]["last_attacker"] = by_offset[2]["seat"]
-    assert [combat(encoder(rec), k)[8] for k in (1, 2, 3)] == [0.0, 1.0, 0.0]
+    assert [feat(encoder(rec), k, "attacked_me_last") for k in (1, 2, 3)] == [0.0, 1.0, 0.0]
     by_offset[0]["sick"] = [big.name, big.name]  # summoning sick: no attackers, no attack preview
-    assert combat(encoder(rec), 0)[2] == 0.0 and combat(encoder(rec), 1)[3] == 0.0
+    assert feat(encoder(rec), 0, "ready_attackers") == 0.0 and feat(encoder(rec), 1, "attack_lethal") == 0.0
     for p in rec["players"]:  # a Forge file has no tapped/sick extras: everything reads untapped and ready
         del p["tapped"], p["sick"]
-    assert combat(encoder(rec), 3)[0] == pytest.approx(0.1) and combat(encoder(rec), 1)[3] == 1.0
+    assert feat(encoder(rec), 3, "untapped_creatures") == pytest.approx(0.1)
+    assert feat(encoder(rec), 1, "attack_lethal") == 1.0
+
+
+def test_encoding_is_pinned(encoder):
+    """The encoder's output on fixed records, bit for bit (self-play records of 3-, 4- and
+    5-seat pods, and a Forge file): any change to a feature, a scale or the order shows here."""
+    own = [json.loads(line) for line in (PINNED / "pinned-records.jsonl").read_text().splitlines()]
+    forge = list(read_records(FORGE / "ml-decisions-3fa9c2e1.jsonl"))
+    obs = np.concatenate([encoder.encode_batch(own), encoder.encode_batch(forge)])
+    expected = np.load(PINNED / "pinned-obs.npy")
+    assert obs.dtype == expected.dtype and obs.tobytes() == expected.tobytes()
+
+
+def test_feature_table_names_every_slot(encoder):
+    names = feature_names()
+    assert len(names) == len(set(names)) == OBS_DIM
+    assert [feature_index(n) for n in names] == list(range(OBS_DIM))
+    assert feature_index("seat0/ready_attackers") == feature_index("seat0/attack_damage")
+    with pytest.raises(KeyError):
+        feature_index("seat6/life")
+    rec = _own_record(actor=1)
+    obs = encoder(rec)
+    assert obs[feature_index("turn")] == pytest.approx(3 / 30) and obs[feature_index("phase_combat")] == 1.0
+    assert obs[feature_index("seat0/life")] == pytest.approx(37 / 40) and obs[feature_index("seat0/is_actor")] == 1.0
+    assert obs[feature_index("seat1/life")] == pytest.approx(34 / 40)  # seat 2, one place after the actor
+    assert obs[feature_index("seat0/cmdr_damage_from_1")] == pytest.approx(1 / 21)  # seat 1 took 1 from seat 2
+    assert obs[feature_index("hand/hand_unknown")] == 0.0 and obs[feature_index("seat3/hand_size")] == 0.0

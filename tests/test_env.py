@@ -98,22 +98,24 @@ def check_record(env: CommanderPodEnv, obs: dict, action: int) -> None:
 
 def test_rewards_zero_sum_win() -> None:
     env = make_env(4)
+    winners = []
     for seed in range(5):
         totals = play(env, seed, check_records=seed == 0)
         st = env.state
         assert abs(sum(totals.values())) < 1e-9
         if st.winner is not None:
+            winners.append(st.winner)
             assert totals[f"player_{st.winner}"] == pytest.approx(1.0)
             assert all(v == pytest.approx(-1 / 3) for a, v in totals.items() if a != f"player_{st.winner}")
+    assert len(winners) >= 3, winners  # the win case was checked (measured: 4 of the 5 games are won)
 
 
 def test_rewards_zero_sum_draw() -> None:
     env = make_env(4, max_turns=3)
     totals = play(env, 1)
     assert env.state.winner is None and env.state.done
-    assert abs(sum(totals.values())) < 1e-9
-    if all(not p.eliminated for p in env.state.players):
-        assert all(v == 0.0 for v in totals.values())
+    assert not any(p.eliminated for p in env.state.players)  # 3 turns: nobody is out yet
+    assert all(v == 0.0 for v in totals.values())
 
 
 def test_records_random_play() -> None:

@@ -90,13 +90,16 @@ def test_kill_at_random_moments(tmp_path: Path, reference_run):
     repo = make_project_copy(tmp_path / "repo", tiny_params())
     log = tmp_path / "random.log"
     rng = random.Random(20261201)
+    landed = []  # a run may finish before its kill: then nothing was tested by it
     for i in range(4):
         proc = _start(repo, log)
         time.sleep(rng.uniform(4.0, 30.0))
-        if proc.poll() is None:
+        landed.append(proc.poll() is None)
+        if landed[-1]:
             if i == 0:
                 os.kill(proc.pid, signal.SIGKILL)
             else:
                 os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+    assert landed[:2] == [True, True], landed  # the lone-process kill and a group kill, at least
     _assert_converged(repo, want)

@@ -39,17 +39,11 @@ import loop
 from ml.game.commander.actions import NUM_ACTIONS, attack_action
 from ml.dataset import DecisionSet, encode_records, load_teacher
 from ml.game.commander.encoding import RecordEncoder, label_record
-from ml.driver.forge_import import (
-    CARD_TABLE,
-    ForgeEncoder,
-    foreign_teacher_files,
-    format_report,
-    import_files,
-    load_card_table,
-    merge_card_tables,
-)
+from ml.driver.forge_import import foreign_teacher_files, format_report, import_files
+from ml.game.commander.forge import CARD_TABLE, ForgeEncoder, load_card_table, merge_card_tables
 from ml.io import DataFileError
-from ml.records import DecisionRecord, read_records
+from ml.game.commander.records import DecisionRecord
+from ml.records import read_records
 from ml.supervised import StudentConfig, accuracy, train_student
 from tests.conftest import git, tiny_params
 
@@ -212,6 +206,7 @@ def _loop(repo: Path, *args: str) -> int:
     return loop.main(["--repo", str(repo), *args])
 
 
+@pytest.mark.expensive
 def test_item7_forge_files_in_teacher_folder(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     teacher = project / "data" / "teacher"
     teacher.mkdir(parents=True)

@@ -15,7 +15,8 @@ import math
 import numpy as np
 import pytest
 
-from ml.gate import SPRT, mcnemar_regression, sequential_test, student_non_regression, verdict
+from ml.gate import verdict
+from ml.stats import SPRT, mcnemar_regression, sequential_test, student_non_regression
 
 POD = 4
 TARGET = 0.35

@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import yaml
 from pettingzoo.test import api_test, seed_test
 
 from ml.dataset import load_teacher
@@ -28,25 +27,10 @@ from ml.game.registry import make_game, openspiel
 from ml.params import ParamsError, params_from_dict
 from ml.policy import PolicyNet
 from ml.ratings import fit_plackett_luce, play_tournament
-from ml.records import BatchWriter, OpenSpielRecord, RecordError, read_records, scan_batches
+from ml.record_schema import OpenSpielRecord
+from ml.records import BatchWriter, RecordError, read_records, scan_batches
 from ml.rollout import Controller, game_seeds, play_games
-from stages import export, gate, merge, selfplay, teacher, train
-from tests.conftest import tiny_params
-
-KUHN = {"name": "openspiel:kuhn_poker", "pod_size": 2}
-KUHN_TINY = {
-    "game": KUHN,
-    "teacher": {"games": 60, "mcts_simulations": 20},
-    "selfplay": {
-        "total_steps": 300,
-        "num_envs": 4,
-        "rollout_steps": 150,
-        "minibatch_size": 64,
-        "update_epochs": 2,
-        "workers": 1,
-    },
-    "gate": {"gated": False, "target_win_rate": 0.6, "min_games": 8, "max_games": 40, "student_games": 16},
-}
+from tests.conftest import Pipeline
 
 
 @pytest.mark.parametrize(("name", "params"), [("kuhn_poker", {}), ("tic_tac_toe", {}), ("crazy_eights", {"players": 4})])
@@ -142,46 +126,16 @@ def test_mcts_teacher_beats_uniform() -> None:
     assert teacher_return > 0  # chips (scaled by 1/2) won by the teacher over 200 games
 
 
-@pytest.fixture(scope="module")
-def kuhn_pipeline(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("kuhn")
-    params = tmp / "params.yaml"
-    params.write_text(yaml.safe_dump(tiny_params(KUHN_TINY)))
-    d = {n: tmp / n for n in ("teacher", "pool", "frozen", "rejected", "students", "candidate", "merged", "m")}
-    for n in ("pool", "frozen", "rejected", "students"):
-        d[n].mkdir()
-    c = ["--params", str(params), "--no-progress"]
-    m = d["m"]
-    assert teacher.main([*c, "--out", str(d["teacher"]), "--metrics", str(m / "teacher.json")]) == 0
-    s, ppo = str(tmp / "student.pt"), str(tmp / "ppo.pt")
-    assert (
-        train.main(
-            [*c, "--teacher", str(d["teacher"]), "--pool", str(d["pool"]), "--out", s, "--metrics", str(m / "train.json")]
-        )
-        == 0
-    )
-    assert (
-        selfplay.main([*c, "--student", s, "--frozen", str(d["frozen"]), "--out", ppo, "--metrics", str(m / "selfplay.json")])
-        == 0
-    )
-    assert export.main([*c, "--model", ppo, "--out", str(d["candidate"]), "--metrics", str(m / "export.json")]) == 0
-    g = ["--model", ppo, "--student", s, "--teacher", str(d["teacher"]), "--pool", str(d["pool"]), "--candidate", str(d["candidate"]),
-         "--out-student", str(tmp / "cand.pt"), "--metrics", str(m / "gate.json")]  # fmt: skip
-    assert gate.main([*c, *g]) == 0
-    mg = ["--gate", str(m / "gate.json"), "--candidate", str(d["candidate"]), "--model", ppo, "--student", s, "--pool", str(d["pool"]),
-          "--rejected", str(d["rejected"]), "--frozen", str(d["frozen"]), "--students", str(d["students"]), "--out", str(d["merged"]),
-          "--metrics", str(m / "merge.json")]  # fmt: skip
-    assert merge.main([*c, *mg]) == 0
-    return tmp, d
-
-
-def test_kuhn_stages_end_to_end(kuhn_pipeline) -> None:
-    _tmp, d = kuhn_pipeline
+@pytest.mark.parametrize("pipeline", ["kuhn_poker"], indirect=True)
+def test_kuhn_stages_end_to_end(pipeline: Pipeline) -> None:
+    d = pipeline.dirs
     metrics = {p.stem: json.loads(p.read_text()) for p in d["m"].glob("*.json")}
     assert metrics["teacher"]["teacher/games"] == 60 and metrics["teacher"]["teacher/kind"] == "MCTS(20 simulations)"
     tr = metrics["train"]
-    assert 0 <= tr["train/nash_conv"] < 3 and tr["train/nash_conv_uniform"] == pytest.approx(11 / 12)
-    assert tr["train/nash_conv_teacher_empirical"] >= 0 and tr["train/teacher_infostates_covered"] > 0
+    assert tr["train/nash_conv_uniform"] == pytest.approx(11 / 12)
+    # the student imitates the teacher: its NashConv is near the empirical teacher's (measured 0.99 and 1.06)
+    assert tr["train/nash_conv"] > 0 and abs(tr["train/nash_conv"] - tr["train/nash_conv_teacher_empirical"]) < 0.25
+    assert 6 <= tr["train/teacher_infostates_covered"] <= 12  # of Kuhn's 12: at least each card's opening decision
     assert metrics["selfplay"]["selfplay/decisions"] >= 300
     assert metrics["gate"]["gate/eval_games"] % 2 == 0 and metrics["gate"]["gate/accepted"] is True
     (batch,) = scan_batches(d["candidate"], sources=("ppo",))
@@ -192,8 +146,9 @@ def test_kuhn_stages_end_to_end(kuhn_pipeline) -> None:
     assert [p.name for p in (d["merged"] / "pool").iterdir()] == [batch.name]
 
 
-def test_kuhn_tournament_and_ratings(kuhn_pipeline) -> None:
-    tmp, _ = kuhn_pipeline
+@pytest.mark.parametrize("pipeline", ["kuhn_poker"], indirect=True)
+def test_kuhn_tournament_and_ratings(pipeline: Pipeline) -> None:
+    tmp = pipeline.root
     from ml.policy import load_policy
 
     student, _ = load_policy(tmp / "student.pt")
@@ -204,4 +159,4 @@ def test_kuhn_tournament_and_ratings(kuhn_pipeline) -> None:
     )
     assert len(rankings) == 40 and all(len(r) == 2 and "gen000" in r for r in rankings)
     fit = fit_plackett_luce(rankings, anchor="heuristic", prior_chain=["gen000"])
-    assert {r["player"] for r in fit.table()} <= {"heuristic", "random", "gen000"}
+    assert {r["player"] for r in fit.table()} == {"heuristic", "random", "gen000"}

@@ -13,9 +13,12 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from ml.driver.orchestrator import Loop
 from tests.conftest import make_project_copy, run_loop, tiny_params
+
+pytestmark = pytest.mark.expensive  # processes started and killed, loop.py run
 
 
 def test_kill_orphans(tmp_path: Path):

@@ -173,6 +173,7 @@ def test_progress_line_without_total():
     assert progress_line("", 0, 10, "game", 0.0) == "progress: 0/10 game (0%), 0.0 game/s, 0s elapsed"
 
 
+@pytest.mark.expensive
 def test_stages_with_stderr_on_a_pipe_print_progress_lines(tmp_path: Path):
     """teacher and train as loop.py runs them under nohup or tee: stderr is a pipe, not a terminal."""
     params = tmp_path / "params.yaml"
@@ -258,14 +259,15 @@ def _say(text: str, rc: int = 0) -> list[str]:
     return [sys.executable, "-c", f"import sys; sys.stdout.write({text!r}); sys.stdout.flush(); sys.exit({rc})"]
 
 
+@pytest.mark.expensive
 def test_streamed_dvc_output_is_filtered(tmp_path: Path, capsys: pytest.CaptureFixture):
     ws = _workspace(tmp_path)
-    raw = ws.run(_say(DVC_TEACHER), stream=True)
+    raw, stage_times = ws.run_timed(_say(DVC_TEACHER))
     out = capsys.readouterr().out
     assert not any(h in out for h in HINTS) and "WARNING" not in out and out.count("are empty") == 1
     assert "Running stage 'teacher':\n> sh t.sh\n2026 teacher INFO teacher: 3 games\n" in out
     assert raw.count("is empty") == 9 and "dvc push" in raw  # the caller still gets all of it
-    assert list(ws._stage_times) == ["teacher"]
+    assert list(stage_times) == ["teacher"]
     ws.run(_say(DVC_TRAIN), stream=True)
     assert re.findall(r"dvc: (.*?) (?:is|are) empty", capsys.readouterr().out) == ["data/merged/pool"]  # once per loop
     with pytest.raises(LoopError) as err:

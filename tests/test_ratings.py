@@ -3,7 +3,8 @@
 Checks: over 50 repetitions of simulated 4-player tournaments with known strengths,
 the 95% intervals of the generations cover the true Elo in at least 90% of cases;
 shuffling the order of the games leaves every rating unchanged to 1e-6; the anchor sits
-at 1500; gains between generations carry an interval; bad input raises.
+at 1500; gains between generations carry an interval; bad input raises; seat rotation puts
+the newest player in every seat; the tournament file is read by the JSONL reader.
 """
 
 from __future__ import annotations
@@ -70,3 +71,34 @@ def test_bad_input():
         fit_plackett_luce([["a", "b"]], anchor="heuristic")
     with pytest.raises(ValueError, match="same length"):
         fit_plackett_luce([["a", "b"], ["a", "b", "c"]], anchor="a")
+
+
+def test_rotated_seatings_put_the_agent_in_every_seat_and_draw_others_in_order():
+    from ml.ratings import tournament_seatings
+    from ml.rollout import rotated_seatings
+
+    calls: list[int] = []
+    seatings = rotated_seatings(8, 4, "agent", lambda g: calls.append(g) or [f"o{g}"] * 3)
+    assert calls == list(range(8)) and [s.index("agent") for s in seatings] == [0, 1, 2, 3] * 2
+    assert seatings[5] == ["o5", "agent", "o5", "o5"]
+    with pytest.raises(ValueError, match="2 other seats"):
+        rotated_seatings(1, 4, "agent", lambda g: ["x", "y"])
+    pods = tournament_seatings("gen001", ["heuristic", "random", "gen000"], 6, 4, np.random.default_rng(0))
+    assert [p.index("gen001") for p in pods] == [0, 1, 2, 3, 0, 1]
+    assert all(
+        sorted(p[:i] + p[i + 1 :]) == ["gen000", "heuristic", "random"] for p, i in zip(pods, [0, 1, 2, 3, 0, 1], strict=True)
+    )
+
+
+def test_tournament_file_is_read_with_the_jsonl_reader(tmp_path):
+    from ml.io import DataFileError
+    from ml.ratings import TOURNAMENT_FILE, load_tournament
+
+    assert load_tournament(tmp_path) == []
+    path = tmp_path / TOURNAMENT_FILE
+    path.parent.mkdir(parents=True)
+    path.write_text('{"attempt_id": "a", "ranking": ["x", "y"]}\n\n{"attempt_id": "b", "ranking": ["y", "x"]}\n')
+    assert [g["attempt_id"] for g in load_tournament(tmp_path)] == ["a", "b"]
+    path.write_text('{"attempt_id": "a", "ranking": ["x", "y"]}\n{"attempt_id": "b", "rank')
+    with pytest.raises(DataFileError, match=r"tournament.jsonl:2"):
+        load_tournament(tmp_path)

@@ -30,10 +30,10 @@ import pytest
 
 from ml.game.commander.actions import ACTION_INDEX, NUM_ACTIONS
 from ml.io import DataFileError, JsonlWriter, atomic_write_json, iter_jsonl, read_json
+from ml.game.commander.records import DecisionRecord, cmdr_damage_by_source
 from ml.records import (
     SCHEMA_VERSION,
     BatchWriter,
-    DecisionRecord,
     RecordError,
     batch_filename,
     classify_file,
@@ -111,7 +111,7 @@ def test_forge_main_file_reads_as_is() -> None:
     # summed int form, and a seat whose zone keys Forge left out
     last = records[-1]
     assert last.players[1].cmdr_dmg == 21
-    assert last.players[1].cmdr_dmg_by_source() == {-1: 21}
+    assert cmdr_damage_by_source(last.players[1].cmdr_dmg) == {-1: 21}
     assert last.players[1].hand == [] and last.players[1].command_zone == []
 
 
@@ -124,8 +124,8 @@ def test_forge_worker_file_per_source_and_truncated_tail(caplog: pytest.LogCaptu
     assert any("truncated last line" in m and ":6:" in m for m in caplog.messages)
     last_attack = records[3]
     assert last_attack.players[2].cmdr_dmg == {"1": 11, "3": 10}
-    assert last_attack.players[2].cmdr_dmg_by_source() == {1: 11, 3: 10}
-    assert last_attack.players[0].cmdr_dmg_by_source() == {1: 18}
+    assert cmdr_damage_by_source(last_attack.players[2].cmdr_dmg) == {1: 11, 3: 10}
+    assert cmdr_damage_by_source(last_attack.players[0].cmdr_dmg) == {1: 18}
     with pytest.raises(DataFileError, match=r"ml-decisions-3fa9c2e1-t1\.jsonl:6: invalid JSON"):
         list(iter_jsonl(FORGE_WORKER, allow_truncated_last=False))
 
@@ -381,7 +381,7 @@ def test_batch_writer_fills_and_counts(tmp_path: Path) -> None:
     assert [r.game_outcome for r in records] == ["win_seat_2"] * 3 + ["draw"]
     assert all(r.source == "ppo" and r.schema_version == SCHEMA_VERSION for r in records)
     assert [len(g) for g in iter_games(records)] == [3, 1]
-    assert records[-1].players[1].cmdr_dmg_by_source() == {0: 4}
+    assert cmdr_damage_by_source(records[-1].players[1].cmdr_dmg) == {0: 4}
 
 
 def test_jsonl_writer_leaves_no_final_file_on_exception(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from ml.params import load_params
 from ml.driver.workspace import LoopError
 from tests.conftest import git, make_project_copy, run_loop, tiny_params
 
+pytestmark = pytest.mark.expensive  # git and DVC in a project copy
 ENV = {**os.environ, "DVC_NO_ANALYTICS": "1"}
 
 

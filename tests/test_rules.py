@@ -25,7 +25,7 @@ from ml.game.commander.actions import CAST_COMMANDER, CAST_REMOVAL, CAST_WIPE, H
 from ml.game.commander import engine
 from ml.game.commander.cards import load_card_pool, load_decks
 from ml.game.commander.players import HeuristicPlayer, RandomPlayer
-from ml.gate import wilson_interval
+from ml.stats import wilson_interval
 from ml.game.commander.rules import (
     IllegalActionError,
     apply_action,

@@ -28,10 +28,10 @@ import psutil
 from filelock import FileLock, Timeout
 from git import GitCommandError
 
-from ml.api.overrides import apply_overrides
-from ml.api.readers import CONTROL_FILE, LAUNCH_FILE, LOG_FILE, STATUS_FILE, RepoView
+from ml.api.overrides import write_overrides
+from ml.api.readers import LAUNCH_FILE, LOG_FILE, RepoView
 from ml.io import atomic_write_json
-from ml.driver.state import LOCK_FILE, RUNTIME_DIR
+from ml.driver.state import CONTROL_FILE, LOCK_FILE, RUNTIME_DIR, STATUS_FILE
 from ml.driver.workspace import DVC_ENV
 
 logger = logging.getLogger(__name__)
@@ -189,7 +189,7 @@ class LoopController:
         if dirty and self.view.state().in_flight is None:
             raise DirtyParamsError("params.yaml has uncommitted changes the loop did not make; commit or revert them first")
         params = self.view.path(Path("params.yaml"))
-        changed = apply_overrides(params, overrides)
+        changed = write_overrides(params, overrides)
         if not changed:
             return [], None
         message = (

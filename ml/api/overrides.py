@@ -3,21 +3,19 @@
 A request names values as ``{section: {key: value}}``. Each section is validated with its
 pydantic model from ``ml.params`` (so types, bounds and unknown keys are checked exactly as
 ``params.yaml`` is), then the whole file with the overrides merged in is validated again.
-``params.yaml`` is rewritten with ruamel.yaml's round trip, keeping its comments.
+``params.yaml`` is rewritten by the loop's one writer (``ml.driver.params_file``), keeping its comments.
 """
 
 from __future__ import annotations
 
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
-from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedSeq
 
+from ml.driver.params_file import MergeError, overrides_text
 from ml.io import atomic_write_text
-from ml.params import Params, ParamsError, params_from_dict
+from ml.params import Params
 
 LOOP_OWNED_SECTIONS = frozenset({"run"})
 """Sections ``loop.py`` rewrites for every attempt; an override of them is refused."""
@@ -84,8 +82,9 @@ def validate_overrides(overrides: dict[str, Any], loc: tuple[str, ...] = ("body"
     return clean
 
 
-def apply_overrides(params_path: Path, overrides: dict[str, dict[str, Any]]) -> list[str]:
-    """Merge validated overrides into ``params.yaml`` (comments kept) and write it atomically.
+def write_overrides(params_path: Path, overrides: dict[str, dict[str, Any]]) -> list[str]:
+    """Merge validated overrides into ``params.yaml`` (comments kept) and write it atomically,
+    through the loop's one writer of params.yaml (``ml.driver.params_file.overrides_text``).
 
     Args:
         params_path: the repository's ``params.yaml``.
@@ -98,50 +97,10 @@ def apply_overrides(params_path: Path, overrides: dict[str, dict[str, Any]]) -> 
         OverrideError: the merged file does not validate (e.g. a combination of values).
         ParamsError: ``params.yaml`` itself is not valid YAML.
     """
-    yaml = YAML()
-    yaml.preserve_quotes = True
-    text = params_path.read_text(encoding="utf-8")
     try:
-        data = yaml.load(text)
-    except Exception as e:  # ruamel raises several YAMLError subclasses
-        raise ParamsError(f"{params_path}: not valid YAML: {e}") from e
-    changed = []
-    for section, values in overrides.items():
-        target = data.setdefault(section, {})
-        for key, value in values.items():
-            if target.get(key) == value:
-                continue
-            old = target.get(key)
-            if isinstance(value, list) and isinstance(old, CommentedSeq):
-                seq = CommentedSeq(value)
-                if old.fa.flow_style():
-                    seq.fa.set_flow_style()
-                value = seq
-            target[key] = value
-            changed.append(f"{section}.{key}={_short(value)}")
-    try:
-        params_from_dict(_plain(data), source=str(params_path))
-    except ParamsError as e:
+        text, changed = overrides_text(params_path, overrides)
+    except MergeError as e:
         raise OverrideError([{"loc": ("body", "params"), "msg": str(e), "type": "value_error"}]) from e
     if changed:
-        buf = StringIO()
-        yaml.dump(data, buf)
-        atomic_write_text(params_path, buf.getvalue())
+        atomic_write_text(params_path, text)
     return changed
-
-
-def _plain(node: Any) -> Any:
-    """ruamel's commented containers as plain dicts and lists (for pydantic)."""
-    if isinstance(node, dict):
-        return {str(k): _plain(v) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_plain(v) for v in node]
-    return node
-
-
-def _short(value: Any) -> str:
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {v}" for k, v in value.items()) + "}"
-    if isinstance(value, list):
-        return "[" + ", ".join(map(str, value)) + "]"
-    return str(value)

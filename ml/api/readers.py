@@ -18,15 +18,11 @@ from git import GitCommandError, InvalidGitRepositoryError, NoSuchPathError, Rep
 from ml.io import DataFileError, read_json
 from ml.driver.state import HISTORY_FILE, RUNTIME_DIR, STATE_FILE, LoopState
 from ml.params import Params, ParamsError, load_params
+from ml.ratings import ELO_FILE
 
 logger = logging.getLogger(__name__)
 
-ELO_FILE = Path("state/elo_history.json")
-"""Written by the ratings issue; the API returns ``[]`` while it is absent."""
 TRAIN_METRICS_FILE = Path("metrics/train.json")
-STATUS_FILE = RUNTIME_DIR / "status.json"
-CONTROL_FILE = RUNTIME_DIR / "control.json"
-PROGRESS_FILE = RUNTIME_DIR / "progress.json"
 LAUNCH_FILE = RUNTIME_DIR / "api-launch.json"
 """Pid and command line of the last loop the API launched (covers the gap before status.json)."""
 LOG_FILE = RUNTIME_DIR / "loop.log"

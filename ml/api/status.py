@@ -19,7 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ml.api.control import LoopController
-from ml.api.readers import CONTROL_FILE, LAUNCH_FILE, LOG_FILE, PROGRESS_FILE, STATUS_FILE, RepoView
+from ml.api.readers import LAUNCH_FILE, LOG_FILE, RepoView
+from ml.driver.state import CONTROL_FILE, PROGRESS_FILE, STATUS_FILE
 
 LOG_TAIL_LINES = 15
 LOG_TAIL_BYTES = 8192

@@ -20,6 +20,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ml.driver.params_file import get_dotted
+
 logger = logging.getLogger(__name__)
 
 LEDGER = Path("state/feedback.jsonl")
@@ -42,21 +44,21 @@ class FeedbackRecord(BaseModel):
 
 
 @dataclass(frozen=True)
-class Problem:
+class LedgerProblem:
     """A ledger line that could not be read (left in place)."""
 
     line: int
     error: str
 
 
-def read_ledger(path: Path) -> tuple[list[FeedbackRecord], list[Problem]]:
+def read_ledger(path: Path) -> tuple[list[FeedbackRecord], list[LedgerProblem]]:
     """All valid records, and the corrupt lines with their 1-based line numbers.
 
-    Read as bytes: a line that is not UTF-8, not JSON or not a record is a ``Problem``,
+    Read as bytes: a line that is not UTF-8, not JSON or not a record is a ``LedgerProblem``,
     whatever its bytes; it is never rewritten.
     """
     records: list[FeedbackRecord] = []
-    problems: list[Problem] = []
+    problems: list[LedgerProblem] = []
     if not path.exists():
         return records, problems
     with path.open("rb") as f:
@@ -66,9 +68,9 @@ def read_ledger(path: Path) -> tuple[list[FeedbackRecord], list[Problem]]:
             try:
                 records.append(FeedbackRecord.model_validate_json(line.decode("utf-8")))
             except UnicodeDecodeError as e:
-                problems.append(Problem(no, f"not valid UTF-8 ({e.reason} at byte {e.start})"))
+                problems.append(LedgerProblem(no, f"not valid UTF-8 ({e.reason} at byte {e.start})"))
             except ValidationError as e:
-                problems.append(Problem(no, str(e).splitlines()[0]))
+                problems.append(LedgerProblem(no, str(e).splitlines()[0]))
     for p in problems:
         logger.warning("%s:%d: corrupt ledger line left in place: %s", path, p.line, p.error)
     return records, problems
@@ -126,13 +128,6 @@ RULES: tuple[Rule, ...] = (
 """The suggester's rules: bounded, one direction each, so repeated retries converge to the bounds."""
 
 
-def get_dotted(params: dict[str, Any], key: str) -> Any:
-    node: Any = params
-    for part in key.split("."):
-        node = node[part]
-    return node
-
-
 def suggest(gate: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
     """Nudged values for a retry after a rejection.
 
@@ -156,8 +151,3 @@ def suggest(gate: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
             if new != old:
                 out[rule.key] = new
     return out
-
-
-def describe(nudges: dict[str, Any], params: dict[str, Any]) -> str:
-    """``key old -> new`` for a commit message."""
-    return ", ".join(f"{k} {get_dotted(params, k)} -> {v}" for k, v in nudges.items())

@@ -23,25 +23,18 @@ attempt is in flight or uncommitted; ``params.yaml`` must still be what the loop
 from __future__ import annotations
 
 import hashlib
-from io import StringIO
 import logging
 import shutil
 import time
 from datetime import datetime
-from pathlib import Path
+from typing import NamedTuple
 
 from ruamel.yaml import YAML
 
-from ml.driver.curriculum import opponent_fallback, phase_overrides
-from ml.game.registry import make_game
-from pydantic import ValidationError
-
-from ml.io import DataFileError, atomic_write_json, atomic_write_text, read_json
-from ml.driver.feedback import LEDGER, FeedbackRecord, append_record, get_dotted, read_ledger, suggest
-from ml.driver.feedback import now as feedback_now
-from ml.params import Params, attempt_seed, load_params, params_from_dict
-from ml.policy import load_policy
-from ml.ratings import ELO_FILE, converged, format_table, rate_generation
+from ml.driver import history, transitions
+from ml.driver.feedback import LEDGER, append_record, read_ledger, suggest
+from ml.driver.messages import pending_message
+from ml.driver.params_file import attempt_params_text, overrides_text
 from ml.driver.state import (
     HISTORY_FILE,
     POLL_S,
@@ -55,12 +48,25 @@ from ml.driver.state import (
     write_status,
 )
 from ml.driver.workspace import DVC, OWNED_PATHS, LoopError, Workspace
+from ml.game.registry import make_game
+from ml.io import atomic_write_json, atomic_write_text, read_json
+from ml.params import Params, load_params
+from ml.policy import load_policy
+from ml.ratings import format_table, rate_generation
 
 logger = logging.getLogger(__name__)
 
 PROMOTED = ("pool", "rejected", "frozen", "students")
 TRACKED_INPUTS = (*PROMOTED, "seed", "forge")
 """DVC-tracked input folders created empty on a fresh clone (``seed`` holds a --seed-checkpoint)."""
+
+
+class Repro(NamedTuple):
+    """What ``Loop.repro`` ran: wall seconds per stage that actually ran, and whether the
+    self-play stage aborted the attempt (``abort_if``: it ends as a failed attempt)."""
+
+    stage_wall_s: dict[str, float]
+    aborted: bool
 
 
 class Loop(Workspace):
@@ -70,50 +76,25 @@ class Loop(Workspace):
         LoopError: ``root`` is not a git repository.
     """
 
-    def __init__(self, root: Path, echo=print) -> None:
-        super().__init__(root, echo)
-        self.aborted = False
-
-    # ------------------------------------------------------------------ state files
     def load_state(self) -> LoopState:
-        """``state/curriculum_state.json``, or a fresh state when the file is absent.
+        """``state/curriculum_state.json`` (``ml.driver.history.load_state``).
 
         Raises:
-            LoopError: the file cannot be read or does not validate (named, with how to restore it).
+            LoopError: the file cannot be read or does not validate.
         """
-        p = self.path(STATE_FILE)
-        if not p.exists():
-            return LoopState()
-        try:
-            return LoopState.model_validate(read_json(p))
-        except (DataFileError, ValidationError) as e:
-            raise LoopError(f"{STATE_FILE} cannot be read: {_first_line(e)}\n{RESTORE_HINT.format(path=STATE_FILE)}") from e
+        return history.load_state(self.root)
 
     def save_state(self, state: LoopState) -> None:
-        atomic_write_json(self.path(STATE_FILE), state.model_dump(mode="json"))
+        """Write ``state/curriculum_state.json`` (atomic)."""
+        history.save_state(self.root, state)
 
     def load_history(self, state: LoopState) -> list[dict]:
-        """``state/eval_history.json``: every finished attempt with its metrics.
+        """``state/eval_history.json`` (``ml.driver.history.load_history``).
 
         Raises:
-            LoopError: the file is missing while ``state`` records finished attempts, or it
-                cannot be read. Never an empty history in place of a lost one.
+            LoopError: missing while ``state`` records finished attempts, or unreadable.
         """
-        p = self.path(HISTORY_FILE)
-        if not p.exists():
-            if any(e.verdict != "override" for e in state.log):
-                raise LoopError(
-                    f"{HISTORY_FILE} is missing, but {STATE_FILE} records {len(state.log)} finished attempts.\n"
-                    + RESTORE_HINT.format(path=HISTORY_FILE)
-                )
-            return []
-        try:
-            history = read_json(p)
-        except DataFileError as e:
-            raise LoopError(f"{e}\n{RESTORE_HINT.format(path=HISTORY_FILE)}") from e
-        if not isinstance(history, list):
-            raise LoopError(f"{HISTORY_FILE}: expected a JSON list of attempts\n{RESTORE_HINT.format(path=HISTORY_FILE)}")
-        return history
+        return history.load_history(self.root, state)
 
     def check_records(self, state: LoopState) -> None:
         """At start: the history and the ledger are there and readable when attempts were run.
@@ -126,7 +107,7 @@ class Loop(Workspace):
         ledger = self.path(LEDGER)
         if not ledger.exists() and any(e.verdict != "override" for e in state.log):
             raise LoopError(
-                f"{LEDGER} is missing, but {STATE_FILE} records finished attempts.\n{RESTORE_HINT.format(path=LEDGER)}"
+                f"{LEDGER} is missing, but {STATE_FILE} records finished attempts.\n{history.RESTORE_HINT.format(path=LEDGER)}"
             )
         for problem in read_ledger(ledger)[1]:
             self.echo(f"{LEDGER}:{problem.line}: unreadable ledger line left in place ({problem.error})")
@@ -162,6 +143,7 @@ class Loop(Workspace):
                 )
 
     def uncommitted_log(self, state: LoopState) -> bool:
+        """Whether the state's last log entry has no commit at HEAD (a kill came between its state write and its commit)."""
         return bool(state.log) and state.log[-1].attempt_id not in self.head_attempt_ids()
 
     # ------------------------------------------------------------------ attempt steps
@@ -178,12 +160,15 @@ class Loop(Workspace):
 
         A resumed attempt whose params.yaml was changed by a commit (``git commit params.yaml``,
         the dashboard's overrides) goes on with the committed params, and says so.
+
+        Raises:
+            ParamsError: params.yaml is not valid YAML.
         """
         self.seam_prefix = f"g{state.generation:03d}"
         if state.in_flight is None:
             stamp = datetime.now().strftime("%Y%m%d-%H%M")
             attempt_id = f"{stamp}-gen{state.generation:03d}-a{state.attempt}"
-            text = self._params_text(state.generation, state.attempt, state.nudges)
+            text = attempt_params_text(self.path("params.yaml"), state.generation, state.attempt, state.nudges)
             state.in_flight = InFlight(
                 attempt_id=attempt_id, generation=state.generation, attempt=state.attempt,
                 params_sha256=hashlib.sha256(text.encode()).hexdigest(), started_at=datetime.now().isoformat(timespec="seconds"),
@@ -197,7 +182,7 @@ class Loop(Workspace):
         flight = state.in_flight
         params = self.path("params.yaml")
         if sha256_file(params) != flight.params_sha256:
-            text = self._params_text(flight.generation, flight.attempt, flight.nudges)
+            text = attempt_params_text(params, flight.generation, flight.attempt, flight.nudges)
             atomic_write_text(params, text)
             if (sha := hashlib.sha256(text.encode()).hexdigest()) != flight.params_sha256:
                 self.echo(f"params.yaml was changed by a commit while {flight.attempt_id} was in flight: it resumes with them")
@@ -206,43 +191,17 @@ class Loop(Workspace):
             self.seam("begin.params")
         return flight
 
-    def _params_text(self, generation: int, attempt: int, nudges: dict | None = None) -> str:
-        """params.yaml with the ``run`` section set for (generation, attempt) and the suggester's
-        ``nudges`` (dotted key -> value) applied, comments kept."""
-        yaml = YAML()
-        yaml.preserve_quotes = True
-        yaml.width = 4096  # never re-wrap the user's long lines
-        data = yaml.load(self.path("params.yaml").read_text(encoding="utf-8"))
-        base_seed = int(data.get("base", {}).get("seed", 0))
-        data["run"] = {"generation": generation, "attempt": attempt, "seed": attempt_seed(base_seed, generation, attempt)}
-        for key, value in (nudges or {}).items():
-            *parents, leaf = key.split(".")
-            node = data
-            for part in parents:
-                node = node[part]
-            node[leaf] = value
-        buf = StringIO()
-        yaml.dump(data, buf)
-        return buf.getvalue()
-
     def set_params(self, overrides: dict[str, dict], message: str) -> None:
-        """Write ``overrides`` (section -> key -> value) into params.yaml, comments kept, and commit.
+        """Write ``overrides`` (section -> key -> value) into params.yaml, comments kept, and commit
+        (``ml.driver.params_file.overrides_text``, the one writer of params.yaml).
 
         Raises:
-            ParamsError: the result does not validate (nothing is written).
+            ParamsError: params.yaml is not valid YAML, or the result does not validate (nothing is written).
         """
-        yaml = YAML()
-        yaml.width = 4096
         path = self.path("params.yaml")
-        data = yaml.load(path.read_text(encoding="utf-8"))
-        for section, values in overrides.items():
-            for key, value in values.items():
-                data.setdefault(section, {})[key] = value
-        buf = StringIO()
-        yaml.dump(data, buf)
-        params_from_dict(YAML(typ="safe").load(buf.getvalue()), source=str(path))
+        text, _ = overrides_text(path, overrides)
         with self.committing(message, ["params.yaml"]):
-            atomic_write_text(path, buf.getvalue())
+            atomic_write_text(path, text)
 
     def promote(self, flight: InFlight) -> None:
         """Make the last merge's outputs the inputs of this attempt, once (journalled).
@@ -284,32 +243,34 @@ class Loop(Workspace):
         """Stage names of ``dvc.yaml`` in pipeline order."""
         return list(YAML(typ="safe").load(self.path("dvc.yaml").read_text(encoding="utf-8"))["stages"])
 
-    def repro(self, flight: InFlight) -> dict[str, float] | None:
+    def repro(self, flight: InFlight) -> Repro | None:
         """Reproduce the pipeline one stage at a time (``dvc repro --single-item``).
 
         Between stages it honours the control file: ``pause`` waits, ``stop`` returns None
-        (the attempt stays in flight; the next start resumes it).
+        (the attempt stays in flight; the next start resumes it). A self-play stage that
+        aborted (``selfplay/aborted`` in its metrics) ends the pipeline there.
 
         Returns:
-            Wall seconds per stage that actually ran, or None when stopped.
+            The wall seconds per stage that actually ran and whether the attempt aborted;
+            None when stopped.
+
+        Raises:
+            LoopError: a stage failed (the attempt stays in flight).
         """
-        self.aborted = False
         times: dict[str, float] = {}
         stages = self.stages()
         for i, stage in enumerate(stages):
             if self.wait_while_paused(flight) == "stop":
                 return None
             self.write_status("running", flight, stage=stage, stage_index=i, stages=stages)
-            self._stage_times = {}
             self.seam(f"repro.{stage}")
-            self.run([*DVC, "repro", "--single-item", stage], stream=True)
+            _, stage_times = self.run_timed([*DVC, "repro", "--single-item", stage])
             self.seam(f"repro.{stage}.done")
-            times.update(self._stage_times)
-            self._record_stage_times(self._stage_times)
+            times.update(stage_times)
+            self._record_stage_times(stage_times)
             if stage == "selfplay" and read_json(self.path("metrics/selfplay.json")).get("selfplay/aborted"):
-                self.aborted = True  # abort_if: the attempt ends here as a failed attempt
-                break
-        return times
+                return Repro(times, aborted=True)  # abort_if: the attempt ends here as a failed attempt
+        return Repro(times, aborted=False)
 
     def _record_stage_times(self, times: dict[str, float]) -> None:
         """Add a stage's wall time to the in-flight attempt, so a resumed attempt keeps the
@@ -342,47 +303,54 @@ class Loop(Workspace):
             return "stop"
         return None
 
-    def finish(self, state: LoopState, flight: InFlight, wall_s: float, stage_wall_s: dict[str, float]) -> AttemptLog:
-        """Record the attempt (history, ratings, ledger), advance the state and commit (idempotent)."""
+    def finish(
+        self, state: LoopState, flight: InFlight, wall_s: float, stage_wall_s: dict[str, float], aborted: bool = False
+    ) -> AttemptLog:
+        """Record the attempt (history, ratings, ledger), advance the state and commit (idempotent).
+
+        Args:
+            state: the state with ``flight`` in flight.
+            flight: the attempt whose stages ran.
+            wall_s: wall seconds of this run of the attempt.
+            stage_wall_s: wall seconds per stage that ran in this run (``Repro.stage_wall_s``).
+            aborted: the self-play stage aborted the attempt (``Repro.aborted``).
+
+        Returns:
+            The attempt's log entry.
+
+        Raises:
+            LoopError: the history cannot be read (``load_history``); nothing is recorded.
+        """
         params = load_params(self.path("params.yaml"))
         if state.in_flight is not None and state.in_flight.stage_wall_s:  # include stages run before an interruption
             earlier = sum(state.in_flight.stage_wall_s.values()) - sum(stage_wall_s.values())
             wall_s, stage_wall_s = wall_s + max(earlier, 0.0), dict(state.in_flight.stage_wall_s)
-        aborted = read_json(self.path("metrics/selfplay.json")).get("selfplay/aborted") if self.aborted else None
-        gate = {} if aborted else read_json(self.path("metrics/gate.json"))
+        abort_reason = read_json(self.path("metrics/selfplay.json")).get("selfplay/aborted") if aborted else None
+        gate = {} if abort_reason else read_json(self.path("metrics/gate.json"))
         accepted = bool(gate.get("gate/accepted"))
-        entry = AttemptLog(
-            attempt_id=flight.attempt_id, generation=flight.generation, attempt=flight.attempt,
-            verdict="aborted" if aborted else "accepted" if accepted else "rejected",
-            figures={} if aborted else self._figures(gate), reasons=[aborted] if aborted else list(gate.get("gate/reasons", [])),
-            wall_s=round(wall_s, 1), stage_wall_s=stage_wall_s, phase=state.phase_name, overrides=flight.nudges,
-        )  # fmt: skip
-        history = self.load_history(state)  # before the tournament: a lost history stops here
+        entry = history.attempt_entry(self.root, state, flight, gate, abort_reason, wall_s, stage_wall_s)
+        attempts = self.load_history(state)  # before the tournament: a lost history stops here
         elo = self.rate(flight, params) if accepted else None
         self.seam("finish.rated")
         if elo and elo.get("gain"):
             entry.figures["elo_gain"] = elo["gain"]
-        if not any(h.get("attempt_id") == flight.attempt_id for h in history):
-            history.append({**entry.model_dump(mode="json"), "nudges": flight.nudges, "metrics": self._all_metrics()})
-            atomic_write_json(self.path(HISTORY_FILE), history)
+        if not any(h.get("attempt_id") == flight.attempt_id for h in attempts):
+            attempts.append(
+                {**entry.model_dump(mode="json"), "nudges": flight.nudges, "metrics": history.all_metrics(self.root)}
+            )
+            atomic_write_json(self.path(HISTORY_FILE), attempts)
             self.seam("finish.history")
         if not any(e.attempt_id == flight.attempt_id for e in state.log):
             state.log.append(entry)
-            self._advance(state, flight, accepted, params)
+            elo_history = history.elo_history(self.root)
+            state = transitions.after_attempt(state, flight.generation, flight.attempt, accepted, params, elo_history)
             if not accepted and state.status == "running" and params.loop.suggest_on_retry and gate:
                 state.nudges = suggest(gate, params.model_dump(mode="json"))
         state.in_flight = None
         # the ledger line (keyed by attempt id) before the state that ends the attempt: a kill
         # between them re-runs finish, which finds the line and the history entry and adds neither
-        append_record(
-            self.path(LEDGER),
-            FeedbackRecord(
-                timestamp=feedback_now(), attempt_id=flight.attempt_id, generation=flight.generation, attempt=flight.attempt,
-                params=params.model_dump(mode="json"), figures={k: v for k, v in gate.items() if k != "gate/batch"} or {"aborted": aborted},
-                passed=accepted, outcome="blocked" if state.status == "blocked" else "rejected" if aborted else entry.verdict,
-                nudges=flight.nudges,
-            ),
-        )  # fmt: skip
+        outcome = "blocked" if state.status == "blocked" else "rejected" if abort_reason else entry.verdict
+        append_record(self.path(LEDGER), history.ledger_record(flight, params, gate, abort_reason, outcome))
         self.seam("finish.ledger")
         self.save_state(state)
         self.seam("finish.state")
@@ -397,100 +365,15 @@ class Loop(Workspace):
             self.commit(self.pending_message(state))
 
     def pending_message(self, state: LoopState) -> str:
-        """The commit message of the state's last log entry (an attempt or an override).
-
-        Built from the state alone, so a run killed between the state write and the commit
-        makes the same commit when it resumes.
-        """
-        last = state.log[-1]
-        if last.verdict == "override":
-            return (
-                f"override: {last.reasons[0]} (generation {last.generation:03d} -> {state.generation:03d})\n\n"
-                f"Attempt-Id: {last.attempt_id}\n"
-            )
-        return _commit_message(last, last.overrides, state.nudges)
-
-    def _advance(self, state: LoopState, flight: InFlight, accepted: bool, params: Params) -> None:
-        """Next generation (and phase) after an accepted attempt, or the next attempt after a failed one."""
-        if accepted:
-            state.generation, state.attempt, state.failures = flight.generation + 1, 1, 0
-            state.phase_generations += 1
-            phases = params.curriculum or []
-            if phases and state.phase < len(phases) and state.phase_generations >= phases[state.phase].generations:
-                state.phase_winners[phases[state.phase].name] = f"gen{flight.generation:03d}"
-                state.phase, state.phase_generations = state.phase + 1, 0
-        else:
-            state.attempt, state.failures = flight.attempt + 1, state.failures + 1
-        state.status, state.stop_reason = self._status_after(state, params)
-
-    def enter_phase(self, state: LoopState, params: Params) -> None:
-        """Keep params.yaml in step with the curriculum before the next attempt (no-op without one).
-
-        Entering a phase (once per phase) queues in ``state.nudges`` the phase's params
-        (``ml.driver.curriculum.phase_overrides``) and the base value of every key the previous phase
-        changed, by its overrides or by the suggester's nudges; suggester nudges still queued
-        are dropped. Within a phase, the base value of each key the suggester nudges for the
-        first time goes to ``state.phase_restore``: nudges last until their phase ends. The
-        state is not saved here: the caller's ``begin`` saves it with the in-flight attempt.
-        Once the curriculum is over, ``_end_curriculum`` puts the base values back.
-
-        Raises:
-            ParamsError: (after the last phase) the restored params.yaml does not validate.
-        """
-        phases = params.curriculum
-        if not phases:
-            return
-        if state.phase >= len(phases):
-            self._end_curriculum(state, params)
-            return
-        current = params.model_dump(mode="json")
-        if state.entered_phase == state.phase:
-            for key in state.nudges:  # the suggester's, for a retry: remember the phase's value of its section key
-                section_key = ".".join(key.split(".")[:2])
-                state.phase_restore.setdefault(section_key, get_dotted(current, section_key))
-            return
-        phase = phases[state.phase]
-        before = phases[state.phase - 1].name if state.phase else None
-        winner = state.phase_winners.get(before) if before else None
-        if before and (note := opponent_fallback(phase, before, winner)):
-            self.echo(note)
-        wanted = {f"{sec}.{k}": v for sec, vals in phase_overrides(phase, winner).items() for k, v in vals.items()}
-        base = {k: state.phase_restore.get(k, get_dotted(current, k)) for k in wanted}
-        if state.phase == 0:  # nothing to restore before the first phase; keep what --seed-checkpoint queued
-            state.nudges = {**state.nudges, **wanted}
-            base = {**state.phase_restore, **base}
-        else:
-            restore = {k: v for k, v in state.phase_restore.items() if k not in wanted and get_dotted(current, k) != v}
-            state.nudges = {**restore, **wanted}
-        state.phase_restore, state.entered_phase, state.phase_name = base, state.phase, phase.name
-
-    def _end_curriculum(self, state: LoopState, params: Params) -> None:
-        """Write the base values of what the last phase changed back into params.yaml and commit
-        it with the state, once (``state.phase_restore`` is then empty), so params.yaml after the
-        curriculum equals params.yaml before it (the ``run`` section apart).
-
-        Raises:
-            ParamsError: the restored params.yaml does not validate (nothing is written).
-        """
-        if not state.phase_restore:
-            return
-        current = params.model_dump(mode="json")
-        restore = {k: v for k, v in state.phase_restore.items() if get_dotted(current, k) != v}
-        text = self._params_text(params.run.generation, params.run.attempt, restore) if restore else None
-        if text is not None:
-            params_from_dict(YAML(typ="safe").load(text), source=str(self.path("params.yaml")))
-        state.phase_restore, state.entered_phase = {}, -1
-        changes = "\n".join(f"- {k}: {get_dotted(current, k)} -> {v}" for k, v in restore.items()) or "- nothing differed"
-        with self.committing(
-            f"curriculum finished: params.yaml back to its base values\n\n{changes}\n", ["params.yaml", "state"]
-        ):
-            if text is not None:
-                atomic_write_text(self.path("params.yaml"), text)
-            self.save_state(state)
-        self.echo(f"curriculum finished: params.yaml back to its base values ({', '.join(restore) or 'nothing differed'})")
+        """The commit message of the state's last log entry (``ml.driver.messages.pending_message``)."""
+        return pending_message(state)
 
     def rate(self, flight: InFlight, params: Params) -> dict:
-        """Tournament of an accepted generation and the refit of all ratings (idempotent)."""
+        """Tournament of an accepted generation and the refit of all ratings (idempotent).
+
+        Returns:
+            The tournament's entry of ``state/elo_history.json`` (``table`` in Elo, ``gain``).
+        """
         students = {p.stem: load_policy(p)[0] for p in sorted(self.path("data/merged/students").glob("*.pt"))}
         self.write_status("running", flight, stage="rating")
         entry = rate_generation(
@@ -502,82 +385,3 @@ class Loop(Workspace):
         if entry["table"]:
             self.echo(format_table(entry))
         return entry
-
-    def _status_after(self, state: LoopState, params: Params) -> tuple[str, str | None]:
-        if params.curriculum and state.phase >= len(params.curriculum):
-            return "done", f"curriculum finished ({len(params.curriculum)} phases)"
-        if not params.curriculum and state.generation >= params.loop.max_generations:
-            return "done", f"loop.max_generations ({params.loop.max_generations}) reached"
-        if state.failures > params.loop.max_retries:
-            return "blocked", None
-        history = read_json(self.path(ELO_FILE)) if self.path(ELO_FILE).exists() else []
-        if converged(history, params.loop.convergence_elo, params.loop.convergence_window):
-            return (
-                "done",
-                f"converged: Elo gain within +-{params.loop.convergence_elo} for {params.loop.convergence_window} generations",
-            )
-        return "running", None
-
-    def _figures(self, gate: dict) -> dict:
-        train = read_json(self.path("metrics/train.json"))
-        selfplay = read_json(self.path("metrics/selfplay.json"))
-        return {
-            "win_rate": gate["gate/win_rate"],
-            "win_rate_low": gate["gate/win_rate_low"],
-            "win_rate_high": gate["gate/win_rate_high"],
-            "eval_games": gate["gate/eval_games"],
-            "sprt_llr": gate.get("gate/sprt_llr"),
-            "sprt_decision": gate.get("gate/sprt_decision"),
-            "holdout_accuracy": gate["gate/holdout_accuracy_current"],
-            "holdout_accuracy_drop": gate["gate/holdout_accuracy_drop"],
-            "selfplay_train_win_rate": selfplay.get("selfplay/train_win_rate"),
-            "sampled_share": train.get("train/sampled_share"),
-        }
-
-    def _all_metrics(self) -> dict:
-        out = {}
-        for p in sorted(self.path("metrics").glob("*.json")):
-            out[p.stem] = read_json(p)
-        return out
-
-
-RESTORE_HINT = (
-    "Restore it from the last commit (`git checkout HEAD -- {path}`) and run loop.py again: the attempt in flight resumes."
-)
-
-
-def _first_line(e: Exception) -> str:
-    return str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
-
-
-def _commit_message(entry: AttemptLog, used: dict, next_nudges: dict) -> str:
-    """The commit message of a finished attempt.
-
-    Subject: generation, attempt, verdict, phase, then the headline figures, or for an
-    aborted attempt (no figures) its reason. Body: the gate's reasons, the params ``used``
-    on top of params.yaml, the suggester's ``next_nudges`` and the Elo gain. ``used`` is
-    labelled by where it came from: on a generation's first attempt, entering a phase (its
-    overrides, base values back, a seed checkpoint); on a retry, the suggester. The
-    suggester only nudges retries, and a phase is only entered by a first attempt.
-    """
-    f = entry.figures
-    head = f"gen {entry.generation:03d} attempt {entry.attempt}: {entry.verdict} | phase {entry.phase}"
-    if "win_rate" in f:
-        head += (
-            f" | PPO win {f['win_rate']:.3f} [{f['win_rate_low']:.3f}, {f['win_rate_high']:.3f}] "
-            f"| holdout acc {f['holdout_accuracy']:.3f} (drop {f['holdout_accuracy_drop']:+.4f})"
-        )
-    elif entry.reasons:
-        head += f" | {entry.reasons[0]}"
-    lines = [f"- {r}" for r in entry.reasons]
-    if used and entry.attempt == 1:
-        lines.append(f"params set on entering phase {entry.phase}: " + ", ".join(f"{k} = {v}" for k, v in used.items()))
-    elif used:
-        lines.append("params nudged by the suggester for this attempt: " + ", ".join(f"{k} = {v}" for k, v in used.items()))
-    if next_nudges:
-        lines.append("next attempt's params nudged: " + ", ".join(f"{k} = {v}" for k, v in next_nudges.items()))
-    if "elo_gain" in f:
-        g = f["elo_gain"]
-        lines.append(f"Elo gain {g['new']} over {g['old']}: {g['elo']:+.0f} [{g['low']:+.0f}, {g['high']:+.0f}]")
-    body = "\n".join(lines)
-    return f"{head}\n\n{body}\n\nAttempt-Id: {entry.attempt_id}\n" if body else f"{head}\n\nAttempt-Id: {entry.attempt_id}\n"

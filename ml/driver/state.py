@@ -25,6 +25,12 @@ LOCK_FILE = Path(".dvc/tmp/loop.lock")
 RUNTIME_DIR = Path(".dvc/tmp/loop")
 """Runtime files (not versioned): status.json (where the loop is), control.json (pause/resume/stop
 requests), progress.json (progress within the running stage, written by ml.progress)."""
+STATUS_FILE = RUNTIME_DIR / "status.json"
+"""Where the loop is (written by the loop, read by the dashboard)."""
+CONTROL_FILE = RUNTIME_DIR / "control.json"
+"""Pause/resume/stop requests (written by the dashboard, read by the loop)."""
+PROGRESS_FILE = RUNTIME_DIR / "progress.json"
+"""Progress within the running stage (written by ``ml.progress`` through ``PROGRESS_FILE_ENV``)."""
 POLL_S = 1.0
 
 
@@ -103,6 +109,11 @@ class LoopState(BaseModel):
 
 
 def sha256_file(path: Path) -> str:
+    """SHA-256 of the file's bytes, hex.
+
+    Raises:
+        FileNotFoundError: the file is missing.
+    """
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
@@ -111,17 +122,17 @@ def write_status(root: Path, status: str, flight: InFlight | None = None, **extr
     doc = {"pid": os.getpid(), "status": status, "updated_at": time.time(), **extra}
     if flight is not None:
         doc.update(attempt_id=flight.attempt_id, generation=flight.generation, attempt=flight.attempt)
-    atomic_write_json(root / RUNTIME_DIR / "status.json", doc)
+    atomic_write_json(root / STATUS_FILE, doc)
 
 
 def read_control(root: Path) -> str | None:
     """The pending control command (``pause``, ``resume``, ``stop``) or None."""
     try:
-        return read_json(root / RUNTIME_DIR / "control.json").get("command")
+        return read_json(root / CONTROL_FILE).get("command")
     except (FileNotFoundError, ValueError):
         return None
 
 
 def clear_control(root: Path) -> None:
     """Forget a consumed control command."""
-    (root / RUNTIME_DIR / "control.json").unlink(missing_ok=True)
+    (root / CONTROL_FILE).unlink(missing_ok=True)

@@ -25,7 +25,7 @@ from git import InvalidGitRepositoryError, NoSuchPathError, Repo
 
 from ml.faults import during, kill_group, seam
 from ml.io import atomic_write_json, read_json
-from ml.driver.state import LOCK_FILE, RUNTIME_DIR
+from ml.driver.state import LOCK_FILE, PROGRESS_FILE, RUNTIME_DIR
 from ml.progress import PROGRESS_FILE_ENV, DvcOutputFilter
 
 logger = logging.getLogger(__name__)
@@ -76,6 +76,7 @@ class Workspace:
         """Prefix of this process's seam names (``g001`` while generation 1 is in flight), ``ml.faults``."""
 
     def path(self, rel: Path | str) -> Path:
+        """``rel`` (relative to the repository root) as an absolute path."""
         return self.root / rel
 
     def seam(self, name: str) -> None:
@@ -108,14 +109,15 @@ class Workspace:
                 said = (proc.stdout[-3000:] + proc.stderr[-3000:]).strip() or "(no output)"
                 raise LoopError(f"{_shown(cmd)} failed ({proc.returncode}):\n{said}")
             return proc.stdout
-        return self._run_streaming(cmd)
+        return self.run_timed(cmd)[0]
 
-    def _run_streaming(self, cmd: list[str]) -> str:
+    def run_timed(self, cmd: list[str]) -> tuple[str, dict[str, float]]:
         """Run ``cmd`` passing its output through as it comes (progress bars included), less
         DVC's hints and repeated "is empty" warnings (``ml.progress.DvcOutputFilter``).
 
         Returns:
-            Its whole output, unfiltered.
+            Its whole output, unfiltered, and the wall seconds of each DVC stage it ran
+            (``Running stage 'x':`` marks a start; empty when it ran none).
 
         Raises:
             LoopError: it failed; the message ends with the last 40 lines shown.
@@ -123,7 +125,7 @@ class Workspace:
         env = {
             **self.env,
             "DISTILL_PROGRESS": "1" if sys.stdout.isatty() else "0",
-            PROGRESS_FILE_ENV: str(self.path(RUNTIME_DIR / "progress.json")),
+            PROGRESS_FILE_ENV: str(self.path(PROGRESS_FILE)),
         }
         proc = subprocess.Popen(cmd, cwd=self.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         assert proc.stdout is not None, "Popen with stdout=PIPE has a stdout"
@@ -148,8 +150,7 @@ class Workspace:
             raise LoopError(
                 f"{' '.join(cmd)} failed ({proc.returncode}); the attempt stays in flight, run loop.py again to resume.\n{tail}"
             )
-        self._stage_times = _stage_times(lines)
-        return "\n".join(line for _, line in lines)
+        return "\n".join(line for _, line in lines), _stage_times(lines)
 
     def git(self, *args: str) -> str:
         """A git command, retried briefly while another process holds ``index.lock``."""

@@ -229,7 +229,7 @@ class OpenSpielEnv(AECEnv):
         return {"observation": obs, "action_mask": mask}
 
     def decision_record(self) -> dict:
-        """Record of the decision the current agent is about to make (``ml.records.OpenSpielRecord``)."""
+        """Record of the decision the current agent is about to make (``ml.record_schema.OpenSpielRecord``)."""
         seat = self.state.current_player()
         mask = [0] * self.num_actions
         for a in self.state.legal_actions(seat):

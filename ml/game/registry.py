@@ -26,9 +26,15 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from ml.game.spec import Encoder, ScriptedPlayer
+from ml.record_schema import RecordModel, record_field
+
+if TYPE_CHECKING:
+    from ml.params import GameParams, TeacherParams
 
 COMMANDER = "commander"
 OPENSPIEL_PREFIX = "openspiel:"
@@ -73,10 +79,10 @@ class ObservationEncoder:
         Raises:
             ValueError: the observation has another length (a file of another game).
         """
-        obs = np.asarray(_get(record, "observation"), dtype=np.float32)
+        obs = np.asarray(record_field(record, "observation"), dtype=np.float32)
         if obs.shape != (self.obs_dim,):
             raise ValueError(
-                f"game {_get(record, 'game_id')!r}: observation has {obs.size} values, this game has {self.obs_dim}"
+                f"game {record_field(record, 'game_id')!r}: observation has {obs.size} values, this game has {self.obs_dim}"
             )
         return obs
 
@@ -89,16 +95,12 @@ class ObservationEncoder:
 
     def label(self, record: Any) -> int | None:
         """The record's ``action.action_idx``."""
-        return _get(_get(record, "action"), "action_idx")
+        return record_field(record_field(record, "action"), "action_idx")
 
     def action_mask(self, record: Any) -> np.ndarray:
         """bool[num_actions]: the stored mask, or all-ones when a record has none."""
-        mask = _get(record, "action_mask")
+        mask = record_field(record, "action_mask")
         return np.ones(self.num_actions, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
-
-
-def _get(obj: Any, key: str) -> Any:
-    return obj.get(key) if isinstance(obj, Mapping) else getattr(obj, key, None)
 
 
 @dataclass(frozen=True)
@@ -137,7 +139,7 @@ class GameSpec:
             raise ValueError(f"{self.name} is not an OpenSpiel game")
         return load_openspiel(self.name[len(OPENSPIEL_PREFIX) :], self.openspiel_params)
 
-    def make_env(self, encoder: Any = None) -> Any:
+    def make_env(self, encoder: Encoder | None = None) -> Any:
         """A fresh AEC environment (``encoder``: the commander's shared RecordEncoder, else ignored)."""
         if self.is_openspiel:
             from ml.game.openspiel_env import OpenSpielEnv
@@ -147,7 +149,7 @@ class GameSpec:
 
         return CommanderPodEnv(pod_size=self.num_players, max_turns=self.max_turns, encoder=encoder)
 
-    def make_player(self, kind: str, seed: int) -> Any:
+    def make_player(self, kind: str, seed: int) -> ScriptedPlayer:
         """The scripted player behind a controller kind: ``heuristic`` (the game's teacher) or ``random``.
 
         Raises:
@@ -165,7 +167,7 @@ class GameSpec:
 
         return HeuristicPlayer(seed) if kind == "heuristic" else RandomPlayer(seed)
 
-    def encoder(self) -> Any:
+    def encoder(self) -> Encoder:
         """A new record encoder of this game (``RecordEncoder`` or ``ObservationEncoder``)."""
         if self.is_openspiel:
             return ObservationEncoder(self.obs_dim, self.num_actions)
@@ -177,6 +179,17 @@ class GameSpec:
     def teacher_name(self) -> str:
         """What the ``heuristic`` controller is in this game (for logs and reports)."""
         return f"MCTS({self.mcts_simulations} simulations)" if self.is_openspiel else "Forge-like heuristic"
+
+
+def record_model(obj: Any) -> type[RecordModel]:
+    """The record kind of a JSON object or record: ``OpenSpielRecord`` when it has an
+    ``observation``, else the commander's (Forge's) ``DecisionRecord``."""
+    from ml.game.commander.records import DecisionRecord
+    from ml.record_schema import OpenSpielRecord
+
+    if isinstance(obj, (DecisionRecord, OpenSpielRecord)):
+        return type(obj)
+    return OpenSpielRecord if isinstance(obj, dict) and "observation" in obj else DecisionRecord
 
 
 def commander(pod_size: int = 4, max_turns: int = 30) -> GameSpec:
@@ -209,7 +222,7 @@ def openspiel(name: str, params: Mapping[str, Any] | None = None, **teacher: Any
     )  # fmt: skip
 
 
-def make_game(game: Any, teacher: Any = None) -> GameSpec:
+def make_game(game: GameParams, teacher: TeacherParams | None = None) -> GameSpec:
     """The GameSpec of the ``game`` and ``teacher`` sections of params (``ml.params``).
 
     Args:

@@ -3,7 +3,7 @@
 The names follow the macro actions of the Forge decision format
 (``shared/docs/forge-decision-format.md``, "Macro actions"). Two choices of this project:
 
-* ``cast_wipe`` is its own action: the pod rules (``commander-pod.md``) offer a board wipe
+* ``cast_wipe`` is its own action: the pod rules (``shared/docs/commander-pod.md``) offer a board wipe
   as a main-phase choice distinct from targeted removal, and folding it into
   ``cast_removal`` would make one label mean two very different plays.
 * ``attack_opponent`` is one action per opponent, relative to the actor in seat order:
@@ -16,7 +16,7 @@ A land drop is not a policy decision (played automatically) and has no index her
 from __future__ import annotations
 
 MAX_POD = 6
-"""Largest pod size supported (casual pods, forge-decision-format.md "players")."""
+"""Largest pod size supported (casual pods, shared/docs/forge-decision-format.md "players")."""
 
 CAST_ACTIONS: tuple[str, ...] = (
     "cast_creature",
@@ -64,8 +64,3 @@ def attack_action(offset: int) -> int:
     if not 1 <= offset < MAX_POD:
         raise ValueError(f"attack offset must be in 1..{MAX_POD - 1}, got {offset}")
     return FIRST_ATTACK + offset - 1
-
-
-def attack_offset(action: int) -> int | None:
-    """Seat offset attacked by ``action``, or None if it is not an attack."""
-    return action - FIRST_ATTACK + 1 if action >= FIRST_ATTACK else None

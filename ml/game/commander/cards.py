@@ -23,9 +23,9 @@ CARDS_PATH = DATA_DIR / "cards.yaml"
 DECKS_PATH = DATA_DIR / "decks.yaml"
 
 KINDS: tuple[str, ...] = ("land", "creature", "removal", "draw", "ramp", "wipe")
-"""Card kinds (commander-pod.md "Main phases"; one per cast macro action, plus land)."""
+"""Card kinds (shared/docs/commander-pod.md "Main phases"; one per cast macro action, plus land)."""
 KEYWORDS: tuple[str, ...] = ("flying", "haste", "trample", "deathtouch", "lifelink", "vigilance")
-"""Keywords the rules implement (commander-pod.md "Players and decks")."""
+"""Keywords the rules implement (shared/docs/commander-pod.md "Players and decks")."""
 ARCHETYPES: tuple[str, ...] = ("aggro", "midrange", "control", "ramp")
 DECK_SIZE = 99
 """Library size without the commander (Commander rules 903.5a)."""

@@ -1,7 +1,7 @@
 """Combat of the built-in Commander pod: threat rule, fixed block rule, damage.
 
 Pure functions over ``state.Permanent`` lists; ``rules.py`` applies the results and the
-heuristic player previews attacks with the same functions (commander-pod.md "Combat").
+heuristic player previews attacks with the same functions (shared/docs/commander-pod.md "Combat").
 
 Block rule (fixed, public): attackers are considered biggest threat first. A defender first
 makes favourable blocks: "eat" (the blocker survives and kills the attacker), "wall" (the

@@ -4,7 +4,8 @@ The encoder reads a decision record (a plain ``dict`` in the Forge decision form
 ``shared/docs/forge-decision-format.md``) and never the simulator's internal state, so the
 same code encodes live self-play decisions, our teacher files and real Forge files.
 
-Layout of the observation, ``float32[OBS_DIM]``:
+Layout of the observation, ``float32[OBS_DIM]`` (every slot is named, and filled by name, in
+the feature table ``ml.game.commander.features``):
 
 * global (``GLOBAL_DIM``): phase one-hot (main_1, combat, main_2, end), turn / 30,
   pod size / 6, living players / 6;
@@ -16,7 +17,7 @@ Layout of the observation, ``float32[OBS_DIM]``:
 * the acting player's own hand (``HAND_DIM``): card counts by kind and how many of each it
   can afford now. Opponents' hands enter only as their sizes.
 
-Combat features (``COMBAT_FEATURES`` at the end of each seat block) come from the public,
+Combat features (``COMBAT_FEATURES``, after the seat's public facts) come from the public,
 fixed block rule (``ml.game.commander.combat``) applied to the creatures of the record, with their
 tapped and summoning-sick states (our record extras ``tapped``/``sick``; a Forge file has
 none, read as all untapped and ready): the seat's untapped creatures (count, power); for the
@@ -54,30 +55,34 @@ from ml.game.commander.actions import (
 )
 from ml.game.commander.cards import Card, load_card_pool
 from ml.game.commander.combat import board_value, plan_blocks, resolve_damage
+from ml.game.commander.features import (
+    BOARD_POWER_SCALE,
+    CARD_COUNT_SCALE,
+    CMDR_DAMAGE_FEATURES,
+    CMDR_DAMAGE_SCALE,
+    CREATURE_COUNT_SCALE,
+    CREATURE_POWER_SCALE,
+    G,
+    GRAVEYARD_SCALE,
+    H,
+    HAND_START,
+    LANDS_SCALE,
+    LIBRARY_SCALE,
+    LIFE_SCALE,
+    MANA_SCALE,
+    OBS_DIM,
+    PHASES,
+    POD_SCALE,
+    PREVIEW_DAMAGE_CAP,
+    S,
+    SEAT_DIM,
+    SEATS_START,
+    TOTAL_CMDR_DAMAGE_SCALE,
+    TURN_SCALE,
+)
+from ml.game.commander.records import cmdr_damage_by_source
 from ml.game.commander.state import COMMANDER_DAMAGE_LETHAL, Permanent
-
-PHASES = ("main_1", "combat", "main_2", "end")
-KINDS = ("land", "creature", "removal", "draw", "ramp", "wipe", "unknown")
-
-# Normalisers: starting life 40, commander-damage lethal 21, 30-round turn cap, 99-card
-# library (commander-pod.md); the rest are typical board sizes so features stay near [0, 1].
-LIFE_SCALE, CMDR_LETHAL, TURN_SCALE, LIBRARY_SCALE = 40.0, 21.0, 30.0, 99.0
-COUNT_SCALE, POWER_SCALE, MANA_SCALE = 10.0, 20.0, 10.0
-
-GLOBAL_DIM = len(PHASES) + 3
-BASE_FEATURES = 19
-COMBAT_FEATURES = 9
-SEAT_FEATURES = BASE_FEATURES + COMBAT_FEATURES
-SEAT_DIM = SEAT_FEATURES + MAX_POD
-HAND_DIM = 2 * len(KINDS) + 4
-OBS_DIM = GLOBAL_DIM + MAX_POD * SEAT_DIM + HAND_DIM
-
-
-def _get(obj: Any, key: str, default: Any = None) -> Any:
-    """Field of a record given as a dict or as a pydantic model."""
-    if isinstance(obj, Mapping):
-        return obj.get(key, default)
-    return getattr(obj, key, default)
+from ml.record_schema import record_field
 
 
 class RecordEncoder:
@@ -118,17 +123,17 @@ class RecordEncoder:
 
     def encode_into(self, record: Mapping[str, Any] | Any, out: np.ndarray) -> None:
         """Write the encoding of ``record`` into ``out`` (float32[OBS_DIM], zeroed by the caller)."""
-        players = _get(record, "players")
+        players = record_field(record, "players")
         n = len(players)
-        actor = int(_get(record, "active_seat"))
-        by_seat = {int(_get(p, "seat")): p for p in players}
-        phase = _get(record, "phase")
+        actor = int(record_field(record, "active_seat"))
+        by_seat = {int(record_field(p, "seat")): p for p in players}
+        phase = record_field(record, "phase")
         if phase in PHASES:
-            out[PHASES.index(phase)] = 1.0
+            out[G[f"phase_{phase}"]] = 1.0
         alive = [not self._eliminated(p) for p in players]
-        out[len(PHASES)] = float(_get(record, "turn")) / TURN_SCALE
-        out[len(PHASES) + 1] = n / MAX_POD
-        out[len(PHASES) + 2] = sum(alive) / MAX_POD
+        out[G["turn"]] = float(record_field(record, "turn")) / TURN_SCALE
+        out[G["pod_size"]] = n / POD_SCALE
+        out[G["living_players"]] = sum(alive) / POD_SCALE
         boards = {seat: self._creatures(p) for seat, p in by_seat.items()}
         mine = boards.get(actor, [])
         ready = [c for c in mine if c.can_attack()]
@@ -138,29 +143,28 @@ class RecordEncoder:
             seat = (actor + k) % n
             p = by_seat.get(seat)
             if p is not None:
-                base = GLOBAL_DIM + k * SEAT_DIM
+                base = SEATS_START + k * SEAT_DIM
                 v = out[base : base + SEAT_DIM]
                 self._encode_seat(p, actor, n, v)
-                c = v[BASE_FEATURES:SEAT_FEATURES]
                 untapped = [x for x in boards[seat] if not x.tapped]
-                c[0] = len(untapped) / COUNT_SCALE
-                c[1] = sum(x.card.power for x in untapped) / POWER_SCALE
+                v[S["untapped_creatures"]] = len(untapped) / CREATURE_COUNT_SCALE
+                v[S["untapped_power"]] = sum(x.card.power for x in untapped) / BOARD_POWER_SCALE
                 if k == 0:
-                    c[2] = len(ready) / COUNT_SCALE
-                    c[3] = sum(x.card.power for x in ready) / POWER_SCALE
+                    v[S["ready_attackers"]] = len(ready) / CREATURE_COUNT_SCALE
+                    v[S["ready_power"]] = sum(x.card.power for x in ready) / BOARD_POWER_SCALE
                 elif me is not None and not self._eliminated(p):
-                    self._encode_previews(me, p, actor, seat, ready, kept, boards[seat], c)
-                    c[8] = float(_get(me, "last_attacker") == seat)
+                    self._encode_previews(me, p, actor, seat, ready, kept, boards[seat], v)
+                    v[S["attacked_me_last"]] = float(record_field(me, "last_attacker") == seat)
         if me is not None:
-            self._encode_hand(me, out[GLOBAL_DIM + MAX_POD * SEAT_DIM :])
+            self._encode_hand(me, out[HAND_START:])
 
     def _creatures(self, p: Any) -> list[Permanent]:
         """The seat's creatures as ``Permanent``s, tapped/sick/commander flags from the record."""
-        tapped = list(_get(p, "tapped") or [])
-        sick = list(_get(p, "sick") or [])
-        commander = _get(p, "commander_name")
+        tapped = list(record_field(p, "tapped") or [])
+        sick = list(record_field(p, "sick") or [])
+        commander = record_field(p, "commander_name")
         out = []
-        for name in _get(p, "battlefield") or []:
+        for name in record_field(p, "battlefield") or []:
             card = self.pool.get(name)
             if card is None or card.kind != "creature":
                 continue
@@ -172,31 +176,34 @@ class RecordEncoder:
             out.append(perm)
         return out
 
-    def _encode_previews(self, me, opp, actor, seat, ready, kept, theirs, c: np.ndarray) -> None:
-        """Previews of an all-out attack each way between the actor and one opponent (``c[2:8]``)."""
-        life = max(int(_get(opp, "life")), 1)
-        taken = _cmdr_damage_by_source(_get(opp, "cmdr_dmg")).get(actor, 0)
+    def _encode_previews(self, me, opp, actor, seat, ready, kept, theirs, v: np.ndarray) -> None:
+        """Previews of an all-out attack each way between the actor and one opponent (``attack_*``, ``counter_*``)."""
+        life = max(int(record_field(opp, "life")), 1)
+        taken = cmdr_damage_by_source(record_field(opp, "cmdr_dmg")).get(actor, 0)
         if ready:
             res = resolve_damage(ready, plan_blocks(ready, theirs, life, taken))
             dealt = res.player_damage - res.defender_gain
-            c[2] = min(dealt / life, 1.5)
-            c[3] = float(dealt >= life or taken + res.commander_damage >= COMMANDER_DAMAGE_LETHAL)
-            c[4] = sum(board_value(x) for x in res.dead_attackers) / POWER_SCALE
-            c[5] = sum(board_value(x) for x in res.dead_blockers) / POWER_SCALE
+            v[S["attack_damage"]] = min(dealt / life, PREVIEW_DAMAGE_CAP)
+            v[S["attack_lethal"]] = float(dealt >= life or taken + res.commander_damage >= COMMANDER_DAMAGE_LETHAL)
+            v[S["attack_attackers_lost"]] = sum(board_value(x) for x in res.dead_attackers) / BOARD_POWER_SCALE
+            v[S["attack_blockers_lost"]] = sum(board_value(x) for x in res.dead_blockers) / BOARD_POWER_SCALE
         if theirs:
-            my_life = max(int(_get(me, "life")), 1)
-            my_taken = _cmdr_damage_by_source(_get(me, "cmdr_dmg")).get(seat, 0)
+            my_life = max(int(record_field(me, "life")), 1)
+            my_taken = cmdr_damage_by_source(record_field(me, "cmdr_dmg")).get(seat, 0)
             attackers = [Permanent(x.card, sick=False, is_commander=x.is_commander) for x in theirs]
             res = resolve_damage(attackers, plan_blocks(attackers, kept, my_life, my_taken))
-            c[6] = min(res.player_damage / my_life, 1.5)
-            c[7] = float(res.player_damage >= my_life or my_taken + res.commander_damage >= COMMANDER_DAMAGE_LETHAL)
+            v[S["counter_damage"]] = min(res.player_damage / my_life, PREVIEW_DAMAGE_CAP)
+            v[S["counter_lethal"]] = float(
+                res.player_damage >= my_life or my_taken + res.commander_damage >= COMMANDER_DAMAGE_LETHAL
+            )
 
     def _eliminated(self, p: Any) -> bool:
-        flag = _get(p, "eliminated")
-        return bool(flag) if flag is not None else int(_get(p, "life")) <= 0
+        flag = record_field(p, "eliminated")
+        return bool(flag) if flag is not None else int(record_field(p, "life")) <= 0
 
     def _encode_seat(self, p: Any, actor: int, n: int, v: np.ndarray) -> None:
-        battlefield = _get(p, "battlefield") or []
+        """The seat's public features (``SEAT_BASE_FEATURES``, ``CMDR_DAMAGE_FEATURES``) into its block ``v``."""
+        battlefield = record_field(p, "battlefield") or []
         power = toughness = flying = max_power = creatures = 0
         for name in battlefield:
             card = self.pool.get(name)
@@ -207,101 +214,91 @@ class RecordEncoder:
                 max_power = max(max_power, card.power)
                 if "flying" in card.keywords:
                     flying += card.power
-        creature_count = max(creatures, int(_get(p, "creatures") or 0))
-        command_zone = _get(p, "command_zone") or []
-        lands = int(_get(p, "lands") or 0)
-        sources = _get(p, "mana_sources")
-        library = _get(p, "library")
-        v[0] = 1.0
-        v[1] = 0.0 if self._eliminated(p) else 1.0
-        v[2] = float(_get(p, "life")) / LIFE_SCALE
-        v[3] = float(_get(p, "mana") or 0) / MANA_SCALE
-        v[4] = float(sources if sources is not None else lands) / MANA_SCALE
-        v[5] = float(_get(p, "cmdr_tax") or 0) / MANA_SCALE
-        v[6] = creature_count / COUNT_SCALE
-        v[7] = power / POWER_SCALE
-        v[8] = toughness / POWER_SCALE
-        v[9] = flying / POWER_SCALE
-        v[10] = max_power / COUNT_SCALE
-        v[11] = lands / POWER_SCALE
-        v[12] = len(_get(p, "hand") or []) / COUNT_SCALE
-        v[13] = len(_get(p, "graveyard") or []) / (3 * COUNT_SCALE)
-        v[14] = float(library) / LIBRARY_SCALE if library is not None else 0.0
-        v[15] = 1.0 if command_zone else 0.0
-        v[16] = 1.0 if int(_get(p, "seat")) == actor else 0.0
-        dmg = _cmdr_damage_by_source(_get(p, "cmdr_dmg"))
-        v[17] = max(dmg.values(), default=0) / CMDR_LETHAL
-        v[18] = sum(dmg.values()) / (2 * CMDR_LETHAL)
+        creature_count = max(creatures, int(record_field(p, "creatures") or 0))
+        command_zone = record_field(p, "command_zone") or []
+        lands = int(record_field(p, "lands") or 0)
+        sources = record_field(p, "mana_sources")
+        library = record_field(p, "library")
+        v[S["present"]] = 1.0
+        v[S["alive"]] = 0.0 if self._eliminated(p) else 1.0
+        v[S["life"]] = float(record_field(p, "life")) / LIFE_SCALE
+        v[S["mana"]] = float(record_field(p, "mana") or 0) / MANA_SCALE
+        v[S["mana_sources"]] = float(sources if sources is not None else lands) / MANA_SCALE
+        v[S["cmdr_tax"]] = float(record_field(p, "cmdr_tax") or 0) / MANA_SCALE
+        v[S["creatures"]] = creature_count / CREATURE_COUNT_SCALE
+        v[S["power"]] = power / BOARD_POWER_SCALE
+        v[S["toughness"]] = toughness / BOARD_POWER_SCALE
+        v[S["flying_power"]] = flying / BOARD_POWER_SCALE
+        v[S["max_power"]] = max_power / CREATURE_POWER_SCALE
+        v[S["lands"]] = lands / LANDS_SCALE
+        v[S["hand_size"]] = len(record_field(p, "hand") or []) / CARD_COUNT_SCALE
+        v[S["graveyard_size"]] = len(record_field(p, "graveyard") or []) / GRAVEYARD_SCALE
+        v[S["library_size"]] = float(library) / LIBRARY_SCALE if library is not None else 0.0
+        v[S["commander_in_command_zone"]] = 1.0 if command_zone else 0.0
+        v[S["is_actor"]] = 1.0 if int(record_field(p, "seat")) == actor else 0.0
+        dmg = cmdr_damage_by_source(record_field(p, "cmdr_dmg"))
+        v[S["max_cmdr_damage_taken"]] = max(dmg.values(), default=0) / CMDR_DAMAGE_SCALE
+        v[S["total_cmdr_damage_taken"]] = sum(dmg.values()) / TOTAL_CMDR_DAMAGE_SCALE
         for source, amount in dmg.items():
             if source >= 0:
-                v[SEAT_FEATURES + (source - actor) % n] = amount / CMDR_LETHAL
+                v[S[CMDR_DAMAGE_FEATURES[(source - actor) % n]]] = amount / CMDR_DAMAGE_SCALE
 
     def _encode_hand(self, me: Any, v: np.ndarray) -> None:
-        mana = int(_get(me, "mana") or 0)
+        """The acting player's hand features (``HAND_FEATURES``) into the hand block ``v``."""
+        mana = int(record_field(me, "mana") or 0)
         instants = 0
         best_affordable_power = 0
-        for name in _get(me, "hand") or []:
+        for name in record_field(me, "hand") or []:
             card = self.pool.get(name)
             kind = card.kind if card is not None else "unknown"
-            i = KINDS.index(kind)
-            v[i] += 1.0 / COUNT_SCALE
+            v[H[f"hand_{kind}"]] += 1.0 / CARD_COUNT_SCALE
             if card is not None and card.kind != "land" and card.mana_value <= mana:
-                v[len(KINDS) + i] += 1.0 / COUNT_SCALE
+                v[H[f"affordable_{kind}"]] += 1.0 / CARD_COUNT_SCALE
                 if card.kind == "creature":
                     best_affordable_power = max(best_affordable_power, card.power)
             if card is not None and card.instant:
                 instants += 1
-        base = 2 * len(KINDS)
-        v[base] = instants / COUNT_SCALE
-        v[base + 1] = best_affordable_power / COUNT_SCALE
-        command_zone = _get(me, "command_zone") or []
+        v[H["instants"]] = instants / CARD_COUNT_SCALE
+        v[H["best_affordable_power"]] = best_affordable_power / CREATURE_POWER_SCALE
+        command_zone = record_field(me, "command_zone") or []
         if command_zone:
             cmdr = self.pool.get(command_zone[0])
-            cost = (cmdr.mana_value if cmdr is not None else 0) + int(_get(me, "cmdr_tax") or 0)
-            v[base + 2] = cost / MANA_SCALE
-            v[base + 3] = 1.0 if cost <= mana else 0.0
-
-
-def _cmdr_damage_by_source(value: Any) -> dict[int, int]:
-    """Commander damage taken, by source seat; Forge's summed int becomes source -1 (unknown)."""
-    if value is None:
-        return {}
-    if isinstance(value, int):
-        return {-1: value} if value else {}
-    return {int(k): int(v) for k, v in value.items()}
+            cost = (cmdr.mana_value if cmdr is not None else 0) + int(record_field(me, "cmdr_tax") or 0)
+            v[H["commander_cost"]] = cost / MANA_SCALE
+            v[H["commander_affordable"]] = 1.0 if cost <= mana else 0.0
 
 
 def label_record(record: Mapping[str, Any] | Any, pool: dict[str, Card]) -> int | None:
     """Macro-action index of a record's action, or None if it is not trainable.
 
     Args:
-        record: decision record (dict or ``ml.records.DecisionRecord``).
+        record: decision record (dict or ``ml.game.commander.records.DecisionRecord``).
         pool: card pool used to classify cast cards by kind.
 
     Returns:
         Index into ``ml.game.commander.actions.MACRO_ACTIONS``, or None for land drops, casts of cards
         outside the pool, and attacks whose target is not recorded (real Forge data).
     """
-    action = _get(record, "action")
-    idx = _get(action, "action_idx")
+    action = record_field(record, "action")
+    idx = record_field(action, "action_idx")
     if idx is not None:
         return int(idx)
-    macro = _get(action, "macro_action")
+    macro = record_field(action, "macro_action")
     if macro:
         return ACTION_INDEX[macro]
-    kind = _get(action, "type")
-    card_name = _get(action, "card") or ""
-    if kind == "cast_commander" or (kind == "cast" and card_name and card_name == _get(record, "commander")):
+    kind = record_field(action, "type")
+    card_name = record_field(action, "card") or ""
+    if kind == "cast_commander" or (kind == "cast" and card_name and card_name == record_field(record, "commander")):
         return CAST_COMMANDER
     if kind == "cast":
         card = pool.get(card_name)
         return ACTION_OF_KIND.get(card.kind) if card is not None else None
     if kind == "attack":
-        target = _get(action, "target") or ""
+        target = record_field(action, "target") or ""
         if not target.startswith("seat "):
             return None
-        n = len(_get(record, "players"))
-        offset = (int(target.split()[1]) - int(_get(record, "active_seat"))) % n
+        n = len(record_field(record, "players"))
+        offset = (int(target.split()[1]) - int(record_field(record, "active_seat"))) % n
         return attack_action(offset) if offset else None
     if kind == "pass":
         return PASS
@@ -316,7 +313,7 @@ def record_action_mask(record: Mapping[str, Any] | Any) -> np.ndarray:
     Returns:
         bool[NUM_ACTIONS].
     """
-    mask = _get(record, "action_mask")
+    mask = record_field(record, "action_mask")
     if mask is None:
         return np.ones(NUM_ACTIONS, dtype=bool)
     return np.asarray(mask, dtype=bool)

@@ -33,6 +33,7 @@ from pettingzoo import AECEnv
 from ml.game.commander.actions import NUM_ACTIONS
 from ml.game.commander import rules
 from ml.game.commander.state import GameState
+from ml.game.spec import Encoder
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ class CommanderPodEnv(AECEnv):
 
     metadata: ClassVar[dict[str, Any]] = {"name": "commander_pod_v0", "is_parallelizable": False, "render_modes": []}
 
-    def __init__(self, pod_size: int = 4, max_turns: int = 30, encoder: Any = None) -> None:
+    def __init__(self, pod_size: int = 4, max_turns: int = 30, encoder: Encoder | None = None) -> None:
         super().__init__()
         if not rules.MIN_POD <= pod_size <= rules.MAX_POD:
             raise ValueError(f"pod_size must be in {rules.MIN_POD}..{rules.MAX_POD}, got {pod_size}")

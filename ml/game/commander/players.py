@@ -1,4 +1,4 @@
-"""Scripted players of the built-in Commander pod (commander-pod.md "Players (policies)").
+"""Scripted players of the built-in Commander pod (shared/docs/commander-pod.md "Players (policies)").
 
 ``RandomPlayer`` picks uniformly among legal actions. ``HeuristicPlayer`` is the teacher:
 Forge-like priorities, clearly better than random and beatable (it never uses ``hold_mana``,
@@ -12,7 +12,16 @@ from __future__ import annotations
 
 import random
 
-from ml.game.commander.actions import CAST_COMMANDER, CAST_CREATURE, CAST_DRAW, CAST_RAMP, CAST_REMOVAL, CAST_WIPE, FIRST_ATTACK, PASS
+from ml.game.commander.actions import (
+    CAST_COMMANDER,
+    CAST_CREATURE,
+    CAST_DRAW,
+    CAST_RAMP,
+    CAST_REMOVAL,
+    CAST_WIPE,
+    FIRST_ATTACK,
+    PASS,
+)
 from ml.game.commander import engine
 from ml.game.commander.combat import board_value, plan_blocks, resolve_damage, threat
 from ml.game.commander.state import COMMANDER_DAMAGE_LETHAL, GameState, Permanent, PlayerState

@@ -4,7 +4,7 @@ No PettingZoo here (the AEC adapter is ``env.py``); turn flow and card effects l
 ``engine.py`` (its docstring lists the fixed card-choice rules), combat in ``combat.py``.
 ``apply_action`` advances automatically (untap, upkeep, draw, land drop, blocks, instant
 responses, end-step discard, eliminations, next player) to the next decision point of
-``state.current_seat`` or to the end. Records follow ``forge-decision-format.md``.
+``state.current_seat`` or to the end. Records follow ``shared/docs/forge-decision-format.md``.
 
 Determinism: all randomness comes from ``state.rng`` (``random.Random(seed)``); same seed and
 same actions give the same game, bit for bit.
@@ -33,13 +33,13 @@ from ml.game.commander.state import HAND_SIZE, GameState, PlayerState
 logger = logging.getLogger(__name__)
 
 MIN_POD = 2
-"""Smallest pod (commander-pod.md "Players and decks": 2 to 6)."""
+"""Smallest pod (shared/docs/commander-pod.md "Players and decks": 2 to 6)."""
 MULLIGAN_MIN_LANDS, MULLIGAN_MAX_LANDS = 2, 5
 """Opening hands outside this land range are mulliganed (Forge AI keep rule, approximately)."""
 MAX_MULLIGANS = 2
 """Free redraws at most (Commander free mulligan, rule 103.5c; no bottoming modelled)."""
 RAW_MAX_CHARS = 200
-"""Forge's ``action.raw`` is at most 200 characters (forge-decision-format.md)."""
+"""Forge's ``action.raw`` is at most 200 characters (shared/docs/forge-decision-format.md)."""
 
 
 class IllegalActionError(ValueError):
@@ -200,7 +200,7 @@ def _player_record(p: PlayerState) -> dict:
 def decision_record(state: GameState, seat: int | None = None) -> dict:
     """The Forge-format record of the decision about to be made (no ``action`` yet).
 
-    Keys in Forge's order (forge-decision-format.md "Record"): ``game_id, turn, phase,
+    Keys in Forge's order (shared/docs/forge-decision-format.md "Record"): ``game_id, turn, phase,
     active_seat, game_outcome, deck_name, commander, archetype, players``, then our
     ``action_mask``. ``game_outcome`` is ``""``: the writer fills it at game end. Every seat's
     hand is logged (the encoder only uses opponents' hand sizes).

@@ -11,15 +11,15 @@ import random
 from ml.game.commander.cards import Card
 
 STARTING_LIFE = 40
-"""Commander starting life (commander-pod.md "Players and decks"; Commander rule 903.7)."""
+"""Commander starting life (shared/docs/commander-pod.md "Players and decks"; Commander rule 903.7)."""
 HAND_SIZE = 7
-"""Opening hand and end-of-turn maximum hand size (commander-pod.md "Turn")."""
+"""Opening hand and end-of-turn maximum hand size (shared/docs/commander-pod.md "Turn")."""
 COMMANDER_TAX_STEP = 2
 """Extra mana per previous cast of the commander from the command zone (Commander rule 903.8)."""
 COMMANDER_DAMAGE_LETHAL = 21
 """Combat damage from a single commander that eliminates (Commander rule 903.10a)."""
 PHASES: tuple[str, ...] = ("main_1", "combat", "main_2", "end")
-"""Phases that appear in records (forge-decision-format.md ``phase``)."""
+"""Phases that appear in records (shared/docs/forge-decision-format.md ``phase``)."""
 
 
 class Permanent:
@@ -134,7 +134,7 @@ class GameState:
     """The whole game; mutated in place by ``rules.apply_action``.
 
     Attributes:
-        game_id: ``game-<index>-<seed>`` (forge-decision-format.md ``game_id``).
+        game_id: ``game-<index>-<seed>`` (shared/docs/forge-decision-format.md ``game_id``).
         seed: the game seed.
         pod_size: number of seats, 2..MAX_POD.
         max_turns: round cap; the game is a draw after round ``max_turns``.

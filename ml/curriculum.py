@@ -10,6 +10,9 @@ optional ``abort_if`` (stop an attempt whose training metric has not cleared a b
 number of PPO steps). Without a ``curriculum`` key the loop runs one implicit phase,
 ``main``, of ``loop.max_generations`` generations with the params as they are.
 
+Pure models and functions with no driver dependency: ``ml.params`` validates each phase with
+them, and the driver (``ml.driver.transitions``) enters phases with them.
+
 The models are strict like ``ml.params`` (``generations: "2"`` is no integer); each phase's
 overrides are validated against the params sections when ``params.yaml`` loads
 (``ml.params.Params``).
@@ -94,8 +97,3 @@ def opponent_fallback(phase: Phase, previous_phase: str, previous_winner: str | 
         f"phase {phase.name!r} plays the previous phase's model, but phase {previous_phase!r} passed none "
         f"(it was skipped): its self-play opponents are the heuristic teacher instead"
     )
-
-
-def implicit_phase(max_generations: int) -> Phase:
-    """The single phase of a loop without a curriculum (it changes nothing in the params)."""
-    return Phase(name="main", generations=max_generations)

@@ -1,0 +1,231 @@
+"""The commands of ``loop.py`` other than ``eval``: the attempt runner, overrides, profiles,
+the seed checkpoint, the Elo table and the final report.
+
+Each takes the ``Loop`` of the repository and prints for a person; the state changes are the
+pure functions of ``ml.driver.transitions``, the attempt steps ``ml.driver.orchestrator.Loop``'s.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ml.curriculum import phase_overrides
+from ml.driver import history, transitions
+from ml.driver.bots import BOTS_DIR, final_report, load_bots, promote
+from ml.driver.evaluate import accepted_students
+from ml.driver.messages import override_message
+from ml.driver.orchestrator import Loop
+from ml.driver.phases import enter_phase
+from ml.driver.state import AttemptLog
+from ml.driver.workspace import LoopError
+from ml.game.registry import make_game
+from ml.params import load_params
+from ml.policy import CheckpointError, check_shape, load_policy, save_policy
+from ml.ratings import format_table
+
+
+def run_attempts(loop: Loop, max_generations: int | None = None, max_attempts: int | None = None) -> int:
+    """Attempts until done, blocked, stopped or ``max_attempts``; returns the exit status.
+
+    Args:
+        loop: the loop.
+        max_generations: accepted generations to stop at (None: ``loop.max_generations``).
+        max_attempts: attempts to run in this call at most (None: no limit).
+
+    Returns:
+        0 (done, stopped, ``max_attempts`` reached) or 3 (blocked, waits for an override).
+
+    Raises:
+        LoopError: a step failed (the attempt stays in flight; the next run resumes it).
+        ParamsError: params.yaml does not validate.
+    """
+    ran = 0
+    while True:
+        state = loop.load_state()
+        params = load_params(loop.path("params.yaml"))
+        max_gen = max_generations or params.loop.max_generations
+        loop.commit_pending(state)  # killed between the state write and its commit
+        if state.in_flight is None:
+            if state.status == "blocked":
+                print(
+                    f"BLOCKED: gen {state.generation:03d} was rejected {state.failures} times "
+                    f"(loop.max_retries = {params.loop.max_retries}). Last reasons: {'; '.join(state.log[-1].reasons)}.\n"
+                    "Fix the cause, then run `python loop.py --force-retry`, or `python loop.py --skip-to-next-stage`."
+                )
+                loop.write_status("blocked", generation=state.generation, attempt=state.attempt)
+                return 3
+            if (done := transitions.finished(state, params, max_gen)) is not None:
+                enter_phase(loop, state, params)  # after a curriculum: params.yaml back to its base values
+                print(f"done: {done[0]}.{done[1]}")
+                loop.write_status("done", generation=state.generation, attempt=state.attempt)
+                report(loop)
+                return 0
+            if max_attempts is not None and ran >= max_attempts:
+                loop.write_status("stopped", generation=state.generation, attempt=state.attempt)
+                return 0
+        if loop.wait_while_paused(state.in_flight) == "stop":
+            print("stopped on request; run `python loop.py` to go on.")
+            return 0
+        started = time.perf_counter()
+        loop.ensure_data_dirs()
+        if state.in_flight is None:
+            state = enter_phase(loop, state, params)
+        flight = loop.begin(state)
+        print(f"== attempt {flight.attempt_id}: gen {flight.generation:03d} attempt {flight.attempt}", flush=True)
+        loop.promote(flight)
+        ran_stages = loop.repro(flight)
+        if ran_stages is None:
+            print(f"stopped on request during {flight.attempt_id}; run `python loop.py` to resume it.")
+            return 0
+        wall_s = time.perf_counter() - started
+        entry = loop.finish(loop.load_state(), flight, wall_s, ran_stages.stage_wall_s, ran_stages.aborted)
+        ran += 1
+        f = entry.figures
+        stages = ", ".join(f"{k} {v:.0f}s" for k, v in entry.stage_wall_s.items()) or "no stage re-ran"
+        if entry.verdict == "aborted":
+            print(f"== {entry.attempt_id}: ABORTED  {entry.reasons[0]}; wall {entry.wall_s:.0f}s", flush=True)
+            continue
+        print(
+            f"== {entry.attempt_id} [{entry.phase}]: {entry.verdict.upper()}  PPO win {f['win_rate']:.3f} "
+            f"[{f['win_rate_low']:.3f}, {f['win_rate_high']:.3f}] on {f['eval_games']} games (SPRT LLR {f['sprt_llr']:.2f}), "
+            f"holdout acc {f['holdout_accuracy']:.3f}; wall {entry.wall_s:.0f}s ({stages})",
+            flush=True,
+        )
+
+
+def apply_override(loop: Loop, skip: bool) -> None:
+    """Record a human override (``--force-retry``, or ``--skip-to-next-stage`` when ``skip``) in the state and commit it.
+
+    Raises:
+        LoopError: an attempt is in flight.
+        ParamsError: params.yaml does not validate.
+    """
+    state = loop.load_state()
+    if state.in_flight is not None:
+        raise LoopError(f"attempt {state.in_flight.attempt_id} is in flight; let it finish (run loop.py) before an override")
+    kind = "skip-to-next-stage" if skip else "force-retry"
+    entry = AttemptLog(
+        attempt_id=f"{time.strftime('%Y%m%d-%H%M%S')}-override-{kind}",
+        generation=state.generation,
+        attempt=state.attempt,
+        verdict="override",
+        reasons=[kind],
+        phase=state.phase_name,
+    )
+    params = load_params(loop.path("params.yaml"))
+    state, note = transitions.after_override(state, params, skip, history.elo_history(loop.root))
+    if note:
+        entry.reasons.append(note)
+    state.log.append(entry)
+    loop.save_state(state)
+    loop.commit(override_message(entry, state.generation, entry.reasons[1:]))
+    after = f"next is gen {state.generation:03d} attempt {state.attempt}"
+    after = f"done, {state.stop_reason}" if state.status == "done" else after
+    print("\n".join([f"override {kind} recorded: {after}", *entry.reasons[1:]]))
+
+
+def apply_profile(loop: Loop, name: str) -> None:
+    """Write the named profile's overrides into params.yaml and commit them (no-op if applied).
+
+    Raises:
+        LoopError: an attempt is in flight, or params.yaml has no such profile.
+        ParamsError: params.yaml, or it with the profile's overrides, does not validate.
+    """
+    state = loop.load_state()
+    if state.in_flight is not None:
+        raise LoopError(f"attempt {state.in_flight.attempt_id} is in flight; let it finish before changing params")
+    params = load_params(loop.path("params.yaml"))
+    if name not in params.profiles:
+        raise LoopError(f"params.yaml has no profile {name!r} (profiles: {', '.join(sorted(params.profiles)) or 'none'})")
+    overrides = params.profiles[name]
+    current = params.model_dump(mode="json")
+    if all(current[sec].get(k) == v for sec, values in overrides.items() for k, v in values.items()):
+        return
+    loop.set_params(
+        overrides,
+        f"params: profile {name}\n\n" + "\n".join(f"{s}.{k} = {v}" for s, vals in overrides.items() for k, v in vals.items()),
+    )
+    print(f"profile {name} applied to params.yaml and committed")
+
+
+def seed_checkpoint(loop: Loop, path: Path) -> None:
+    """Copy a checkpoint to data/seed/seed.pt (DVC-tracked) and have the current phase's
+    students start from it (restored when the phase ends).
+
+    Raises:
+        LoopError: the run has begun, or the checkpoint cannot be read or does not fit the
+            first phase's game and ``train.hidden_sizes`` (nothing is written).
+        ParamsError: params.yaml does not validate.
+    """
+    state = loop.load_state()
+    if state.in_flight is not None or state.log:
+        raise LoopError("--seed-checkpoint starts the first phase: use it on a fresh run (no attempt yet)")
+    params = load_params(loop.path("params.yaml"))
+    first = params.overridden(phase_overrides(params.curriculum[0], None)) if params.curriculum else params
+    game = make_game(first.game, first.teacher)
+    try:
+        net, _ = load_policy(path)
+        check_shape(net, game.obs_dim, game.num_actions, f"--seed-checkpoint {path}")
+    except CheckpointError as e:
+        raise LoopError(str(e)) from e
+    if tuple(net.hidden_sizes) != tuple(first.train.hidden_sizes):  # refused before anything is written or committed
+        raise LoopError(
+            f"--seed-checkpoint {path} has hidden sizes {list(net.hidden_sizes)}, but the first phase's students "
+            f"have train.hidden_sizes {list(first.train.hidden_sizes)}"
+        )
+    loop.ensure_data_dirs()
+    state.nudges["train.init_checkpoint"] = "data/seed/seed.pt"
+    state.phase_restore["train.init_checkpoint"] = params.train.init_checkpoint
+    with loop.committing(f"seed checkpoint: students start from {path.name}", ["data", "state"], dvc_add=("data/seed",)):
+        save_policy(net, loop.path("data/seed/seed.pt"), {"role": "seed", "source": str(path)})
+        loop.save_state(state)
+    print(f"seed checkpoint {path} -> data/seed/seed.pt; the first phase's students start from it")
+
+
+def print_elo(loop: Loop) -> int:
+    """``loop.py elo``: print the latest Elo table (``state/elo_history.json``); returns the exit status 0.
+
+    Raises:
+        ml.io.DataFileError: the Elo history is not JSON.
+    """
+    elo = history.elo_history(loop.root)
+    if not elo or not elo[-1]["table"]:
+        print("no ratings yet: they are fitted after each accepted generation")
+        return 0
+    print(format_table(elo[-1]))
+    return 0
+
+
+def report(loop: Loop) -> None:
+    """The final, informational report: the final student against every promoted bot
+    (``rating.report_games`` games each; nothing without bots, students or games)."""
+    params = load_params(loop.path("params.yaml"))
+    bots = load_bots(loop.root)
+    students = accepted_students(loop)
+    if not bots or not students or not params.rating.report_games:
+        return
+    student, _ = load_policy(students[-1])
+    rows = final_report(
+        student, bots, games=params.rating.report_games, pod_size=params.game.pod_size, max_turns=params.game.max_turns,
+        num_envs=params.selfplay.num_envs, seed=params.stage_seed("report"), game=make_game(params.game, params.teacher),
+    )  # fmt: skip
+    print(f"final report: student {students[-1].stem} in pods against {params.game.pod_size - 1} copies of each promoted bot")
+    for r in rows:
+        print(f"  vs {r['bot']:30s} win {r['win_rate']:.3f} [{r['low']:.3f}, {r['high']:.3f}] over {r['games']} games")
+
+
+def promote_command(loop: Loop, attempt: str, name: str | None) -> int:
+    """``loop.py promote``: keep an attempt's student as a bot (``bots/promoted/<name>.pt``) and commit it.
+
+    Returns:
+        The exit status, 0.
+
+    Raises:
+        PromoteError: no single attempt matches ``attempt``, or it has no student.
+        LoopError: ``dvc add`` or the commit failed.
+    """
+    with loop.committing(f"promote: {name or attempt} from attempt {attempt}", ["bots"], dvc_add=(str(BOTS_DIR),)):
+        path = promote(loop.root, loop.git, attempt, name)
+    print(f"promoted {path.relative_to(loop.root)}")
+    return 0

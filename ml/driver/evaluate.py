@@ -1,0 +1,108 @@
+"""``loop.py eval``: each accepted generation's student measured against the teacher.
+
+Reads the run's params.yaml and state and changes nothing but the optional ``--json`` file.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ml.driver import history
+from ml.driver.bots import pod_win_rate
+from ml.driver.orchestrator import Loop
+from ml.driver.state import HISTORY_FILE
+from ml.game.registry import make_game
+from ml.io import atomic_write_json, read_json
+from ml.params import load_params
+from ml.policy import CheckpointError, check_shape, load_policy
+from ml.rollout import Controller
+
+
+def accepted_students(loop: Loop) -> list[Path]:
+    """Student checkpoints of the accepted generations, oldest first.
+
+    ``data/merged/students`` (the last merge's output) already holds the newest accepted
+    generation's student, which reaches ``data/students`` only when the next attempt starts;
+    ``data/students`` is the fallback while a merge is rewriting its output.
+    """
+    merged = sorted(loop.path("data/merged/students").glob("gen*.pt"))
+    return merged or sorted(loop.path("data/students").glob("gen*.pt"))
+
+
+def evaluate(loop: Loop, games: int, out: Path | None) -> int:
+    """``loop.py eval``: the table of accepted generations, each student measured against the teacher.
+
+    Per generation g: student g (``accepted_students``, greedy) in seat-rotated duplicate
+    deals against pod_size - 1 teachers on deals no stage played; the share of PPO data in
+    student g's training set and the gate's win rate of PPO agent g (from
+    state/eval_history.json, the accepted attempt); student g's Elo in the latest tournament
+    (state/elo_history.json).
+
+    Args:
+        loop: the loop of the run.
+        games: games per student (rounded down to whole deals of ``game.pod_size`` games).
+        out: also write the rows to this JSON file (None: do not).
+
+    Returns:
+        The exit status: 0, or 2 for a bad ``games``/``out`` or a checkpoint that does not fit the game.
+
+    Raises:
+        ParamsError: params.yaml does not validate.
+    """
+    if games < 1:
+        print("loop.py eval: --games must be >= 1", file=sys.stderr)
+        return 2
+    if out is not None and out.is_dir():
+        print(f"loop.py eval: --json {out} is a directory; give a file path", file=sys.stderr)
+        return 2
+    params = load_params(loop.path("params.yaml"))
+    students = accepted_students(loop)
+    if not students:
+        print("no students yet: each accepted generation adds one (run `python loop.py`)")
+        return 0
+    history_path = loop.path(HISTORY_FILE)
+    accepted = {
+        e["generation"]: e for e in (read_json(history_path) if history_path.exists() else []) if e["verdict"] == "accepted"
+    }
+    elo_runs = history.elo_history(loop.root)
+    elo = {r["player"]: r for r in (elo_runs[-1]["table"] if elo_runs else [])}
+    game = make_game(params.game, params.teacher)
+    n = params.game.pod_size
+    played = max(1, games // n) * n  # whole duplicate deals
+    print(
+        f"students (greedy) in pods against {n - 1} teachers ({game.teacher_name}), {played} games each "
+        f"({played // n} deals); parity {1 / n:.3f}\n"
+        f"{'student':8s} {'win rate [95% Wilson]':<24s} {'draws':>6s} {'PPO agent (gate)':>26s} {'Elo [95%]':>20s} {'PPO share':>9s}"
+    )
+    rows = []
+    for path in students:
+        net, _ = load_policy(path)
+        try:
+            check_shape(net, game.obs_dim, game.num_actions, str(path.relative_to(loop.root)))
+        except CheckpointError as e:
+            print(f"loop.py eval: {e}", file=sys.stderr)
+            return 2
+        row = pod_win_rate(
+            Controller("net", net, greedy=True), Controller("heuristic"), games=games, pod_size=n,
+            max_turns=params.game.max_turns, num_envs=params.selfplay.num_envs, seed=params.stage_seed("eval"),
+            game=game, progress=sys.stderr.isatty(), label=path.stem,
+        )  # fmt: skip
+        fig = accepted.get(int(path.stem[3:]), {}).get("figures", {}) if path.stem[3:].isdigit() else {}
+        rating = elo.get(path.stem)
+        row = {
+            "student": path.stem, **row, "ppo_share": fig.get("sampled_share", {}).get("ppo", 0.0),
+            "agent_win_rate": fig.get("win_rate"), "agent_low": fig.get("win_rate_low"), "agent_high": fig.get("win_rate_high"),
+            "elo": rating and rating["elo"], "elo_low": rating and rating["low"], "elo_high": rating and rating["high"],
+        }  # fmt: skip
+        rows.append(row)
+        agent = f"{row['agent_win_rate']:.3f} [{row['agent_low']:.3f}, {row['agent_high']:.3f}]" if fig else "-"
+        rated = f"{row['elo']:.0f} [{row['elo_low']:.0f}, {row['elo_high']:.0f}]" if rating else "-"
+        print(
+            f"{path.stem:8s} {row['win_rate']:.3f} [{row['low']:.3f}, {row['high']:.3f}]".ljust(33)
+            + f" {row['draws']:6d} {agent:>26s} {rated:>20s} {row['ppo_share']:9.3f}",
+            flush=True,
+        )
+    if out is not None:
+        atomic_write_json(out, rows)
+    return 0

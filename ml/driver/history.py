@@ -1,0 +1,159 @@
+"""The loop's records: the state file, the attempt history, the Elo history and an attempt's figures.
+
+Readers of the versioned files under ``state/`` and of ``metrics/`` that the driver needs;
+every one names a file it cannot read together with how to restore it, and none returns
+an empty record in place of a lost one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from ml.driver.feedback import FeedbackRecord
+from ml.driver.feedback import now as feedback_now
+from ml.driver.state import HISTORY_FILE, STATE_FILE, AttemptLog, InFlight, LoopState
+from ml.driver.workspace import LoopError
+from ml.io import DataFileError, atomic_write_json, read_json
+from ml.params import Params
+from ml.ratings import ELO_FILE
+
+RESTORE_HINT = (
+    "Restore it from the last commit (`git checkout HEAD -- {path}`) and run loop.py again: the attempt in flight resumes."
+)
+
+
+def load_state(root: Path) -> LoopState:
+    """``state/curriculum_state.json`` under ``root``, or a fresh state when the file is absent.
+
+    Raises:
+        LoopError: the file cannot be read or does not validate (named, with how to restore it).
+    """
+    p = root / STATE_FILE
+    if not p.exists():
+        return LoopState()
+    try:
+        return LoopState.model_validate(read_json(p))
+    except (DataFileError, ValidationError) as e:
+        raise LoopError(f"{STATE_FILE} cannot be read: {_first_line(e)}\n{RESTORE_HINT.format(path=STATE_FILE)}") from e
+
+
+def save_state(root: Path, state: LoopState) -> None:
+    """Write ``state/curriculum_state.json`` under ``root`` (atomic)."""
+    atomic_write_json(root / STATE_FILE, state.model_dump(mode="json"))
+
+
+def load_history(root: Path, state: LoopState) -> list[dict]:
+    """``state/eval_history.json``: every finished attempt with its metrics, oldest first.
+
+    Raises:
+        LoopError: the file is missing while ``state`` records finished attempts, or it
+            cannot be read. Never an empty history in place of a lost one.
+    """
+    p = root / HISTORY_FILE
+    if not p.exists():
+        if any(e.verdict != "override" for e in state.log):
+            raise LoopError(
+                f"{HISTORY_FILE} is missing, but {STATE_FILE} records {len(state.log)} finished attempts.\n"
+                + RESTORE_HINT.format(path=HISTORY_FILE)
+            )
+        return []
+    try:
+        history = read_json(p)
+    except DataFileError as e:
+        raise LoopError(f"{e}\n{RESTORE_HINT.format(path=HISTORY_FILE)}") from e
+    if not isinstance(history, list):
+        raise LoopError(f"{HISTORY_FILE}: expected a JSON list of attempts\n{RESTORE_HINT.format(path=HISTORY_FILE)}")
+    return history
+
+
+def elo_history(root: Path) -> list[dict]:
+    """``state/elo_history.json`` (one tournament per accepted generation, oldest first); ``[]`` while absent.
+
+    Raises:
+        ml.io.DataFileError: the file is there but is not JSON.
+    """
+    p = root / ELO_FILE
+    return read_json(p) if p.exists() else []
+
+
+def attempt_figures(root: Path, gate: dict) -> dict:
+    """The headline figures of a gated attempt (win rate with its interval in games, holdout
+    accuracy, SPRT, sampled source shares) from ``gate`` (``metrics/gate.json``) and
+    ``metrics/{train,selfplay}.json`` under ``root``.
+
+    Raises:
+        KeyError: ``gate`` lacks a figure the gate always writes.
+        FileNotFoundError: a metrics file is missing.
+    """
+    train = read_json(root / "metrics/train.json")
+    selfplay = read_json(root / "metrics/selfplay.json")
+    return {
+        "win_rate": gate["gate/win_rate"],
+        "win_rate_low": gate["gate/win_rate_low"],
+        "win_rate_high": gate["gate/win_rate_high"],
+        "eval_games": gate["gate/eval_games"],
+        "sprt_llr": gate.get("gate/sprt_llr"),
+        "sprt_decision": gate.get("gate/sprt_decision"),
+        "holdout_accuracy": gate["gate/holdout_accuracy_current"],
+        "holdout_accuracy_drop": gate["gate/holdout_accuracy_drop"],
+        "selfplay_train_win_rate": selfplay.get("selfplay/train_win_rate"),
+        "sampled_share": train.get("train/sampled_share"),
+    }
+
+
+def attempt_entry(
+    root: Path,
+    state: LoopState,
+    flight: InFlight,
+    gate: dict,
+    abort_reason: str | None,
+    wall_s: float,
+    stage_wall_s: dict[str, float],
+) -> AttemptLog:
+    """The log entry of a finished attempt: its verdict, figures (``attempt_figures``) and reasons.
+
+    Args:
+        root: the repository root.
+        state: the state with ``flight`` in flight (its ``stage_wall_s`` holds the stages run
+            before an interruption).
+        flight: the attempt.
+        gate: ``metrics/gate.json`` (empty when aborted).
+        abort_reason: why self-play aborted the attempt, or None.
+        wall_s: wall seconds of this run of the attempt.
+        stage_wall_s: wall seconds per stage that ran in this run.
+
+    Raises:
+        KeyError, FileNotFoundError: as ``attempt_figures``.
+    """
+    if state.in_flight is not None and state.in_flight.stage_wall_s:  # include stages run before an interruption
+        earlier = sum(state.in_flight.stage_wall_s.values()) - sum(stage_wall_s.values())
+        wall_s, stage_wall_s = wall_s + max(earlier, 0.0), dict(state.in_flight.stage_wall_s)
+    accepted = bool(gate.get("gate/accepted"))
+    return AttemptLog(
+        attempt_id=flight.attempt_id, generation=flight.generation, attempt=flight.attempt,
+        verdict="aborted" if abort_reason else "accepted" if accepted else "rejected",
+        figures={} if abort_reason else attempt_figures(root, gate),
+        reasons=[abort_reason] if abort_reason else list(gate.get("gate/reasons", [])),
+        wall_s=round(wall_s, 1), stage_wall_s=stage_wall_s, phase=state.phase_name, overrides=flight.nudges,
+    )  # fmt: skip
+
+
+def ledger_record(flight: InFlight, params: Params, gate: dict, abort_reason: str | None, outcome: str) -> FeedbackRecord:
+    """The ledger line (``state/feedback.jsonl``) of a finished attempt; its ``outcome`` as the state says it."""
+    return FeedbackRecord(
+        timestamp=feedback_now(), attempt_id=flight.attempt_id, generation=flight.generation, attempt=flight.attempt,
+        params=params.model_dump(mode="json"),
+        figures={k: v for k, v in gate.items() if k != "gate/batch"} or {"aborted": abort_reason},
+        passed=bool(gate.get("gate/accepted")), outcome=outcome, nudges=flight.nudges,
+    )  # fmt: skip
+
+
+def all_metrics(root: Path) -> dict:
+    """Every ``metrics/<stage>.json`` under ``root``: stage name -> its metrics."""
+    return {p.stem: read_json(p) for p in sorted((root / "metrics").glob("*.json"))}
+
+
+def _first_line(e: Exception) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else repr(e)

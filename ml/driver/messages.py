@@ -1,0 +1,68 @@
+"""Commit messages of the loop: built from the state alone, so a run killed between a state
+write and its commit makes the same commit when it resumes. Each ends with an ``Attempt-Id:``
+trailer (``Workspace.commit`` skips a commit whose attempt id is already at HEAD).
+"""
+
+from __future__ import annotations
+
+from ml.driver.state import AttemptLog, LoopState
+
+
+def pending_message(state: LoopState) -> str:
+    """The commit message of the state's last log entry (an attempt or an override).
+
+    Raises:
+        IndexError: the state's log is empty.
+    """
+    last = state.log[-1]
+    if last.verdict == "override":
+        return override_message(last, state.generation)
+    return attempt_message(last, last.overrides, state.nudges)
+
+
+def override_message(entry: AttemptLog, next_generation: int, notes: list[str] | None = None) -> str:
+    """The commit message of an override ``entry`` (its first reason is the kind) that leads to ``next_generation``.
+
+    Args:
+        entry: the override's log entry.
+        next_generation: the generation the state goes on with.
+        notes: paragraphs for the body (e.g. why the next phase plays the heuristic teacher).
+    """
+    body = "".join(f"{n}\n\n" for n in notes or [])
+    return (
+        f"override: {entry.reasons[0]} (generation {entry.generation:03d} -> {next_generation:03d})\n\n"
+        f"{body}Attempt-Id: {entry.attempt_id}\n"
+    )
+
+
+def attempt_message(entry: AttemptLog, used: dict, next_nudges: dict) -> str:
+    """The commit message of a finished attempt.
+
+    Subject: generation, attempt, verdict, phase, then the headline figures, or for an
+    aborted attempt (no figures) its reason. Body: the gate's reasons, the params ``used``
+    on top of params.yaml, the suggester's ``next_nudges`` and the Elo gain. ``used`` is
+    labelled by where it came from: on a generation's first attempt, entering a phase (its
+    overrides, base values back, a seed checkpoint); on a retry, the suggester. The
+    suggester only nudges retries, and a phase is only entered by a first attempt.
+    """
+    f = entry.figures
+    head = f"gen {entry.generation:03d} attempt {entry.attempt}: {entry.verdict} | phase {entry.phase}"
+    if "win_rate" in f:
+        head += (
+            f" | PPO win {f['win_rate']:.3f} [{f['win_rate_low']:.3f}, {f['win_rate_high']:.3f}] "
+            f"| holdout acc {f['holdout_accuracy']:.3f} (drop {f['holdout_accuracy_drop']:+.4f})"
+        )
+    elif entry.reasons:
+        head += f" | {entry.reasons[0]}"
+    lines = [f"- {r}" for r in entry.reasons]
+    if used and entry.attempt == 1:
+        lines.append(f"params set on entering phase {entry.phase}: " + ", ".join(f"{k} = {v}" for k, v in used.items()))
+    elif used:
+        lines.append("params nudged by the suggester for this attempt: " + ", ".join(f"{k} = {v}" for k, v in used.items()))
+    if next_nudges:
+        lines.append("next attempt's params nudged: " + ", ".join(f"{k} = {v}" for k, v in next_nudges.items()))
+    if "elo_gain" in f:
+        g = f["elo_gain"]
+        lines.append(f"Elo gain {g['new']} over {g['old']}: {g['elo']:+.0f} [{g['low']:+.0f}, {g['high']:+.0f}]")
+    body = "\n".join(lines)
+    return f"{head}\n\n{body}\n\nAttempt-Id: {entry.attempt_id}\n" if body else f"{head}\n\nAttempt-Id: {entry.attempt_id}\n"

@@ -1,0 +1,144 @@
+"""The one writer of ``params.yaml``, and the one dotted-path helper for params keys.
+
+``params.yaml`` is rewritten with ruamel.yaml's round trip: comments, quotes and the flow
+style of lists are kept, long lines are never re-wrapped, and the result is validated
+(``ml.params.params_from_dict``) before anyone writes it. The loop (``run`` section, queued
+nudges, profiles, the end of a curriculum, ``import-forge``) and the dashboard's overrides
+(``ml.api.overrides``) all go through here. Keys of params are dotted paths
+(``selfplay.total_steps``, ``train.source_weights.ppo``).
+"""
+
+from __future__ import annotations
+
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedSeq
+
+from ml.params import BaseParams, ParamsError, attempt_seed, params_from_dict
+
+DEFAULT_BASE_SEED: int = BaseParams.model_fields["seed"].default
+"""``base.seed`` when params.yaml has none (sync partner: ``ml.params.BaseParams.seed``)."""
+
+
+class MergeError(ParamsError):
+    """params.yaml with the overrides set does not validate; the message names the file, section and key."""
+
+
+def get_dotted(params: dict[str, Any], key: str) -> Any:
+    """The value at dotted ``key`` (``section.key[.subkey]``) of nested dicts.
+
+    Raises:
+        KeyError: a part of ``key`` is missing.
+        TypeError: a part of ``key`` goes below a value that is not a mapping.
+    """
+    node: Any = params
+    for part in key.split("."):
+        node = node[part]
+    return node
+
+
+def set_dotted(params: dict[str, Any], key: str, value: Any) -> None:
+    """Set the value at dotted ``key`` of nested dicts in place (every parent must exist).
+
+    Raises:
+        KeyError: a parent of the leaf is missing.
+    """
+    *parents, leaf = key.split(".")
+    node = params
+    for part in parents:
+        node = node[part]
+    node[leaf] = value
+
+
+def _yaml() -> YAML:
+    yaml = YAML()
+    yaml.preserve_quotes = True
+    yaml.width = 4096  # never re-wrap the user's long lines
+    return yaml
+
+
+def _load(path: Path) -> Any:
+    try:
+        return _yaml().load(path.read_text(encoding="utf-8"))
+    except Exception as e:  # ruamel raises several YAMLError subclasses
+        raise ParamsError(f"{path}: not valid YAML: {e}") from e
+
+
+def _dump(data: Any) -> str:
+    buf = StringIO()
+    _yaml().dump(data, buf)
+    return buf.getvalue()
+
+
+def attempt_params_text(path: Path, generation: int, attempt: int, nudges: dict[str, Any] | None = None) -> str:
+    """The text of params.yaml at ``path`` with the ``run`` section set for (generation, attempt)
+    and ``nudges`` (dotted key -> value) applied, comments kept. Not validated, not written.
+
+    ``run.seed`` is ``ml.params.attempt_seed`` of ``base.seed`` (``DEFAULT_BASE_SEED`` without one).
+
+    Raises:
+        ParamsError: the file is not valid YAML.
+        KeyError: a nudge's parent section or key is missing from the file.
+    """
+    data = _load(path)
+    base_seed = int(data.get("base", {}).get("seed", DEFAULT_BASE_SEED))
+    data["run"] = {"generation": generation, "attempt": attempt, "seed": attempt_seed(base_seed, generation, attempt)}
+    for key, value in (nudges or {}).items():
+        set_dotted(data, key, value)
+    return _dump(data)
+
+
+def overrides_text(path: Path, overrides: dict[str, dict[str, Any]]) -> tuple[str, list[str]]:
+    """The text of params.yaml at ``path`` with ``overrides`` (section -> key -> value) set, validated.
+
+    A list replacing a flow-style list (``[a, b]``) stays flow style.
+
+    Returns:
+        The new text, and ``section.key=value`` for each value that changed (empty: the
+        text equals the file's).
+
+    Raises:
+        ParamsError: the file is not valid YAML.
+        MergeError: the result does not validate (the message names the file, section and key).
+    """
+    data = _load(path)
+    changed = []
+    for section, values in overrides.items():
+        target = data.setdefault(section, {})
+        for key, value in values.items():
+            old = target.get(key)
+            if old == value:
+                continue
+            if isinstance(value, list) and isinstance(old, CommentedSeq):
+                seq = CommentedSeq(value)
+                if old.fa.flow_style():
+                    seq.fa.set_flow_style()
+                value = seq
+            target[key] = value
+            changed.append(f"{section}.{key}={_short(value)}")
+    text = _dump(data)
+    try:
+        check_text(path, text)
+    except ParamsError as e:
+        raise MergeError(str(e)) from e
+    return text, changed
+
+
+def check_text(path: Path, text: str) -> None:
+    """Validate ``text`` as the new content of params.yaml at ``path`` (nothing is written).
+
+    Raises:
+        ParamsError: it does not validate; the message names ``path``, the section and the key.
+    """
+    params_from_dict(YAML(typ="safe").load(text), source=str(path))
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {v}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(map(str, value)) + "]"
+    return str(value)

@@ -1,0 +1,65 @@
+"""The curriculum's side effects: before each attempt, params.yaml in step with the phase.
+
+The state changes are ``ml.driver.transitions.enter_phase`` and ``leave_curriculum`` (pure);
+here the notes are said and, once the curriculum is over, params.yaml gets its base values
+back in one journalled commit (``Workspace.committing``).
+"""
+
+from __future__ import annotations
+
+from ml.driver import transitions
+from ml.driver.orchestrator import Loop
+from ml.driver.params_file import attempt_params_text, check_text, get_dotted
+from ml.driver.state import LoopState
+from ml.io import atomic_write_text
+from ml.params import Params
+
+
+def enter_phase(loop: Loop, state: LoopState, params: Params) -> LoopState:
+    """Keep params.yaml in step with the curriculum before the next attempt (no-op without one).
+
+    Within the curriculum, the state of ``ml.driver.transitions.enter_phase`` (the phase's
+    params queued in ``nudges``, the base values to restore in ``phase_restore``), not
+    saved here: ``Loop.begin`` saves it with the in-flight attempt. Once the
+    curriculum is over, ``end_curriculum`` puts the base values back and commits.
+
+    Returns:
+        The state to go on with (``state`` itself without a curriculum).
+
+    Raises:
+        ParamsError: (after the last phase) the restored params.yaml does not validate.
+    """
+    phases = params.curriculum
+    if not phases:
+        return state
+    if state.phase >= len(phases):
+        return end_curriculum(loop, state, params)
+    state, note = transitions.enter_phase(state, params)
+    if note:
+        loop.echo(note)
+    return state
+
+
+def end_curriculum(loop: Loop, state: LoopState, params: Params) -> LoopState:
+    """Write the base values of what the last phase changed back into params.yaml and commit
+    it with the state, once (``state.phase_restore`` is then empty), so params.yaml after the
+    curriculum equals params.yaml before it (the ``run`` section apart).
+
+    Raises:
+        ParamsError: the restored params.yaml does not validate (nothing is written).
+    """
+    if not state.phase_restore:
+        return state
+    current = params.model_dump(mode="json")
+    state, restore = transitions.leave_curriculum(state, current)
+    path = loop.path("params.yaml")
+    text = attempt_params_text(path, params.run.generation, params.run.attempt, restore) if restore else None
+    if text is not None:
+        check_text(path, text)
+    changes = "\n".join(f"- {k}: {get_dotted(current, k)} -> {v}" for k, v in restore.items()) or "- nothing differed"
+    with loop.committing(f"curriculum finished: params.yaml back to its base values\n\n{changes}\n", ["params.yaml", "state"]):
+        if text is not None:
+            atomic_write_text(path, text)
+        loop.save_state(state)
+    loop.echo(f"curriculum finished: params.yaml back to its base values ({', '.join(restore) or 'nothing differed'})")
+    return state

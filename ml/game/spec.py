@@ -1,0 +1,57 @@
+"""Typed interfaces between the generic learning modules and a game.
+
+The generic modules (``ml.dataset``, ``ml.rollout``, ``ml.collect``, ``ml.ppo``, ``ml.ratings``)
+see a game only through these protocols and ``ml.game.registry.GameSpec``; they never import a
+game package (``ml.game.commander``). ``ml.game.registry`` is the one module that knows both.
+
+==================== ====================================================================
+``Encoder``          decision record -> ``float32[obs_dim]``, its label and legal actions
+``ScriptedPlayer``   a non-learning controller (teacher, random): ``act(state) -> action``
+==================== ====================================================================
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+
+
+class Encoder(Protocol):
+    """Encoder and labeler of one game's decision records (dicts or ``ml.record_schema`` models).
+
+    Implementations: ``ml.game.commander.encoding.RecordEncoder`` (seat views),
+    ``ml.game.registry.ObservationEncoder`` (the observation stored in OpenSpiel records),
+    ``ml.game.commander.forge.ForgeEncoder`` (adds ``unlabelled``).
+
+    Attributes:
+        obs_dim: observation length.
+        num_actions: size of the action space.
+    """
+
+    obs_dim: int
+    num_actions: int
+
+    def __call__(self, record: Any) -> np.ndarray:
+        """float32[obs_dim] observation of one record."""
+        ...
+
+    def encode_batch(self, records: list[Any]) -> np.ndarray:
+        """float32[N, obs_dim] observations of ``records``."""
+        ...
+
+    def label(self, record: Any) -> int | None:
+        """Action index of the record's action, or None when it is not trainable."""
+        ...
+
+    def action_mask(self, record: Any) -> np.ndarray:
+        """bool[num_actions] legal actions of the record (all-ones when it stores none)."""
+        ...
+
+
+class ScriptedPlayer(Protocol):
+    """A controller that is not a network: the game's teacher or the uniform random player."""
+
+    def act(self, state: Any) -> int:
+        """The action to take in the game state ``state`` (the env's ``state`` attribute)."""
+        ...

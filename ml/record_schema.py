@@ -1,0 +1,224 @@
+"""The decision-record schema shared by every game: base model, common checks, the OpenSpiel kind.
+
+Format reference: ``shared/docs/forge-decision-format.md``. One record per decision point of
+the acting player; keys are written in the writer's field order, then this project's extras
+(``action_mask``, ``source``, ``model_version``, ``generation``, ``reward``,
+``episode_return``, ``schema_version``). Real Forge lines carry none of the extras.
+
+Two record kinds share the reading and writing path (``ml.records``):
+
+* the commander's (Forge's) ``DecisionRecord``: seat views in ``players``. It names the
+  commander's macro actions and pod limits, so it lives with the game, in
+  ``ml.game.commander.records``;
+* :class:`OpenSpielRecord` (any OpenSpiel game): the acting player's ``observation`` vector is
+  stored in the record, so no game engine is needed to read it.
+
+A line with an ``observation`` key is an OpenSpiel record; ``ml.game.registry.record_model``
+tells the two apart (the one module that knows both games).
+
+Version History:
+    1: first version (Forge keys + PPO extension + ``action_mask``). The OpenSpiel record kind
+       was added without a bump: every existing file reads exactly as before.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ml.io import DataFileError
+
+SCHEMA_VERSION = 1
+"""Version of the record schema written by this code; bump on any change (see Version History)."""
+
+Source = Literal["forge", "sim", "ppo"]
+OUTCOME_RE = re.compile(r"^(?:draw|win_seat_(\d+))$")
+"""``game_outcome``: ``draw`` or ``win_seat_<k>`` (0-based seat)."""
+
+
+class RecordError(DataFileError):
+    """A decision record that does not fit the schema; message ``"<file>:<line>: <field>: <problem>"``.
+
+    Attributes:
+        errors: all pydantic error dicts for the record (the message reports the first).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        line: int | None,
+        field: str | None,
+        problem: str,
+        errors: Sequence[dict[str, Any]] = (),
+    ) -> None:
+        super().__init__(path, line, field, problem)
+        self.errors = list(errors)
+
+
+class FieldProblem(ValueError):
+    """A model-validator error that knows which field it is about (pydantic only gives the model's loc)."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(problem)
+        self.field = field
+
+
+class RecordModel(BaseModel):
+    """Base of every record kind and its parts."""
+
+    model_config = ConfigDict(extra="ignore")  # unknown keys from newer writers are dropped, never fatal
+
+
+class Record(Protocol):
+    """What the dataset builder and the gate read of a record of either kind."""
+
+    game_id: str
+    turn: int
+    active_seat: int
+    game_outcome: str
+    source: Source | None
+    episode_return: float | None
+
+    def winner(self) -> int | None: ...
+
+    @property
+    def players_count(self) -> int: ...
+
+
+def record_field(obj: Any, key: str, default: Any = None) -> Any:
+    """Field ``key`` of a record (or a part of one) given as a dict or as a pydantic model."""
+    if isinstance(obj, Mapping):
+        return obj.get(key, default)
+    return getattr(obj, key, default)
+
+
+def get_dotted(obj: Any, dotted: str) -> Any:
+    """Attribute ``a.b.c`` of a model."""
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def check_outcome(v: str, limit: int | None) -> str:
+    """``v`` when it is ``draw`` or ``win_seat_<k>`` with ``k < limit`` (any k when None); else ValueError."""
+    m = OUTCOME_RE.match(v)
+    if m is None or (limit is not None and m.group(1) is not None and int(m.group(1)) >= limit):
+        bound = f"0..{limit - 1}" if limit is not None else "k"
+        raise ValueError(f"game_outcome must be 'draw' or 'win_seat_<{bound}>', got {v!r}")
+    return v
+
+
+def outcome_winner(outcome: str) -> int | None:
+    """Seat of the winner of a validated ``game_outcome``, or None for a draw."""
+    m = OUTCOME_RE.match(outcome)
+    assert m is not None, "game_outcome was validated at construction"
+    return None if m.group(1) is None else int(m.group(1))
+
+
+def check_mask_bits(v: list[int] | None) -> list[int] | None:
+    """``action_mask`` when every entry is 0 or 1; else ValueError."""
+    if v is not None and any(b not in (0, 1) for b in v):
+        raise ValueError("action_mask entries must be 0 or 1")
+    return v
+
+
+def check_schema_version(v: int | None) -> int | None:
+    """``schema_version`` when it is absent or this reader's; else ValueError."""
+    if v is not None and v != SCHEMA_VERSION:
+        raise ValueError(f"unsupported schema_version {v} (this reader knows {SCHEMA_VERSION})")
+    return v
+
+
+def check_complete(record: BaseModel, required: Sequence[str]) -> None:
+    """Raise FieldProblem (first missing field) when a ``source == "ppo"`` record lacks a ``required`` field."""
+    missing = [f for f in required if get_dotted(record, f) is None]
+    if missing:
+        raise FieldProblem(missing[0], f"a ppo record requires {', '.join(missing)}")
+
+
+class MoveAction(RecordModel):
+    """The move taken in an OpenSpiel game (``action`` of an :class:`OpenSpielRecord`)."""
+
+    type: str = "move"
+    raw: str = ""
+    """``state.action_to_string(player, action)`` (at most 200 characters)."""
+    action_idx: int = Field(ge=0)
+    """The OpenSpiel action id, the label and the policy's output index."""
+
+
+OPENSPIEL_PPO_REQUIRED: tuple[str, ...] = ("model_version", "generation", "reward", "episode_return", "schema_version")
+"""Fields an OpenSpiel record of ``source == "ppo"`` must carry."""
+
+
+class OpenSpielRecord(RecordModel):
+    """One decision of an OpenSpiel game; field order is the write order.
+
+    The common keys mean what they mean in the commander's ``DecisionRecord``; ``turn`` counts
+    the game's decisions (1-based) and ``phase`` is ``play``.
+    """
+
+    game_id: str
+    turn: int = Field(ge=1)
+    phase: str = "play"
+    active_seat: int = Field(ge=0)
+    game_outcome: str
+    game: str
+    """The game, ``openspiel:<short name>``."""
+    num_players: int = Field(ge=1)
+    observation: list[float]
+    """float[obs_dim]: ``observation_tensor`` (else ``information_state_tensor``) of the acting player."""
+    action: MoveAction
+    action_mask: list[int] | None = None
+    """int[num_distinct_actions] of 0/1: the legal moves."""
+    source: Source | None = None
+    model_version: str | None = None
+    generation: int | None = Field(default=None, ge=0)
+    reward: float | None = Field(default=None, allow_inf_nan=False)
+    episode_return: float | None = Field(default=None, allow_inf_nan=False)
+    schema_version: int | None = None
+
+    @field_validator("game_outcome")
+    @classmethod
+    def _outcome_form(cls, v: str) -> str:
+        return check_outcome(v, None)
+
+    @field_validator("action_mask")
+    @classmethod
+    def _mask_bits(cls, v: list[int] | None) -> list[int] | None:
+        return check_mask_bits(v)
+
+    @field_validator("schema_version")
+    @classmethod
+    def _known_version(cls, v: int | None) -> int | None:
+        return check_schema_version(v)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> OpenSpielRecord:
+        if self.active_seat >= self.num_players:
+            raise FieldProblem("active_seat", f"seat {self.active_seat} in a game of {self.num_players} players")
+        winner = self.winner()
+        if winner is not None and winner >= self.num_players:
+            raise FieldProblem("game_outcome", f"{self.game_outcome!r} in a game of {self.num_players} players")
+        if self.source == "ppo":
+            check_complete(self, OPENSPIEL_PPO_REQUIRED)
+        if self.action_mask is not None:
+            if self.action.action_idx >= len(self.action_mask):
+                raise FieldProblem(
+                    "action.action_idx", f"action_idx {self.action.action_idx} >= {len(self.action_mask)} actions"
+                )
+            if not self.action_mask[self.action.action_idx]:
+                raise FieldProblem("action.action_idx", f"action_idx {self.action.action_idx} is masked out by action_mask")
+        return self
+
+    @property
+    def players_count(self) -> int:
+        """Seats in the game."""
+        return self.num_players
+
+    def winner(self) -> int | None:
+        """Seat of the game's winner, or None for a draw."""
+        return outcome_winner(self.game_outcome)

@@ -1,0 +1,94 @@
+"""``dvc.yaml``: each stage's deps cover every project module it imports, and nothing of the driver.
+
+A module a stage imports (directly, through another module, or lazily inside a function)
+but missing from its deps would let DVC skip a needed rerun after that module changed; a
+dep on ``ml/driver/`` or ``ml/api/`` (loop.py, the dashboard) would re-run stages for
+changes that cannot alter their outputs. The imports are read from the source (``ast``),
+so every branch counts, the ``TYPE_CHECKING`` ones too. Each stage module imports nothing
+from another stage and nothing from ``ml/driver/``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+STAGES = ("teacher", "train", "selfplay", "export", "gate", "merge")
+PACKAGES = ("ml", "stages")
+NEVER = ("ml/driver", "ml/api")
+GAME_DATA = "ml/game/commander/data"
+"""Read at run time by ``ml/game/commander/cards.py`` (cards and decks), not imported."""
+
+
+def _module_file(name: str) -> Path | None:
+    p = ROOT.joinpath(*name.split("."))
+    for f in (p.with_suffix(".py"), p / "__init__.py"):
+        if f.is_file():
+            return f
+    return None
+
+
+def _imports(path: Path) -> set[str]:
+    """Project modules ``path`` names in any import statement (``from a import b``: ``a`` and ``a.b``)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+    return {m for m in out if m.split(".")[0] in PACKAGES}
+
+
+def _closure(stage: str) -> set[str]:
+    """Repo-relative files of every project module ``stages.<stage>`` runs (packages' ``__init__`` included)."""
+    todo, seen, files = [f"stages.{stage}"], set(), set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):
+            f = _module_file(".".join(parts[:i]))
+            if f is not None and f not in files:
+                files.add(f)
+                todo.extend(_imports(f))
+    return {f.relative_to(ROOT).as_posix() for f in files}
+
+
+def _deps(stage: str) -> list[str]:
+    return yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"][stage]["deps"]
+
+
+def _covered(path: str, deps: list[str]) -> bool:
+    return any(path == d or path.startswith(d.rstrip("/") + "/") for d in deps)
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_deps_cover_every_imported_module(stage: str) -> None:
+    deps, files = _deps(stage), _closure(stage)
+    missing = sorted(f for f in files if not _covered(f, deps))
+    assert not missing, f"dvc.yaml stage {stage}: add to deps {missing} (imported by stages/{stage}.py, directly or not)"
+    if "ml/game/commander/cards.py" in files:
+        assert _covered(GAME_DATA, deps), f"dvc.yaml stage {stage}: deps lack {GAME_DATA} (cards and decks)"
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_deps_name_no_driver_and_nothing_unused(stage: str) -> None:
+    deps, files = _deps(stage), _closure(stage)
+    code = [d for d in deps if d.split("/")[0] in PACKAGES]
+    assert not [d for d in code if _covered(d, list(NEVER)) or any(_covered(n, [d]) for n in NEVER)], deps
+    unused = [d for d in code if not any(_covered(f, [d]) for f in files)]
+    assert not unused, f"dvc.yaml stage {stage}: deps {unused} are not imported by stages/{stage}.py"
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_a_stage_imports_no_other_stage_and_no_driver(stage: str) -> None:
+    direct = _imports(ROOT / "stages" / f"{stage}.py")
+    assert not [m for m in direct if m.startswith("stages.")], direct
+    files = _closure(stage)
+    assert not [f for f in files if _covered(f, list(NEVER))], sorted(files)
