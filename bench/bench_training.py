@@ -16,8 +16,8 @@ import time
 import numpy as np
 import torch
 
-from ml.game.commander.actions import NUM_ACTIONS
 from ml.dataset import DecisionSet
+from ml.game.commander.actions import NUM_ACTIONS
 from ml.game.commander.encoding import OBS_DIM
 from ml.policy import PolicyNet
 from ml.supervised import StudentConfig, train_student

@@ -21,10 +21,10 @@ import numpy as np
 import torch
 
 from ml.game.registry import make_game
-from ml.stats import wilson_interval
 from ml.params import load_params
 from ml.policy import load_policy
 from ml.rollout import Controller, game_seeds, play_games, rotated_seatings
+from ml.stats import wilson_interval
 
 
 def student_vs_teachers(repo: Path, games: int, seed: int = 99) -> dict[str, tuple[int, int, float, float, float]]:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import argparse
 
-from ml.game.commander.actions import MAX_POD
 from ml.driver.bots import pod_win_rate
+from ml.game.commander.actions import MAX_POD
 from ml.game.commander.rules import MIN_POD
 from ml.rollout import Controller
 

@@ -35,9 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ml.game.spec import Encoder
 from ml.io import DataFileError
 from ml.progress import log_once
-from ml.game.spec import Encoder
 from ml.record_schema import Record
 from ml.records import read_records, scan_batches
 

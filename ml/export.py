@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from typing import Any
-
 from ml.game.registry import GameSpec
 from ml.policy import PolicyNet
+from ml.progress import ProgressBar
 from ml.records import BatchWriter
 from ml.rollout import Controller, game_seeds, play_games, rotated_seatings
-from ml.progress import ProgressBar
 
 logger = logging.getLogger(__name__)
 

@@ -25,11 +25,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from ml.policy import PolicyNet
-from ml.collect import CollectSettings, Collector
+from ml.collect import Collector, CollectSettings
 from ml.game.registry import GameSpec, commander
-from ml.rollout import Transition
+from ml.policy import PolicyNet
 from ml.progress import ProgressBar
+from ml.rollout import Transition
 
 logger = logging.getLogger(__name__)
 

@@ -31,11 +31,11 @@ import torch
 import yaml
 
 from ml.curriculum import FALLBACK_OPPONENT_MIX, Phase, opponent_fallback, phase_overrides
-from ml.driver.state import AttemptLog, LoopState
 from ml.driver.messages import attempt_message
 from ml.driver.orchestrator import Loop
 from ml.driver.params_file import attempt_params_text
 from ml.driver.phases import enter_phase
+from ml.driver.state import AttemptLog, LoopState
 from ml.params import ParamsError, load_params, params_from_dict
 from ml.policy import load_policy
 from tests.conftest import attempt_commits, git, make_project_copy, run_loop, tiny_params

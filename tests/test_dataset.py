@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ml.game.commander.actions import ACTION_INDEX, CAST_COMMANDER, attack_action
 from ml.dataset import DecisionSet, in_holdout, load_ppo, load_teacher, sample_mixture
+from ml.game.commander.actions import ACTION_INDEX, CAST_COMMANDER, attack_action
 from ml.game.commander.encoding import OBS_DIM, RecordEncoder, label_record
 from ml.game.commander.features import feature_index, feature_names
 from ml.records import read_records

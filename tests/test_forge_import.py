@@ -36,13 +36,13 @@ import torch
 import yaml
 
 import loop
-from ml.game.commander.actions import NUM_ACTIONS, attack_action
 from ml.dataset import DecisionSet, encode_records, load_teacher
-from ml.game.commander.encoding import RecordEncoder, label_record
 from ml.driver.forge_import import foreign_teacher_files, format_report, import_files
+from ml.game.commander.actions import NUM_ACTIONS, attack_action
+from ml.game.commander.encoding import RecordEncoder, label_record
 from ml.game.commander.forge import CARD_TABLE, ForgeEncoder, load_card_table, merge_card_tables
-from ml.io import DataFileError
 from ml.game.commander.records import DecisionRecord
+from ml.io import DataFileError
 from ml.records import read_records
 from ml.supervised import StudentConfig, accuracy, train_student
 from tests.conftest import git, tiny_params

@@ -28,8 +28,8 @@ import yaml
 
 from ml import progress
 from ml.dataset import sample_mixture
-from ml.progress import LINE_EVERY_ENV, DvcOutputFilter, ProgressBar, line_interval_s, progress_line
 from ml.driver.workspace import LoopError, Workspace
+from ml.progress import LINE_EVERY_ENV, DvcOutputFilter, ProgressBar, line_interval_s, progress_line
 from tests.conftest import ROOT, git, tiny_params
 from tests.test_dataset import _fake_set
 

@@ -29,8 +29,8 @@ from pathlib import Path
 import pytest
 
 from ml.game.commander.actions import ACTION_INDEX, NUM_ACTIONS
-from ml.io import DataFileError, JsonlWriter, atomic_write_json, iter_jsonl, read_json
 from ml.game.commander.records import DecisionRecord, cmdr_damage_by_source
+from ml.io import DataFileError, JsonlWriter, atomic_write_json, iter_jsonl, read_json
 from ml.records import (
     SCHEMA_VERSION,
     BatchWriter,

@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 
 from ml.driver.feedback import LEDGER, FeedbackRecord, append_record, read_ledger
-from ml.driver.state import HISTORY_FILE, AttemptLog, LoopState
 from ml.driver.orchestrator import Loop
-from ml.params import load_params
+from ml.driver.state import HISTORY_FILE, AttemptLog, LoopState
 from ml.driver.workspace import LoopError
+from ml.params import load_params
 from tests.conftest import git, make_project_copy, run_loop, tiny_params
 
 pytestmark = pytest.mark.expensive  # git and DVC in a project copy
@@ -195,6 +195,7 @@ def test_kill_inside_a_journalled_commit_is_completed_at_next_start(loop: Loop):
     assert "completed the commit interrupted by a kill: params: profile full" in res.stdout
     assert git(repo, "log", "-1", "--format=%s").strip() == "params: profile full"
     assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
-    assert load_params(repo / "params.yaml").profiles["full"]["loop"]["max_generations"] == load_params(
-        repo / "params.yaml"
-    ).loop.max_generations
+    assert (
+        load_params(repo / "params.yaml").profiles["full"]["loop"]["max_generations"]
+        == load_params(repo / "params.yaml").loop.max_generations
+    )

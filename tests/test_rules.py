@@ -21,11 +21,10 @@ import json
 
 import pytest
 
-from ml.game.commander.actions import CAST_COMMANDER, CAST_REMOVAL, CAST_WIPE, HOLD_MANA, NUM_ACTIONS, PASS, attack_action
 from ml.game.commander import engine
+from ml.game.commander.actions import CAST_COMMANDER, CAST_REMOVAL, CAST_WIPE, HOLD_MANA, NUM_ACTIONS, PASS, attack_action
 from ml.game.commander.cards import load_card_pool, load_decks
 from ml.game.commander.players import HeuristicPlayer, RandomPlayer
-from ml.stats import wilson_interval
 from ml.game.commander.rules import (
     IllegalActionError,
     apply_action,
@@ -36,6 +35,7 @@ from ml.game.commander.rules import (
     outcome,
 )
 from ml.game.commander.state import GameState, Permanent
+from ml.stats import wilson_interval
 
 POOL = load_card_pool()
 

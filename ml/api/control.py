@@ -30,9 +30,9 @@ from git import GitCommandError
 
 from ml.api.overrides import write_overrides
 from ml.api.readers import LAUNCH_FILE, LOG_FILE, RepoView
-from ml.io import atomic_write_json
 from ml.driver.state import CONTROL_FILE, LOCK_FILE, RUNTIME_DIR, STATUS_FILE
 from ml.driver.workspace import DVC_ENV
+from ml.io import atomic_write_json
 
 logger = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from git import GitCommandError, InvalidGitRepositoryError, NoSuchPathError, Repo
 
-from ml.io import DataFileError, read_json
 from ml.driver.state import HISTORY_FILE, RUNTIME_DIR, STATE_FILE, LoopState
+from ml.io import DataFileError, read_json
 from ml.params import Params, ParamsError, load_params
 from ml.ratings import ELO_FILE
 

@@ -18,10 +18,10 @@ from typing import Any
 import yaml
 
 from ml.gate import duplicate_deal_outcomes
-from ml.stats import wilson_interval
 from ml.policy import PolicyNet, load_policy, save_policy
 from ml.progress import ProgressBar
 from ml.rollout import Controller
+from ml.stats import wilson_interval
 
 BOTS_DIR = Path("bots/promoted")
 BOT_FORMAT = 1

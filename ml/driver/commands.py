@@ -68,10 +68,10 @@ def run_attempts(loop: Loop, max_generations: int | None = None, max_attempts: i
             print("stopped on request; run `python loop.py` to go on.")
             return 0
         started = time.perf_counter()
-        loop.ensure_data_dirs()
         if state.in_flight is None:
             state = enter_phase(loop, state, params)
         flight = loop.begin(state)
+        loop.ensure_data_dirs()  # in flight: a kill inside it leaves changes the next start knows as its own
         print(f"== attempt {flight.attempt_id}: gen {flight.generation:03d} attempt {flight.attempt}", flush=True)
         loop.promote(flight)
         ran_stages = loop.repro(flight)
@@ -174,10 +174,10 @@ def seed_checkpoint(loop: Loop, path: Path) -> None:
             f"--seed-checkpoint {path} has hidden sizes {list(net.hidden_sizes)}, but the first phase's students "
             f"have train.hidden_sizes {list(first.train.hidden_sizes)}"
         )
-    loop.ensure_data_dirs()
     state.nudges["train.init_checkpoint"] = "data/seed/seed.pt"
     state.phase_restore["train.init_checkpoint"] = params.train.init_checkpoint
     with loop.committing(f"seed checkpoint: students start from {path.name}", ["data", "state"], dvc_add=("data/seed",)):
+        loop.ensure_data_dirs()  # inside the journal: a kill here is completed by the next start
         save_policy(net, loop.path("data/seed/seed.pt"), {"role": "seed", "source": str(path)})
         loop.save_state(state)
     print(f"seed checkpoint {path} -> data/seed/seed.pt; the first phase's students start from it")

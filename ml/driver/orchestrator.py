@@ -153,6 +153,7 @@ class Loop(Workspace):
         for name in missing:
             self.path(f"data/{name}").mkdir(parents=True, exist_ok=True)
         if missing:
+            self.seam("data_dirs")
             self.run([*DVC, "add", *(f"data/{n}" for n in missing)])
 
     def begin(self, state: LoopState) -> InFlight:

@@ -23,9 +23,9 @@ import psutil
 from filelock import FileLock, Timeout
 from git import InvalidGitRepositoryError, NoSuchPathError, Repo
 
+from ml.driver.state import LOCK_FILE, PROGRESS_FILE, RUNTIME_DIR
 from ml.faults import during, kill_group, seam
 from ml.io import atomic_write_json, read_json
-from ml.driver.state import LOCK_FILE, PROGRESS_FILE, RUNTIME_DIR
 from ml.progress import PROGRESS_FILE_ENV, DvcOutputFilter
 
 logger = logging.getLogger(__name__)

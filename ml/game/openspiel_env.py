@@ -33,10 +33,9 @@ import random
 from typing import Any, ClassVar
 
 import numpy as np
+import pyspiel
 from gymnasium import spaces
 from pettingzoo import AECEnv
-
-import pyspiel
 
 
 class IllegalMoveError(ValueError):

@@ -62,9 +62,7 @@ from ml.game.commander.features import (
     CMDR_DAMAGE_SCALE,
     CREATURE_COUNT_SCALE,
     CREATURE_POWER_SCALE,
-    G,
     GRAVEYARD_SCALE,
-    H,
     HAND_START,
     LANDS_SCALE,
     LIBRARY_SCALE,
@@ -74,11 +72,13 @@ from ml.game.commander.features import (
     PHASES,
     POD_SCALE,
     PREVIEW_DAMAGE_CAP,
-    S,
     SEAT_DIM,
     SEATS_START,
     TOTAL_CMDR_DAMAGE_SCALE,
     TURN_SCALE,
+    G,
+    H,
+    S,
 )
 from ml.game.commander.records import cmdr_damage_by_source
 from ml.game.commander.state import COMMANDER_DAMAGE_LETHAL, Permanent

@@ -30,8 +30,8 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import AECEnv
 
-from ml.game.commander.actions import NUM_ACTIONS
 from ml.game.commander import rules
+from ml.game.commander.actions import NUM_ACTIONS
 from ml.game.commander.state import GameState
 from ml.game.spec import Encoder
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 
+from ml.game.commander import engine
 from ml.game.commander.actions import (
     CAST_COMMANDER,
     CAST_CREATURE,
@@ -22,7 +23,6 @@ from ml.game.commander.actions import (
     FIRST_ATTACK,
     PASS,
 )
-from ml.game.commander import engine
 from ml.game.commander.combat import board_value, plan_blocks, resolve_damage, threat
 from ml.game.commander.state import COMMANDER_DAMAGE_LETHAL, GameState, Permanent, PlayerState
 

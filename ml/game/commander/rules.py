@@ -16,6 +16,7 @@ import logging
 
 import numpy as np
 
+from ml.game.commander import engine
 from ml.game.commander.actions import (
     CAST_COMMANDER,
     CAST_REMOVAL,
@@ -26,7 +27,6 @@ from ml.game.commander.actions import (
     NUM_ACTIONS,
     PASS,
 )
-from ml.game.commander import engine
 from ml.game.commander.cards import load_card_pool, load_decks
 from ml.game.commander.state import HAND_SIZE, GameState, PlayerState
 
