@@ -20,11 +20,12 @@ overrides are validated against the params sections when ``params.yaml`` loads
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-ABORT_METRICS = ("train_win_rate", "entropy", "approx_kl", "clipfrac", "pg_loss", "v_loss")
+AbortMetric = Literal["train_win_rate", "entropy", "approx_kl", "clipfrac", "pg_loss", "v_loss"]
+ABORT_METRICS: tuple[str, ...] = get_args(AbortMetric)
 """Training metrics of ``ml.ppo.train_ppo`` an ``abort_if`` may name (``selfplay/<metric>``)."""
 
 
@@ -33,7 +34,7 @@ class AbortIf(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    metric: Literal[ABORT_METRICS] = "train_win_rate"  # type: ignore[valid-type]
+    metric: AbortMetric = "train_win_rate"
     below: float
     at_steps: int = Field(ge=1)
 

@@ -77,8 +77,13 @@ class DecisionSet:
     def __len__(self) -> int:
         return len(self.label)
 
+    @property
+    def _targets(self) -> np.ndarray:
+        assert self.targets is not None, "__post_init__ builds targets when they are not given"
+        return self.targets
+
     def _fields(self) -> tuple[np.ndarray, ...]:
-        return (self.obs, self.action_mask, self.label, self.value_target, self.source, self.game_id, self.targets)
+        return (self.obs, self.action_mask, self.label, self.value_target, self.source, self.game_id, self._targets)
 
     def subset(self, idx: np.ndarray) -> DecisionSet:
         """Rows ``idx`` (int[K] or bool[N]) as a new set."""
@@ -86,7 +91,7 @@ class DecisionSet:
 
     def correct(self, pred: np.ndarray) -> np.ndarray:
         """bool[N]: whether each predicted action (int64[N]) is one the record allows (``targets``)."""
-        return self.targets[np.arange(len(self)), pred]
+        return self._targets[np.arange(len(self)), pred]
 
     def source_counts(self) -> dict[str, int]:
         """Decisions per source."""

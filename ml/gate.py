@@ -35,16 +35,17 @@ from collections import Counter
 from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 import torch
 
 from ml.game.registry import GameSpec
 from ml.policy import PolicyNet, load_policy
+from ml.progress import ProgressBar
 from ml.records import iter_games, read_records, scan_batches
 from ml.rollout import Controller, play_games, rotated_seatings
-from ml.stats import SPRT, mcnemar_regression, sequential_test, student_non_regression
+from ml.stats import SPRT, mcnemar_regression, sequential_test, student_non_regression, wilson_interval
 from ml.supervised import build_and_train, predict
 
 if TYPE_CHECKING:
@@ -53,6 +54,15 @@ if TYPE_CHECKING:
 
 class GateError(ValueError):
     """The gate's input is not what it needs (the message names the folder and what it found)."""
+
+
+class _PodArgs(TypedDict):
+    """The pod settings :func:`run_gate` passes to every :func:`duplicate_deal_outcomes`."""
+
+    pod_size: int
+    max_turns: int
+    num_envs: int
+    game: GameSpec
 
 
 def duplicate_deal_outcomes(
@@ -66,7 +76,7 @@ def duplicate_deal_outcomes(
     encoder: Any = None,
     deals_per_chunk: int = 16,
     game: GameSpec | None = None,
-) -> Iterator[list[bool]]:
+) -> Iterator[list[bool | None]]:
     """Seat-rotated duplicate deals: each deal (one game seed: same shuffled decks and seat
     order, or the same chance outcomes of an OpenSpiel game) is replayed ``pod_size`` times
     with the candidate in each seat and ``opponent`` in the others. Yields, per deal in order,
@@ -267,7 +277,7 @@ def run_gate(
         raise GateError(f"{candidate_dir}: expected exactly one PPO batch, found {len(batches)}")
     agent, _ = load_policy(model)
     current, _ = load_policy(student)
-    pods = {"pod_size": pod_size, "max_turns": max_turns, "num_envs": num_envs, "game": game}
+    pods: _PodArgs = {"pod_size": pod_size, "max_turns": max_turns, "num_envs": num_envs, "game": game}
     sprt = SPRT(1.0 / pod_size, cfg.target_win_rate, cfg.alpha, cfg.beta)
     deals = duplicate_deal_outcomes(Controller("net", agent), Controller(cfg.opponent), seed=seed, **pods)
     strength = sequential_test(deals, sprt, cfg.min_games, cfg.max_games, cfg.confidence)
@@ -288,3 +298,42 @@ def run_gate(
     metrics["gate/candidate_batch"] = batches[0].name
     metrics["gate/candidate_sampled_share"] = train_metrics["train/sampled_share"]
     return candidate, metrics
+
+
+def pod_win_rate(
+    candidate: Controller,
+    opponent: Controller,
+    *,
+    games: int,
+    pod_size: int,
+    max_turns: int,
+    num_envs: int,
+    seed: int,
+    game: GameSpec | None = None,
+    progress: bool = False,
+    label: str = "",
+) -> dict:
+    """First places of ``candidate`` in pods against ``pod_size - 1`` copies of ``opponent``.
+
+    Seat-rotated duplicate deals (``duplicate_deal_outcomes``): ``games`` is rounded
+    down to whole deals of ``pod_size`` games (at least one deal); a draw is no first place.
+    ``game`` (``ml.game.registry.GameSpec``) defaults to the commander.
+
+    Returns:
+        ``games``, ``wins``, ``draws``, ``win_rate``, ``low``, ``high`` (95% Wilson interval).
+    """
+    deals = duplicate_deal_outcomes(
+        candidate, opponent, pod_size=pod_size, max_turns=max_turns, num_envs=num_envs, seed=seed, encoder=None, game=game
+    )
+    n_deals = max(1, games // pod_size)
+    outcomes = [
+        x
+        for deal in ProgressBar(islice(deals, n_deals), total=n_deals, desc=label, unit="deal", disable=not progress)
+        for x in deal
+    ]
+    wins = sum(1 for x in outcomes if x)
+    low, high = wilson_interval(wins, len(outcomes))
+    return {
+        "games": len(outcomes), "wins": wins, "draws": sum(1 for x in outcomes if x is None),
+        "win_rate": wins / len(outcomes), "low": low, "high": high,
+    }  # fmt: skip

@@ -36,6 +36,7 @@ from open_spiel.python.algorithms import exploitability
 from ml.game.openspiel_env import observation_of
 from ml.game.registry import GameSpec
 from ml.policy import PolicyNet
+from ml.record_schema import OpenSpielRecord
 from ml.records import read_records, scan_batches
 
 logger = logging.getLogger(__name__)
@@ -111,6 +112,8 @@ def teacher_decisions(teacher_dir: Path) -> list[tuple[list[float], list[int], i
     out = []
     for path in scan_batches(teacher_dir, sources=("sim",)):
         for rec in read_records(path):
+            if not isinstance(rec, OpenSpielRecord):
+                raise TypeError(f"{path}: game {rec.game_id!r} is a commander record, not an OpenSpiel one")
             legal = [i for i, b in enumerate(rec.action_mask or []) if b]
             out.append((rec.observation, legal, rec.action.action_idx))
     return out

@@ -132,7 +132,7 @@ class ProgressBar(tqdm):
     def __init__(self, iterable: Any = None, *args: Any, line_every_s: float | None = None, **kwargs: Any) -> None:
         self._status_path = os.environ.get(PROGRESS_FILE_ENV)
         self._last_report = 0.0
-        self._count = 0
+        self._count: float = 0  # tqdm counts in floats when update() is given one
         self._label = str(kwargs.get("desc", "") or "")
         self._unit = str(kwargs.get("unit", "it"))
         total = kwargs.get("total")
@@ -178,14 +178,15 @@ class ProgressBar(tqdm):
         logger.info("%s", progress_line(self._label, self._count, self._total, self._unit, now - self._started, postfix))
 
     def _report(self, force: bool = False) -> None:
-        if not getattr(self, "_status_path", None) or sys.is_finalizing():
+        status_path: str | None = getattr(self, "_status_path", None)  # unset when tqdm's __del__ follows a failed __init__
+        if not status_path or sys.is_finalizing():
             return
         now = time.monotonic()
         if not force and now - self._last_report < REPORT_EVERY_S:
             return
         self._last_report = now
         doc = {"desc": self._label, "n": self._count, "total": self._total, "unit": self._unit, "updated_at": time.time()}
-        atomic_write_json(self._status_path, doc)
+        atomic_write_json(status_path, doc)
 
 
 # DVC 3.x's advice after `dvc add` / `dvc repro` (text captured from DVC 3.67.1; tests/test_progress.py

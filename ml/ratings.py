@@ -29,7 +29,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import torch
@@ -198,7 +198,8 @@ def fit_plackett_luce(
     return Ratings(players, theta, cov, games)
 
 
-HEURISTIC, RANDOM = "heuristic", "random"
+HEURISTIC: Final = "heuristic"
+RANDOM: Final = "random"
 
 
 def tournament_seatings(
@@ -292,9 +293,9 @@ def rate_generation(
         ``table`` (rows of ``Ratings.table``) and ``gain`` (vs the previous generation, or None).
     """
     history = read_json(root / ELO_FILE) if (root / ELO_FILE).exists() else []
-    for entry in history:
-        if entry["attempt_id"] == attempt_id:
-            return entry
+    for past in history:
+        if past["attempt_id"] == attempt_id:
+            return past
     newest = f"gen{generation:03d}"
     games = load_tournament(root)
     if play.get("games", 0) and not any(g["attempt_id"] == attempt_id for g in games):

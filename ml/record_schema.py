@@ -53,7 +53,7 @@ class RecordError(DataFileError):
         line: int | None,
         field: str | None,
         problem: str,
-        errors: Sequence[dict[str, Any]] = (),
+        errors: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         super().__init__(path, line, field, problem)
         self.errors = list(errors)
@@ -73,6 +73,16 @@ class RecordModel(BaseModel):
     model_config = ConfigDict(extra="ignore")  # unknown keys from newer writers are dropped, never fatal
 
 
+class RecordAction(Protocol):
+    """What is read of a record's ``action`` of either kind (``MoveAction`` or the commander's ``Action``)."""
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def raw(self) -> str: ...
+
+
 class Record(Protocol):
     """What the dataset builder and the gate read of a record of either kind."""
 
@@ -81,7 +91,11 @@ class Record(Protocol):
     active_seat: int
     game_outcome: str
     source: Source | None
+    reward: float | None
     episode_return: float | None
+
+    @property
+    def action(self) -> RecordAction: ...
 
     def winner(self) -> int | None: ...
 

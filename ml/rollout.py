@@ -14,9 +14,9 @@ Seats are named by *controller*: a key into a mapping of ``Controller`` objects,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -24,6 +24,9 @@ import torch
 from ml.game.registry import GameSpec, commander
 from ml.game.spec import Encoder, ScriptedPlayer
 from ml.policy import PolicyNet, check_shape
+
+ControllerKind = Literal["heuristic", "random", "net"]
+"""Who plays a seat: a scripted player (``heuristic``, ``random``) or a network (``net``)."""
 
 
 @dataclass
@@ -36,7 +39,7 @@ class Controller:
         greedy: arg-max instead of sampling for ``net`` controllers.
     """
 
-    kind: str
+    kind: ControllerKind
     net: PolicyNet | None = None
     greedy: bool = False
 
@@ -127,7 +130,7 @@ def play_games(
     log_seats: Callable[[list[str]], list[int]] | None = None,
     track_seats: Callable[[list[str]], list[int]] | None = None,
     game: GameSpec | None = None,
-) -> Iterator[GameResult]:
+) -> Generator[GameResult, None, None]:
     """Play ``len(seatings)`` games, ``num_envs`` at a time, yielding each as it ends.
 
     Args:
@@ -147,7 +150,7 @@ def play_games(
         GameResult, in order of completion (deterministic for fixed inputs).
 
     Raises:
-        ValueError: neither ``game`` nor ``pod_size`` given.
+        ValueError: neither ``game`` nor ``pod_size`` given, or a ``net`` controller without a net.
         ml.policy.CheckpointError: a network's input or output size does not fit the game.
     """
     if game is None:
@@ -158,6 +161,8 @@ def play_games(
         encoder = game.encoder()
     for key, ctrl in controllers.items():
         if ctrl.kind == "net":
+            if ctrl.net is None:
+                raise ValueError(f"controller {key!r} is a net controller without a net")
             check_shape(ctrl.net, game.obs_dim, game.num_actions, f"the policy of {key!r}")
     pending = list(range(len(seatings)))[::-1]
     slots: list[_Slot] = []
@@ -219,7 +224,9 @@ def _start(
 def _decide(ctrl: Controller, slots: list[_Slot], generator: torch.Generator) -> None:
     """Choose and apply one action in each slot (all of them wait on ``ctrl``)."""
     seats = [int(s.env.agent_selection.split("_")[1]) for s in slots]
+    actions: np.ndarray | list[int]  # int64[len(slots)] from the net, or the scripted players' picks
     if ctrl.kind == "net":
+        assert ctrl.net is not None, "play_games checked that every net controller has a net"
         observed = [s.env.observe(s.env.agent_selection) for s in slots]
         obs = np.stack([o["observation"] for o in observed])
         mask = np.stack([o["action_mask"] for o in observed]).astype(bool)

@@ -14,7 +14,7 @@ References:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -90,7 +90,7 @@ class SPRT:
 
 
 def sequential_test(
-    outcomes: Iterator[list[bool]], test: SPRT, min_games: int, max_games: int, confidence: float = 0.95
+    outcomes: Iterator[Sequence[bool | None]], test: SPRT, min_games: int, max_games: int, confidence: float = 0.95
 ) -> dict:
     """Run an SPRT over groups of games (one duplicate deal per group), stopping early.
 
@@ -164,7 +164,7 @@ def mcnemar_regression(correct_current: np.ndarray, correct_candidate: np.ndarra
     }
 
 
-def student_non_regression(outcomes: list[bool | None], pod_size: int, margin: float, confidence: float = 0.95) -> dict:
+def student_non_regression(outcomes: Sequence[bool | None], pod_size: int, margin: float, confidence: float = 0.95) -> dict:
     """Clear-regression check of the candidate student against the current one.
 
     Draws are left out: two similar greedy students often stall to the turn cap, and a

@@ -23,7 +23,6 @@ import torch
 import torch.nn.functional as F
 
 from ml.dataset import DecisionSet, load_ppo, load_teacher, sample_mixture
-from ml.game.commander.forge import teacher_encoder
 from ml.policy import MASKED_LOGIT, CheckpointError, PolicyNet, check_shape, load_policy
 from ml.progress import ProgressBar
 
@@ -180,8 +179,8 @@ def build_and_train(
         cfg: the ``train`` section of params (``ml.params.TrainParams``): holdout share,
             mixture weights, PPO filters, warm start (``init_checkpoint``, a path read
             relative to the working directory) and the training knobs.
-        game: the game; its encoder (wrapped by ``ml.game.commander.forge.teacher_encoder``
-            for the commander) encodes and labels every decision.
+        game: the game; its teacher encoder (``GameSpec.teacher_encoder``) encodes and labels
+            every decision.
         teacher_dir: folder of teacher batches (``ml-decisions-sim-*.jsonl``); a fixed share
             of its games is held out.
         forge_dir: folder of imported Forge files and their card table (``data/forge``),
@@ -205,7 +204,7 @@ def build_and_train(
         ml.policy.CheckpointError: a warm start that does not fit (see ``train_student``).
         ValueError: the mixture has no data.
     """
-    encoder = teacher_encoder(game.encoder(), forge_dir)
+    encoder = game.teacher_encoder(forge_dir)
     forge_dirs = [forge_dir] if forge_dir is not None and forge_dir.is_dir() else []
     train, holdout, stats = load_teacher([teacher_dir], cfg.holdout_fraction, encoder, forge_dirs)
     if stats["forge_files"] and not cfg.source_weights.get("forge"):

@@ -245,15 +245,15 @@ def elo_series(raw: Any) -> tuple[list[Point], list[tuple[float, str, str]], str
     refits = [e for e in entries if e.get("table")]
     if refits:
         last = refits[-1]
-        points, lines = [], []
+        points: list[Point] = []
+        lines: list[tuple[float, str, str]] = []
         for row in last["table"]:
             player = str(row.get("player", ""))
             match = GENERATION_PLAYER.fullmatch(player)
             if match:
                 point = _elo_point(int(match[1]), row, player)
                 points += [point] if point else []
-            elif _pick(row, ELO_KEYS["y"]) is not None:
-                elo = _pick(row, ELO_KEYS["y"])
+            elif (elo := _pick(row, ELO_KEYS["y"])) is not None:
                 lines.append((elo, "elo-reference", f"{player} {elo:.0f}"))
         caption = f"latest refit, after {last.get('attempt_id')} ({last.get('games')} games); 95% intervals"
         return points, lines, caption

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import overload
 
 from ml.api.control import LoopController
 from ml.api.readers import LAUNCH_FILE, LOG_FILE, RepoView
@@ -71,6 +72,14 @@ def _progress(reported: dict, progress: dict) -> dict | None:
     n, total = progress.get("n"), progress.get("total")
     fraction = min(1.0, n / total) if isinstance(n, int | float) and isinstance(total, int | float) and total else None
     return {**{k: progress.get(k) for k in ("desc", "n", "total", "unit", "updated_at")}, "fraction": fraction}
+
+
+@overload
+def generation_label(generation: int) -> str: ...
+
+
+@overload
+def generation_label(generation: None) -> None: ...
 
 
 def generation_label(generation: int | None) -> str | None:

@@ -4,24 +4,21 @@
 ``dvc.lock`` recorded) to ``bots/promoted/<name>.pt``: the policy checkpoint format
 (``ml.policy.CHECKPOINT_FORMAT``) plus ``bot_format`` and the provenance in its meta, and
 ``dvc add``s the folder. ``final_report`` plays the final student against every promoted
-bot in seat-rotated duplicate deals (informational: it decides nothing); ``pod_win_rate``
+bot in seat-rotated duplicate deals (informational: it decides nothing); ``ml.gate.pod_win_rate``
 is that measurement for any two controllers (``loop.py eval`` uses it against the teacher).
 """
 
 from __future__ import annotations
 
 import re
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from ml.gate import duplicate_deal_outcomes
+from ml.gate import pod_win_rate
 from ml.policy import PolicyNet, load_policy, save_policy
-from ml.progress import ProgressBar
 from ml.rollout import Controller
-from ml.stats import wilson_interval
 
 BOTS_DIR = Path("bots/promoted")
 BOT_FORMAT = 1
@@ -102,45 +99,6 @@ def promote(root: Path, git: Any, query: str, name: str | None = None) -> Path:
 def load_bots(root: Path) -> dict[str, PolicyNet]:
     """Every promoted bot, by name."""
     return {p.stem: load_policy(p)[0] for p in sorted((root / BOTS_DIR).glob("*.pt"))}
-
-
-def pod_win_rate(
-    candidate: Controller,
-    opponent: Controller,
-    *,
-    games: int,
-    pod_size: int,
-    max_turns: int,
-    num_envs: int,
-    seed: int,
-    game: Any = None,
-    progress: bool = False,
-    label: str = "",
-) -> dict:
-    """First places of ``candidate`` in pods against ``pod_size - 1`` copies of ``opponent``.
-
-    Seat-rotated duplicate deals (``ml.gate.duplicate_deal_outcomes``): ``games`` is rounded
-    down to whole deals of ``pod_size`` games (at least one deal); a draw is no first place.
-    ``game`` (``ml.game.registry.GameSpec``) defaults to the commander.
-
-    Returns:
-        ``games``, ``wins``, ``draws``, ``win_rate``, ``low``, ``high`` (95% Wilson interval).
-    """
-    deals = duplicate_deal_outcomes(
-        candidate, opponent, pod_size=pod_size, max_turns=max_turns, num_envs=num_envs, seed=seed, encoder=None, game=game
-    )
-    n_deals = max(1, games // pod_size)
-    outcomes = [
-        x
-        for deal in ProgressBar(islice(deals, n_deals), total=n_deals, desc=label, unit="deal", disable=not progress)
-        for x in deal
-    ]
-    wins = sum(1 for x in outcomes if x)
-    low, high = wilson_interval(wins, len(outcomes))
-    return {
-        "games": len(outcomes), "wins": wins, "draws": sum(1 for x in outcomes if x is None),
-        "win_rate": wins / len(outcomes), "low": low, "high": high,
-    }  # fmt: skip
 
 
 def final_report(

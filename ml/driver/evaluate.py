@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 from ml.driver import history
-from ml.driver.bots import pod_win_rate
 from ml.driver.orchestrator import Loop
 from ml.driver.state import HISTORY_FILE
 from ml.game.registry import make_game
+from ml.gate import pod_win_rate
 from ml.io import atomic_write_json, read_json
 from ml.params import load_params
 from ml.policy import CheckpointError, check_shape, load_policy

@@ -22,7 +22,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -85,11 +85,17 @@ class FileReport:
     """
 
     source: Path
-    status: str
+    status: Literal["imported", "already imported", "refused"]
     dest: Path | None = None
     decisions: int = 0
     bad: list[DataFileError] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def imported_to(self) -> Path:
+        """``dest`` of a file that was imported or already was (never None then)."""
+        assert self.dest is not None, f"{self.source} was {self.status}: it has no dest"
+        return self.dest
 
 
 def _good_lines(path: Path, bad: list[DataFileError]) -> tuple[bytes, int, set[str]]:
@@ -211,7 +217,7 @@ def import_command(loop: Any, paths: Sequence[Path], cards: Path | None, weight:
             reports = import_files(paths, forge_dir)
             done = [r for r in reports if r.status == "imported"]
             head = f"import-forge: {len(done)} Forge file(s), {sum(r.decisions for r in done)} decisions"
-            body = [f"{r.source.name} -> {r.dest.name}: {r.decisions} decisions, {len(r.bad)} bad lines" for r in done]
+            body = [f"{r.source.name} -> {r.imported_to.name}: {r.decisions} decisions, {len(r.bad)} bad lines" for r in done]
             parts = [head + (", card table" if table_changed else ""), *(["\n".join(body)] if body else [])]
             commit["message"] = "\n\n".join(parts)
     except DataFileError as e:  # a bad card table: nothing written, nothing committed

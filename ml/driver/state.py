@@ -19,6 +19,9 @@ from pydantic import BaseModel, Field
 
 from ml.io import atomic_write_json, read_json
 
+LoopStatus = Literal["idle", "running", "blocked", "done"]
+"""``LoopState.status``."""
+
 STATE_FILE = Path("state/curriculum_state.json")
 HISTORY_FILE = Path("state/eval_history.json")
 LOCK_FILE = Path(".dvc/tmp/loop.lock")
@@ -92,7 +95,7 @@ class LoopState(BaseModel):
     """
 
     schema_version: int = 1
-    status: Literal["idle", "running", "blocked", "done"] = "idle"
+    status: LoopStatus = "idle"
     generation: int = 0
     attempt: int = 1
     failures: int = 0

@@ -18,12 +18,12 @@ from typing import Any
 
 from ml.curriculum import opponent_fallback, phase_overrides
 from ml.driver.params_file import get_dotted
-from ml.driver.state import LoopState
+from ml.driver.state import LoopState, LoopStatus
 from ml.params import Params
 from ml.ratings import converged
 
 
-def status_after(state: LoopState, params: Params, elo_history: list[dict]) -> tuple[str, str | None]:
+def status_after(state: LoopState, params: Params, elo_history: list[dict]) -> tuple[LoopStatus, str | None]:
     """The status (``running``, ``blocked``, ``done``) of ``state`` and, when done, why.
 
     Args:

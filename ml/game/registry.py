@@ -26,15 +26,18 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ml.game.spec import Encoder, ScriptedPlayer
-from ml.record_schema import RecordModel, record_field
+from ml.record_schema import record_field
 
 if TYPE_CHECKING:
+    from ml.game.commander.records import DecisionRecord
     from ml.params import GameParams, TeacherParams
+    from ml.record_schema import OpenSpielRecord
 
 COMMANDER = "commander"
 OPENSPIEL_PREFIX = "openspiel:"
@@ -175,13 +178,30 @@ class GameSpec:
 
         return RecordEncoder()
 
+    def teacher_encoder(self, forge_dir: Path | None) -> Encoder:
+        """The encoder teacher data is labelled with: for the commander, ``encoder()`` with the
+        imported Forge folder's card table and partial attack labels
+        (``ml.game.commander.forge.teacher_encoder``); any other game's ``encoder()``.
+
+        Args:
+            forge_dir: the imported Forge folder (``data/forge``), or None.
+
+        Raises:
+            ml.io.DataFileError: a bad card table in ``forge_dir``.
+        """
+        if self.is_openspiel:
+            return self.encoder()
+        from ml.game.commander.forge import teacher_encoder
+
+        return teacher_encoder(self.encoder(), forge_dir)
+
     @property
     def teacher_name(self) -> str:
         """What the ``heuristic`` controller is in this game (for logs and reports)."""
         return f"MCTS({self.mcts_simulations} simulations)" if self.is_openspiel else "Forge-like heuristic"
 
 
-def record_model(obj: Any) -> type[RecordModel]:
+def record_model(obj: Any) -> type[DecisionRecord] | type[OpenSpielRecord]:
     """The record kind of a JSON object or record: ``OpenSpielRecord`` when it has an
     ``observation``, else the commander's (Forge's) ``DecisionRecord``."""
     from ml.game.commander.records import DecisionRecord

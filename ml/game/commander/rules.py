@@ -270,7 +270,9 @@ def describe_action(state: GameState, action: int) -> dict:
         card = p.hand[engine.choose_card(p, engine.KIND_OF_ACTION[action])].name
         raw = f"{who} cast {card}"
         if action == CAST_REMOVAL:
-            owner, victim = engine.removal_target(state, p.seat)  # type: ignore[misc]
+            chosen = engine.removal_target(state, p.seat)
+            assert chosen is not None, "CAST_REMOVAL is legal only with a removal target (engine.compute_legal)"
+            owner, victim = chosen
             target = f"seat {owner.seat}"
             raw += f" targeting {victim.card.name} ({target})"
     return {
