@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 import torch
+from pydantic import BaseModel, ConfigDict, Field
 
 from ml.game.registry import GameSpec
 from ml.policy import PolicyNet, load_policy
@@ -220,6 +221,48 @@ def verdict(strength: dict, holdout: dict, student: dict, batch: dict, gated: bo
         "gate/student_draws": student["draws"],
         "gate/batch": batch,
     }
+
+
+class GateVerdict(BaseModel):
+    """What the driver reads of ``metrics/gate.json``: the verdict and its headline figures.
+
+    Built by ``from_metrics`` from the ``gate/…`` keys ``run_gate`` writes (the other keys,
+    e.g. the data-quality ones, stay in the metrics file and the ledger).
+
+    Attributes:
+        accepted: whether the batch joins the pool.
+        reasons: why it was (or, ungated, would have been) rejected.
+        failed: names of the failed checks (``strength``, ``holdout``, ``student``, ``empty``).
+        win_rate, win_rate_low, win_rate_high: the PPO agent's first-place rate and its 95%
+            interval. eval_games: games it took (the SPRT stops early).
+        sprt_llr, sprt_decision: the sequential test's log-likelihood ratio and decision.
+        holdout_accuracy_current, holdout_accuracy_drop: teacher-holdout accuracy of the
+            current student, and how much the candidate student lost on it.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    accepted: bool
+    reasons: list[str] = Field(default_factory=list)
+    failed: list[str] = Field(default_factory=list)
+    win_rate: float
+    win_rate_low: float
+    win_rate_high: float
+    eval_games: int
+    sprt_llr: float | None = None
+    sprt_decision: str | None = None
+    holdout_accuracy_current: float
+    holdout_accuracy_drop: float
+
+    @classmethod
+    def from_metrics(cls, metrics: dict[str, Any]) -> GateVerdict:
+        """The verdict in ``metrics`` (``metrics/gate.json``).
+
+        Raises:
+            pydantic.ValidationError: a field the gate always writes is missing or mistyped.
+        """
+        fields = {k.removeprefix("gate/"): v for k, v in metrics.items() if k.startswith("gate/")}
+        return cls.model_validate({k: v for k, v in fields.items() if k in cls.model_fields})
 
 
 def run_gate(

@@ -39,12 +39,12 @@ def test_append_once_and_keep_corrupt_lines(tmp_path, caplog):
 
 def test_suggest_follows_the_failed_check_within_bounds():
     params = Params().model_dump(mode="json")
-    strength = suggest({"gate/failed": ["strength"]}, params)
+    strength = suggest(["strength"], params)
     assert strength == {"selfplay.total_steps": 300_000, "selfplay.ent_coef": 0.015, "selfplay.lr": 0.00021}
-    holdout = suggest({"gate/failed": ["holdout"]}, params)
+    holdout = suggest(["holdout"], params)
     assert holdout == {"train.source_weights.ppo": 0.35}
-    assert suggest({"gate/failed": []}, params) == {}
+    assert suggest([], params) == {}
     at_bounds = Params().model_dump(mode="json")
     at_bounds["selfplay"].update(total_steps=2_000_000, ent_coef=0.05, lr=1e-5)
-    assert suggest({"gate/failed": ["strength"]}, at_bounds) == {}
+    assert suggest(["strength"], at_bounds) == {}
     assert all(r.low <= r.high for r in RULES)

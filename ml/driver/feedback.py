@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ml.driver.params_file import get_dotted
+from ml.io import DataFileError, iter_jsonl
 
 logger = logging.getLogger(__name__)
 
@@ -54,23 +56,24 @@ class LedgerProblem:
 def read_ledger(path: Path) -> tuple[list[FeedbackRecord], list[LedgerProblem]]:
     """All valid records, and the corrupt lines with their 1-based line numbers.
 
-    Read as bytes: a line that is not UTF-8, not JSON or not a record is a ``LedgerProblem``,
-    whatever its bytes; it is never rewritten.
+    Read with ``ml.io.iter_jsonl``, which reports a line that is not UTF-8 or not JSON and
+    reads on; a line that is JSON but not a record is reported too. Every such line is a
+    ``LedgerProblem``, whatever its bytes; it is never rewritten.
     """
     records: list[FeedbackRecord] = []
     problems: list[LedgerProblem] = []
     if not path.exists():
         return records, problems
-    with path.open("rb") as f:
-        for no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                records.append(FeedbackRecord.model_validate_json(line.decode("utf-8")))
-            except UnicodeDecodeError as e:
-                problems.append(LedgerProblem(no, f"not valid UTF-8 ({e.reason} at byte {e.start})"))
-            except ValidationError as e:
-                problems.append(LedgerProblem(no, str(e).splitlines()[0]))
+
+    def unreadable(e: DataFileError) -> None:
+        problems.append(LedgerProblem(e.line or 0, e.problem))
+
+    for no, obj in iter_jsonl(path, allow_truncated_last=False, on_error=unreadable):
+        try:
+            records.append(FeedbackRecord.model_validate(obj))
+        except ValidationError as e:
+            problems.append(LedgerProblem(no, str(e).splitlines()[0]))
+    problems.sort(key=lambda p: p.line)
     for p in problems:
         logger.warning("%s:%d: corrupt ledger line left in place: %s", path, p.line, p.error)
     return records, problems
@@ -128,11 +131,11 @@ RULES: tuple[Rule, ...] = (
 """The suggester's rules: bounded, one direction each, so repeated retries converge to the bounds."""
 
 
-def suggest(gate: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+def suggest(failed: Sequence[str], params: dict[str, Any]) -> dict[str, Any]:
     """Nudged values for a retry after a rejection.
 
     Args:
-        gate: the gate metrics (``metrics/gate.json``).
+        failed: the checks that failed (``ml.gate.GateVerdict.failed``).
         params: the params of the rejected attempt (plain nested dict).
 
     Returns:
@@ -140,7 +143,7 @@ def suggest(gate: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
         its bound is left alone).
     """
     out: dict[str, Any] = {}
-    for check in gate.get("gate/failed", []):
+    for check in failed:
         for rule in (r for r in RULES if r.check == check and r.key not in out):
             try:
                 old = float(get_dotted(params, rule.key))

@@ -15,6 +15,7 @@ from ml.driver.feedback import FeedbackRecord
 from ml.driver.feedback import now as feedback_now
 from ml.driver.state import HISTORY_FILE, STATE_FILE, AttemptLog, InFlight, LoopState
 from ml.driver.workspace import LoopError
+from ml.gate import GateVerdict
 from ml.io import DataFileError, atomic_write_json, read_json
 from ml.params import Params
 from ml.ratings import ELO_FILE
@@ -78,26 +79,25 @@ def elo_history(root: Path) -> list[dict]:
     return read_json(p) if p.exists() else []
 
 
-def attempt_figures(root: Path, gate: dict) -> dict:
+def attempt_figures(root: Path, verdict: GateVerdict) -> dict:
     """The headline figures of a gated attempt (win rate with its interval in games, holdout
-    accuracy, SPRT, sampled source shares) from ``gate`` (``metrics/gate.json``) and
+    accuracy, SPRT, sampled source shares) from the gate's ``verdict`` and
     ``metrics/{train,selfplay}.json`` under ``root``.
 
     Raises:
-        KeyError: ``gate`` lacks a figure the gate always writes.
         FileNotFoundError: a metrics file is missing.
     """
     train = read_json(root / "metrics/train.json")
     selfplay = read_json(root / "metrics/selfplay.json")
     return {
-        "win_rate": gate["gate/win_rate"],
-        "win_rate_low": gate["gate/win_rate_low"],
-        "win_rate_high": gate["gate/win_rate_high"],
-        "eval_games": gate["gate/eval_games"],
-        "sprt_llr": gate.get("gate/sprt_llr"),
-        "sprt_decision": gate.get("gate/sprt_decision"),
-        "holdout_accuracy": gate["gate/holdout_accuracy_current"],
-        "holdout_accuracy_drop": gate["gate/holdout_accuracy_drop"],
+        "win_rate": verdict.win_rate,
+        "win_rate_low": verdict.win_rate_low,
+        "win_rate_high": verdict.win_rate_high,
+        "eval_games": verdict.eval_games,
+        "sprt_llr": verdict.sprt_llr,
+        "sprt_decision": verdict.sprt_decision,
+        "holdout_accuracy": verdict.holdout_accuracy_current,
+        "holdout_accuracy_drop": verdict.holdout_accuracy_drop,
         "selfplay_train_win_rate": selfplay.get("selfplay/train_win_rate"),
         "sampled_share": train.get("train/sampled_share"),
     }
@@ -107,7 +107,7 @@ def attempt_entry(
     root: Path,
     state: LoopState,
     flight: InFlight,
-    gate: dict,
+    verdict: GateVerdict | None,
     abort_reason: str | None,
     wall_s: float,
     stage_wall_s: dict[str, float],
@@ -119,29 +119,30 @@ def attempt_entry(
         state: the state with ``flight`` in flight (its ``stage_wall_s`` holds the stages run
             before an interruption).
         flight: the attempt.
-        gate: ``metrics/gate.json`` (empty when aborted).
+        verdict: the gate's verdict (``metrics/gate.json``); None when aborted.
         abort_reason: why self-play aborted the attempt, or None.
         wall_s: wall seconds of this run of the attempt.
         stage_wall_s: wall seconds per stage that ran in this run.
 
     Raises:
-        KeyError, FileNotFoundError: as ``attempt_figures``.
+        FileNotFoundError: as ``attempt_figures``.
     """
     if state.in_flight is not None and state.in_flight.stage_wall_s:  # include stages run before an interruption
         earlier = sum(state.in_flight.stage_wall_s.values()) - sum(stage_wall_s.values())
         wall_s, stage_wall_s = wall_s + max(earlier, 0.0), dict(state.in_flight.stage_wall_s)
-    accepted = bool(gate.get("gate/accepted"))
+    accepted = verdict is not None and verdict.accepted
     return AttemptLog(
         attempt_id=flight.attempt_id, generation=flight.generation, attempt=flight.attempt,
         verdict="aborted" if abort_reason else "accepted" if accepted else "rejected",
-        figures={} if abort_reason else attempt_figures(root, gate),
-        reasons=[abort_reason] if abort_reason else list(gate.get("gate/reasons", [])),
+        figures=attempt_figures(root, verdict) if verdict is not None and not abort_reason else {},
+        reasons=[abort_reason] if abort_reason else list(verdict.reasons if verdict is not None else []),
         wall_s=round(wall_s, 1), stage_wall_s=stage_wall_s, phase=state.phase_name, overrides=flight.nudges,
     )  # fmt: skip
 
 
 def ledger_record(flight: InFlight, params: Params, gate: dict, abort_reason: str | None, outcome: str) -> FeedbackRecord:
-    """The ledger line (``state/feedback.jsonl``) of a finished attempt; its ``outcome`` as the state says it."""
+    """The ledger line (``state/feedback.jsonl``) of a finished attempt, with every gate metric
+    (``gate``, empty when aborted); its ``outcome`` as the state says it."""
     return FeedbackRecord(
         timestamp=feedback_now(), attempt_id=flight.attempt_id, generation=flight.generation, attempt=flight.attempt,
         params=params.model_dump(mode="json"),

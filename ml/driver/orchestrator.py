@@ -49,6 +49,7 @@ from ml.driver.state import (
 )
 from ml.driver.workspace import DVC, OWNED_PATHS, LoopError, Workspace
 from ml.game.registry import make_game
+from ml.gate import GateVerdict
 from ml.io import atomic_write_json, atomic_write_text, read_json
 from ml.params import Params, load_params
 from ml.policy import load_policy
@@ -323,13 +324,11 @@ class Loop(Workspace):
             LoopError: the history cannot be read (``load_history``); nothing is recorded.
         """
         params = load_params(self.path("params.yaml"))
-        if state.in_flight is not None and state.in_flight.stage_wall_s:  # include stages run before an interruption
-            earlier = sum(state.in_flight.stage_wall_s.values()) - sum(stage_wall_s.values())
-            wall_s, stage_wall_s = wall_s + max(earlier, 0.0), dict(state.in_flight.stage_wall_s)
         abort_reason = read_json(self.path("metrics/selfplay.json")).get("selfplay/aborted") if aborted else None
         gate = {} if abort_reason else read_json(self.path("metrics/gate.json"))
-        accepted = bool(gate.get("gate/accepted"))
-        entry = history.attempt_entry(self.root, state, flight, gate, abort_reason, wall_s, stage_wall_s)
+        verdict = GateVerdict.from_metrics(gate) if gate else None
+        accepted = verdict is not None and verdict.accepted
+        entry = history.attempt_entry(self.root, state, flight, verdict, abort_reason, wall_s, stage_wall_s)
         attempts = self.load_history(state)  # before the tournament: a lost history stops here
         elo = self.rate(flight, params) if accepted else None
         self.seam("finish.rated")
@@ -345,8 +344,8 @@ class Loop(Workspace):
             state.log.append(entry)
             elo_history = history.elo_history(self.root)
             state = transitions.after_attempt(state, flight.generation, flight.attempt, accepted, params, elo_history)
-            if not accepted and state.status == "running" and params.loop.suggest_on_retry and gate:
-                state.nudges = suggest(gate, params.model_dump(mode="json"))
+            if not accepted and state.status == "running" and params.loop.suggest_on_retry and verdict is not None:
+                state.nudges = suggest(verdict.failed, params.model_dump(mode="json"))
         state.in_flight = None
         # the ledger line (keyed by attempt id) before the state that ends the attempt: a kill
         # between them re-runs finish, which finds the line and the history entry and adds neither
