@@ -9,6 +9,7 @@
     python loop.py eval --games 2000    # each accepted generation's student against the teacher
     python loop.py promote gen003-a1 [--name NAME]   # keep that attempt's student as a bot
     python loop.py import-forge PATH... [--cards TABLE]  # Forge files as teacher data (data/forge)
+    python loop.py export-onnx [MODEL] [--out FILE]   # a student or bot as ONNX + feature layout (JVM)
 
 Safe to stop at any moment (Ctrl-C, kill -9) and start again: it resumes the attempt in
 flight. A second instance on the same repo refuses to start. See ml/driver/orchestrator.py.
@@ -25,6 +26,7 @@ from ml.driver.bots import PromoteError
 from ml.driver.commands import apply_override, apply_profile, print_elo, promote_command, run_attempts, seed_checkpoint
 from ml.driver.evaluate import evaluate
 from ml.driver.forge_import import TEACHER_DIR, foreign_files_message, foreign_teacher_files, import_command
+from ml.driver.onnx_cmd import add_export_parser, export_command
 from ml.driver.orchestrator import Loop
 from ml.driver.workspace import LoopError, acquire_lock
 from ml.params import ParamsError, load_params
@@ -51,7 +53,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     over = p.add_mutually_exclusive_group()
     over.add_argument("--force-retry", action="store_true", help="unblock a blocked generation and retry it (after a fix)")
     over.add_argument("--skip-to-next-stage", action="store_true", help="leave a blocked generation and start the next one")
-    sub = p.add_subparsers(dest="command", metavar="{elo,eval,promote,import-forge}")
+    sub = p.add_subparsers(dest="command", metavar="{elo,eval,promote,import-forge,export-onnx}")
     sub.add_parser("elo", help="print the latest Elo table (state/elo_history.json)")
     ev = sub.add_parser(
         "eval",
@@ -85,9 +87,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="card table to merge into data/forge/cards.yaml: a YAML mapping `card name: kind` (land, creature, removal, "
         "draw, ramp, wipe) for cards outside the built-in pool; used for labels only, never changes a built-in card",
     )
-    imp.add_argument(
-        "--weight", type=float, default=1.0, help="train.source_weights.forge to set when it has none (default 1.0)"
-    )
+    imp.add_argument("--weight", type=float, default=1.0, help="train.source_weights.forge to set if it has none (default 1)")
+    add_export_parser(sub)
     return p.parse_args(argv)
 
 
@@ -97,10 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s loop %(levelname)s %(message)s")
     try:
         loop = Loop(args.repo)
-        if args.command == "elo":
-            return print_elo(loop)
-        if args.command == "eval":
-            return evaluate(loop, args.games, args.json)
+        if args.command in ("elo", "eval"):
+            return print_elo(loop) if args.command == "elo" else evaluate(loop, args.games, args.json)
+        if args.command == "export-onnx":
+            return export_command(loop, args.model, args.out)
         lock = acquire_lock(loop.root)
     except (LoopError, ParamsError) as e:
         print(f"loop.py: {e}", file=sys.stderr)
