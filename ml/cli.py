@@ -9,13 +9,16 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import platform
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from ml.faults import seam
@@ -32,6 +35,25 @@ def git_sha() -> str:
         return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+
+
+def environment(sha: str) -> dict[str, str]:
+    """The versions a stage ran on: ``python``, ``torch``, ``dvc``, ``numpy`` and ``git_sha`` (``sha``).
+
+    Recorded as ``<stage>/env`` in every stage's metrics (``write_metrics``); the driver warns
+    when an attempt's differ from the previous attempt's (``ml.driver.generations``).
+    """
+    try:
+        dvc_version = version("dvc")
+    except PackageNotFoundError:
+        dvc_version = "absent"
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "dvc": dvc_version,
+        "numpy": np.__version__,
+        "git_sha": sha,
+    }
 
 
 def stage_setup(
@@ -75,12 +97,13 @@ def stage_setup(
     args.progress = not args.no_progress and (sys.stderr.isatty() or os.environ.get("DISTILL_PROGRESS") == "1")
     args.started = time.perf_counter()
     args.generation = params.run.generation
+    args.git_sha = git_sha()
     seam(f"g{params.run.generation:03d}.stage.{name}")
     logger.info(
         "%s: %s (git %s, generation %d attempt %d)",
         name,
         " ".join(sys.argv),
-        git_sha(),
+        args.git_sha,
         params.run.generation,
         params.run.attempt,
     )
@@ -88,18 +111,22 @@ def stage_setup(
 
 
 def write_metrics(path: Path, metrics: dict[str, Any], args: argparse.Namespace, stage: str) -> None:
-    """Write the stage's metrics JSON atomically, adding ``<stage>/wall_s``.
+    """Write the stage's metrics JSON atomically, adding ``<stage>/wall_s`` and ``<stage>/env`` (``environment``).
 
     Args:
         path: the metrics file (``metrics/<stage>.json``, from ``dvc.yaml``).
         metrics: ``<stage>/…`` keys to JSON-serialisable values.
-        args: the namespace of :func:`stage_setup` (``started``, ``generation``).
+        args: the namespace of :func:`stage_setup` (``started``, ``generation``, ``git_sha``).
         stage: the stage name; ``<stage>/wall_s`` is the stage's wall time in seconds.
 
     Raises:
         TypeError: a value JSON cannot serialise (nothing is written).
     """
-    metrics = {**metrics, f"{stage}/wall_s": round(time.perf_counter() - args.started, 3)}
+    metrics = {
+        **metrics,
+        f"{stage}/wall_s": round(time.perf_counter() - args.started, 3),
+        f"{stage}/env": environment(getattr(args, "git_sha", "unknown")),
+    }
     seam(f"g{args.generation:03d}.stage.{stage}.metrics")  # outputs written, metrics and dvc.lock not yet
     atomic_write_json(path, metrics)
     logger.info("%s metrics -> %s", stage, path)

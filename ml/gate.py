@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -283,6 +283,7 @@ def run_gate(
     train_seed: int,
     device: str = "cpu",
     progress: bool = False,
+    on_deal: Callable[[int, dict[str, float]], None] | None = None,
 ) -> tuple[PolicyNet, dict[str, Any]]:
     """The whole gate: checks (a) to (d) of the module docstring, then the verdict.
 
@@ -304,6 +305,7 @@ def run_gate(
         train_seed: the training seed (``Params.stage_seed("train")``, as the current student).
         device: torch device of the training.
         progress: show progress bars.
+        on_deal: the SPRT's path, deal by deal (``ml.stats.sequential_test``).
 
     Returns:
         ``(candidate_student, metrics)``: the student trained with the batch, and the
@@ -323,7 +325,7 @@ def run_gate(
     pods: _PodArgs = {"pod_size": pod_size, "max_turns": max_turns, "num_envs": num_envs, "game": game}
     sprt = SPRT(1.0 / pod_size, cfg.target_win_rate, cfg.alpha, cfg.beta)
     deals = duplicate_deal_outcomes(Controller("net", agent), Controller(cfg.opponent), seed=seed, **pods)
-    strength = sequential_test(deals, sprt, cfg.min_games, cfg.max_games, cfg.confidence)
+    strength = sequential_test(deals, sprt, cfg.min_games, cfg.max_games, cfg.confidence, on_deal)
     candidate, train_metrics, holdout = build_and_train(
         train, game, teacher_dir, forge_dir, [pool_dir, candidate_dir], seed=train_seed, device=device, progress=progress
     )

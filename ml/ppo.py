@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -213,6 +214,7 @@ def train_ppo(
     device: str = "cpu",
     progress: bool = True,
     game: GameSpec | None = None,
+    on_update: Callable[[int, dict[str, float]], None] | None = None,
 ) -> tuple[PolicyNet, dict]:
     """PPO self-play from a copy of ``student``.
 
@@ -229,6 +231,10 @@ def train_ppo(
         device: torch device of the update (``cpu`` or ``cuda``); rollouts run on the CPU.
         progress: progress bar over decisions.
         game: the game (``ml.game.registry.GameSpec``); None is the commander of ``pod_size``.
+        on_update: called after each update with its number (1-based) and its ``pg_loss``,
+            ``v_loss``, ``entropy``, ``approx_kl``, ``clipfrac`` (means over minibatches),
+            the learner's ``win_rate`` in the round's games and the round's learner
+            ``decisions_per_s`` (collection only); reads only, changes no result.
 
     Returns:
         ``(net, metrics)`` with ``selfplay/…`` keys (win rate of the learner during
@@ -248,6 +254,7 @@ def train_ppo(
     updated_samples = 0
     bar = ProgressBar(total=cfg.total_steps, desc="selfplay", unit="dec", disable=not progress)
     aborted = None
+    updates = 0
     try:
         while steps < cfg.total_steps and aborted is None:
             t0 = time.perf_counter()
@@ -265,6 +272,11 @@ def train_ppo(
             all_decisions += sum(c.all_decisions for c in chunks)
             bar.update(n)
             bar.set_postfix(win=f"{wins / max(games, 1):.2f}", kl=f"{update_stats['approx_kl']:.4f}")
+            updates += 1
+            if on_update is not None:
+                round_games, round_wins = sum(c.games for c in chunks), sum(c.wins for c in chunks)
+                round_stats = {"win_rate": round_wins / max(round_games, 1), "decisions_per_s": n / max(t1 - t0, 1e-9)}
+                on_update(updates, {**update_stats, **round_stats})
             aborted = _check_abort(cfg.abort_if, steps, {"train_win_rate": wins / max(games, 1), **update_stats})
     finally:
         collector.close()

@@ -14,7 +14,7 @@ References:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -90,7 +90,12 @@ class SPRT:
 
 
 def sequential_test(
-    outcomes: Iterator[Sequence[bool | None]], test: SPRT, min_games: int, max_games: int, confidence: float = 0.95
+    outcomes: Iterator[Sequence[bool | None]],
+    test: SPRT,
+    min_games: int,
+    max_games: int,
+    confidence: float = 0.95,
+    on_deal: Callable[[int, dict[str, float]], None] | None = None,
 ) -> dict:
     """Run an SPRT over groups of games (one duplicate deal per group), stopping early.
 
@@ -102,6 +107,8 @@ def sequential_test(
         min_games: never decide before this many games.
         max_games: stop here; undecided counts as H0.
         confidence: level of the reported Wilson interval.
+        on_deal: called after each deal with the games so far and ``llr``, ``llr_upper``,
+            ``llr_lower`` and ``win_rate``: the test's path (a learning-curve logger).
 
     Returns:
         ``decision`` ("H1"/"H0"), ``decided_early`` (bool), ``games``, ``wins``, ``win_rate``,
@@ -112,6 +119,16 @@ def sequential_test(
     for deal in outcomes:
         wins += sum(1 for x in deal if x)  # a draw (None) is not a first place: conservative
         games += len(deal)
+        if on_deal is not None:
+            on_deal(
+                games,
+                {
+                    "llr": test.llr(wins, games),
+                    "llr_upper": test.upper,
+                    "llr_lower": test.lower,
+                    "win_rate": wins / max(games, 1),
+                },
+            )
         if games >= min_games:
             decision = test.decide(wins, games)
         if decision is not None or games >= max_games:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,9 @@ if TYPE_CHECKING:
     from ml.params import TrainParams
 
 logger = logging.getLogger(__name__)
+
+EpochLogger = Callable[[int, dict[str, float]], None]
+"""``(epoch, {name: value})``: a learning-curve logger (``ml.curves.Curves.log``)."""
 
 
 @dataclass
@@ -74,6 +78,7 @@ def train_student(
     progress: bool = True,
     device: str = "cpu",
     init: PolicyNet | None = None,
+    on_epoch: EpochLogger | None = None,
 ) -> tuple[PolicyNet, dict]:
     """Train a student by imitation.
 
@@ -86,6 +91,10 @@ def train_student(
         device: torch device of the training (results match the CPU up to float tolerance).
         init: warm start: the student starts from a copy of these weights (same architecture;
             ``init`` itself is not changed) instead of a random init.
+        on_epoch: called after each epoch with the epoch (1-based) and ``loss`` (mean
+            minibatch loss), ``accuracy`` (share of the epoch's sampled decisions whose
+            greedy action during training was allowed) and ``holdout_accuracy``; reads
+            only, so the trained weights are the same with or without it.
 
     Returns:
         ``(net, metrics)`` with ``train/…`` keys: final loss, holdout accuracy of the
@@ -127,7 +136,7 @@ def train_student(
         idx = sample_mixture(train, cfg.source_weights, cfg.samples_per_epoch, rng)
         for s, c in zip(*np.unique(train.source[idx], return_counts=True), strict=True):
             sampled_sources[str(s)] = sampled_sources.get(str(s), 0) + int(c)
-        losses = []
+        losses, correct = [], 0
         for start in range(0, len(idx), cfg.batch_size):
             b = idx[start : start + cfg.batch_size]
             bt = torch.from_numpy(b).to(device)
@@ -141,9 +150,15 @@ def train_student(
             loss.backward()
             opt.step()
             losses.append(loss.item())
+            correct += int(targets[bt].gather(1, logits.detach().argmax(-1, keepdim=True)).sum())
         loss_value = float(np.mean(losses))
         bar.set_postfix(loss=f"{loss_value:.3f}")
         logger.info("epoch %d loss %.4f", epoch, loss_value)
+        if on_epoch is not None:
+            on_epoch(
+                epoch + 1,
+                {"loss": loss_value, "accuracy": correct / max(len(idx), 1), "holdout_accuracy": accuracy(net, holdout)},
+            )
     train_s = time.perf_counter() - started
     net.eval()
     total = sum(sampled_sources.values())
@@ -172,6 +187,7 @@ def build_and_train(
     device: str = "cpu",
     progress: bool = False,
     nash_conv: bool = False,
+    on_epoch: EpochLogger | None = None,
 ) -> tuple[PolicyNet, dict[str, Any], DecisionSet]:
     """Load the teacher, Forge and PPO data, and train a student on their mixture.
 
@@ -191,6 +207,7 @@ def build_and_train(
         progress: show a progress bar.
         nash_conv: also compute the exact NashConv figures (``ml.nashconv``; kuhn_poker and
             leduc_poker only, nothing for other games).
+        on_epoch: learning-curve logger (``train_student``).
 
     Returns:
         ``(net, metrics, holdout)``: the trained student (on the CPU); ``train/…`` metrics
@@ -212,7 +229,9 @@ def build_and_train(
     ppo, ppo_stats = load_ppo(pool_dirs, encoder, cfg.min_reward_threshold, cfg.ppo_window)
     student_cfg = StudentConfig(**cfg.model_dump(include=set(StudentConfig.__dataclass_fields__)))
     init = load_policy(cfg.init_checkpoint)[0] if cfg.init_checkpoint else None
-    net, metrics = train_student(DecisionSet.concat([train, ppo]), holdout, student_cfg, seed, progress, device, init)
+    net, metrics = train_student(
+        DecisionSet.concat([train, ppo]), holdout, student_cfg, seed, progress, device, init, on_epoch
+    )
     metrics.update({f"train/{k}": v for k, v in {**stats, **ppo_stats}.items()})
     metrics["train/available_decisions"] = {"sim": 0, **train.source_counts(), "ppo": len(ppo)}
     if nash_conv:

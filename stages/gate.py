@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from ml.cli import stage_setup, write_metrics
+from ml.curves import open_curves
 from ml.game.registry import make_game
 from ml.gate import GateError, run_gate
 from ml.policy import save_policy
@@ -28,22 +29,27 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pool", type=Path, required=True, help="folder of accepted PPO batches")
     p.add_argument("--candidate", type=Path, required=True, help="folder holding the candidate batch")
     p.add_argument("--out-student", type=Path, required=True, help="checkpoint of the student trained with the batch")
+    p.add_argument("--plots", type=Path, help="DVCLive folder of the learning curves (none: not logged)")
     p.add_argument("--metrics", type=Path, required=True, help="metrics JSON to write (the verdict)")
 
 
 def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("gate", __doc__, argv, _args)
+    curves = open_curves(args.plots)
     try:
         candidate_student, metrics = run_gate(
             args.model, args.student, args.candidate, params.gate, params.train, make_game(params.game, params.teacher),
             teacher_dir=args.teacher, forge_dir=args.forge, pool_dir=args.pool, pod_size=params.game.pod_size,
             max_turns=params.game.max_turns, num_envs=params.selfplay.num_envs, seed=params.stage_seed("gate"),
             train_seed=params.stage_seed("train"), device=params.base.torch_device, progress=args.progress,
+            on_deal=curves.log if curves else None,
         )  # fmt: skip
     except GateError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     save_policy(candidate_student, args.out_student, {"role": "candidate_student", "generation": params.run.generation})
+    if curves:
+        curves.close()
     write_metrics(args.metrics, metrics, args, "gate")
     return 0
 

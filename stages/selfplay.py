@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from ml.cli import stage_setup, write_metrics
+from ml.curves import open_curves
 from ml.game.registry import make_game
 from ml.policy import load_policy, save_policy
 from ml.ppo import PPOConfig, train_ppo
@@ -21,11 +22,13 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--student", type=Path, required=True, help="student checkpoint to start from")
     p.add_argument("--frozen", type=Path, required=True, help="folder of frozen earlier-generation checkpoints (*.pt)")
     p.add_argument("--out", type=Path, required=True, help="PPO checkpoint to write")
+    p.add_argument("--plots", type=Path, help="DVCLive folder of the learning curves (none: not logged)")
     p.add_argument("--metrics", type=Path, required=True, help="metrics JSON to write")
 
 
 def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("selfplay", __doc__, argv, _args)
+    curves = open_curves(args.plots)
     student, _ = load_policy(args.student)
     wanted = params.selfplay.frozen_names
     paths = sorted(args.frozen.glob("*.pt")) if args.frozen.is_dir() else []
@@ -39,9 +42,12 @@ def main(argv: list[str] | None = None) -> int:
         student, frozen, cfg, pod_size=params.game.pod_size, max_turns=params.game.max_turns,
         seed=params.stage_seed("selfplay"), device=params.base.torch_device, progress=args.progress,
         game=make_game(params.game, params.teacher),
+        on_update=curves.log if curves else None,
     )  # fmt: skip
     metrics["selfplay/frozen_opponents"] = sorted(frozen)
     save_policy(net, args.out, {"role": "ppo", "generation": params.run.generation, "model_version": params.run.model_version})
+    if curves:
+        curves.close()
     write_metrics(args.metrics, metrics, args, "selfplay")
     return 0
 

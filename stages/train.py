@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from ml.cli import stage_setup, write_metrics
+from ml.curves import open_curves
 from ml.game.registry import make_game
 from ml.policy import save_policy
 from ml.supervised import build_and_train
@@ -26,11 +27,13 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--forge", type=Path, help="folder of imported Forge files and their card table (data/forge)")
     p.add_argument("--pool", type=Path, required=True, help="folder of accepted PPO batches")
     p.add_argument("--out", type=Path, required=True, help="student checkpoint to write")
+    p.add_argument("--plots", type=Path, help="DVCLive folder of the learning curves (none: not logged)")
     p.add_argument("--metrics", type=Path, required=True, help="metrics JSON to write")
 
 
 def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("train", __doc__, argv, _args)
+    curves = open_curves(args.plots)
     generation = params.run.generation
     net, metrics, _ = build_and_train(
         params.train,
@@ -42,8 +45,11 @@ def main(argv: list[str] | None = None) -> int:
         device=params.base.torch_device,
         progress=args.progress,
         nash_conv=True,  # kuhn_poker and leduc_poker only
+        on_epoch=curves.log if curves else None,
     )
     save_policy(net, args.out, {"role": "student", "generation": generation, "model_version": f"student-gen-{generation:03d}"})
+    if curves:
+        curves.close()
     write_metrics(args.metrics, metrics, args, "train")
     return 0
 

@@ -71,7 +71,7 @@ def make_project_copy(dest: Path, params: dict) -> Path:
     files = git(ROOT, "ls-files", "--cached", "--others", "--exclude-standard", "-z").split("\0")
     for rel in filter(None, files):
         src = ROOT / rel
-        if src.is_file() and not rel.startswith(("data/", "metrics/", "state/")):
+        if src.is_file() and not rel.startswith(("data/", "metrics/", "plots/", "state/")):
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
     (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))

@@ -20,6 +20,7 @@ without or with a wrong token and 200 with it; 403 for a cross-origin browser re
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -38,10 +39,10 @@ from filelock import FileLock
 from ml.api import __main__ as api_main
 from ml.api import control
 from ml.api.app import create_app
-from ml.api.charts import elo_chart, pie_chart
 from ml.api.control import LoopController
 from ml.api.readers import RepoView, per_generation
 from ml.api.status import loop_status
+from ml.api.vega import composition_chart, elo_chart
 from tests.conftest import ROOT, git
 
 FAKE_LOOP = """
@@ -190,7 +191,7 @@ def test_generation_numbering_matches_the_commits(repo: Path):
     assert rows and all(f"gen{gen}" == tag for tag, _, gen in rows)  # the table's gen column as in the ids
     status = re.search(r'<section id="status".*?</section>', panels, re.S).group(0)
     assert not re.search(r"generation\W+2", re.sub(r"<[^>]+>", " ", status))
-    assert ">gen 000</text>" in panels and ">gen 001</text>" in panels  # the composition pies of gen 000, gen 001
+    assert 'id="composition-chart"' in panels and 'id="winrate-chart"' in panels  # Vega-Lite specs (ml.api.vega)
 
     state = json.loads((repo / "state/curriculum_state.json").read_text())
     (repo / "state/curriculum_state.json").write_text(json.dumps({**state, "status": "done"}))
@@ -228,8 +229,9 @@ def test_elo_history(repo: Path):
     (repo / "state/elo_history.json").write_text(json.dumps(elo))
     assert c.get("/api/ml/elo/history").json() == elo
     page = c.get("/").text
-    assert len(re.findall(r'<circle class="elo-point"', page)) == 2
-    assert 'class="elo-reference"' in page
+    spec = re.search(r'id="elo-chart"[^>]*data-spec="([^"]*)"', page).group(1)
+    points = json.loads(html.unescape(spec))["data"]["values"]
+    assert [(p["generation"], p["elo"], p["elo_low"]) for p in points] == [(0, 1420.0, 1380.0), (1, 1510.0, 1470.0)]
 
 
 @pytest.mark.expensive
@@ -238,29 +240,37 @@ def test_openapi_lists_every_endpoint(repo: Path):
     for path in ("start", "status", "stop", "pause", "resume", "history"):
         assert f"/api/ml/distill/{path}" in paths
     assert "/api/ml/elo/history" in paths
+    docs = client(repo).get("/docs").text  # swagger-ui from the vendored files, no CDN
+    assert "/static/vendor/swagger-ui-bundle.js" in docs and "cdn" not in docs.lower()
+    assert client(repo).get("/static/vendor/swagger-ui-bundle.js").status_code == 200
 
 
 @pytest.mark.expensive
 def test_dashboard_page(repo: Path):
     page = client(repo).get("/").text
-    points = re.findall(r'<circle class="winrate-point"([^>]*)>', page)
-    assert len(points) == 2  # one per generation
-    assert 'data-generation="1"' in points[1] and f'data-attempt-id="{ATTEMPTS[2][0]}"' in points[1]  # the accepted one
-    current = re.search(r'<svg class="composition-pie" data-current="true".*?</svg>', page).group(0)
-    slices = dict(re.findall(r'data-source="(\w+)" data-share="([0-9.]+)"', current))
-    assert {k: float(v) for k, v in slices.items()} == {"ppo": 0.333, "sim": 0.667}
-    assert page.count('class="composition-pie"') == 3  # current + one per generation
+    specs = {
+        i: json.loads(html.unescape(v)) for i, v in re.findall(r'class="vl-chart" id="([\w-]+)"[^>]*data-spec="([^"]*)"', page)
+    }
+    points = specs["winrate-chart"]["data"]["values"]
+    assert [(p["generation"], p["verdict"]) for p in points] == [
+        (0, "accepted"),
+        (1, "rejected"),
+        (1, "accepted"),
+    ]  # every attempt
+    current = [v for v in specs["composition-chart"]["data"]["values"] if v["attempt"] == "current"]
+    assert {v["source"]: v["share"] for v in current} == {"ppo": 0.333, "sim": 0.667}
+    assert '<script src="/static/vendor/vega-embed.min.js">' in page and "cdn" not in page.lower()
     assert page.count('class="attempt-row"') == 3 and 'id="btn-pause"' in page
-    assert "no Elo ratings yet" in page
+    assert specs["elo-chart"]["data"]["values"] == []  # no Elo ratings yet
 
 
 def test_charts_units():
     chosen = per_generation([_entry(*a) for a in ATTEMPTS])
     assert [e["attempt_id"] for e in chosen] == [ATTEMPTS[0][0], ATTEMPTS[2][0]] and chosen[1]["attempts"] == 2
-    full = pie_chart({"sim": 1.0}, title="g0", attrs={"generation": 0})
-    assert '<circle class="pie-slice" data-source="sim" data-share="1"' in full
-    svg, caption = elo_chart([{"generation": 0, "elo": 1400.0, "elo_low": 1350.0, "elo_high": 1450.0}])
-    assert svg.count('class="elo-point"') == 1 and caption
+    bars = composition_chart([], {"sim": 1.0}).spec["data"]["values"]
+    assert bars == [{"attempt": "current", "source": "sim", "share": 1.0}]
+    rows = [{"generation": 0, "elo": 40.0, "elo_low": 10.0, "elo_high": 70.0}, {"generation": 1, "elo": None}]
+    assert elo_chart(rows).spec["data"]["values"] == rows[:1]
 
 
 # ---------------------------------------------------------------------------------------------- control

@@ -2,9 +2,9 @@
 
 Checks: the API server starts (``python -m ml.api``) on a free loopback port; the page's
 Start button launches loop.py; after two generations the page's Pause button pauses the
-loop between stages (status ``paused``); the win-rate chart then has one point per
-finished generation with the gate figures of eval_history, and the composition pies match
-``train/sampled_share`` of metrics/train.json (current) and of each generation's attempt;
+loop between stages (status ``paused``); while a stage runs its live learning curve is drawn;
+the Vega-Lite charts (vendored vega-embed) are drawn and not empty, the win-rate chart with
+one point per row of plots/generations.json, and no request leaves the server;
 Resume lets it go on, Stop makes it finish its stage and exit (status ``stopped``). A
 screenshot of the paused page is saved; its path is printed.
 
@@ -27,7 +27,6 @@ from pathlib import Path
 import pytest
 
 from ml.api.control import is_loop_process
-from ml.api.readers import per_generation, sampled_share
 from tests.conftest import ROOT, make_project_copy, tiny_params
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -91,28 +90,31 @@ def page_state(driver) -> str:
     return driver.find_element(By.ID, "status-state").get_attribute("data-state")
 
 
-def shares_of(svg) -> dict[str, float]:
-    return {
-        s.get_attribute("data-source"): float(s.get_attribute("data-share"))
-        for s in svg.find_elements(By.CLASS_NAME, "pie-slice")
-    }
-
-
 def check_charts(driver, repo: Path) -> None:
-    """Win-rate points and pies on the page against eval_history.json and metrics/train.json."""
-    history = json.loads((repo / "state/eval_history.json").read_text())
-    chosen = per_generation(history)
-    points = driver.find_elements(By.CSS_SELECTOR, "#winrate-chart circle.winrate-point")
-    assert [int(p.get_attribute("data-generation")) for p in points] == [e["generation"] for e in chosen]
-    for p, e in zip(points, chosen, strict=True):
-        assert float(p.get_attribute("data-win-rate")) == pytest.approx(e["figures"]["win_rate"], abs=1e-5)
-    current = driver.find_element(By.CSS_SELECTOR, 'svg.composition-pie[data-current="true"]')
-    want = json.loads((repo / "metrics/train.json").read_text())["train/sampled_share"]
-    assert shares_of(current) == pytest.approx(want, abs=1e-5)
-    pies = driver.find_elements(By.CSS_SELECTOR, "svg.composition-pie[data-generation]")
-    assert [int(p.get_attribute("data-generation")) for p in pies] == [e["generation"] for e in chosen]
-    for pie, e in zip(pies, chosen, strict=True):
-        assert shares_of(pie) == pytest.approx(sampled_share(e), abs=1e-5)
+    """Every Vega-Lite chart drawn (vega-embed, SVG renderer, not empty); one win-rate point per
+    row of plots/generations.json; every resource from this server (no CDN)."""
+    rows = json.loads((repo / "plots/generations.json").read_text())
+    WebDriverWait(driver, 30).until(
+        lambda d: all(c.get_attribute("data-rendered") == "true" for c in d.find_elements(By.CSS_SELECTOR, ".vl-chart"))
+    )
+    for chart_id in ("winrate-chart", "elo-chart", "composition-chart"):
+        marks = driver.find_elements(By.CSS_SELECTOR, f"#{chart_id} svg .mark-symbol path, #{chart_id} svg .mark-rect path")
+        assert marks, chart_id
+    points = driver.find_elements(By.CSS_SELECTOR, "#winrate-chart svg .mark-symbol path")
+    assert len(points) == len(rows)
+    assert driver.find_elements(By.CSS_SELECTOR, "#curves .vl-chart svg .mark-line path")  # the stages' learning curves
+    origin = driver.execute_script("return location.origin")
+    urls = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    assert urls and all(u.startswith(origin) for u in urls), urls
+
+
+def check_live_curve(driver) -> None:
+    """While a stage with curves runs, its chart comes first, marked live, and is drawn."""
+    WebDriverWait(driver, 120).until(
+        lambda d: d.find_elements(
+            By.CSS_SELECTOR, '#curves .vl-chart[data-live="true"][data-rendered="true"] svg .mark-line path'
+        )
+    )
 
 
 def kill_loop(repo: Path) -> None:
@@ -147,6 +149,7 @@ def test_dashboard_drives_a_real_loop(tmp_path: Path, capsys: pytest.CaptureFixt
         WebDriverWait(driver, 10).until(ec.text_to_be_present_in_element((By.ID, "action-result"), "start: ok"))
         status = lambda: get_json(f"{base}/api/ml/distill/status")  # noqa: E731
         wait_for(lambda: status()["running"], 30, "the loop to start")
+        check_live_curve(driver)
         history = lambda: get_json(f"{base}/api/ml/distill/history?metrics=false")  # noqa: E731
         wait_for(lambda: len(history()) >= 2 or status()["state"] in ("error", "done"), LOOP_TIMEOUT_S, "two attempts", 1.0)
         assert len(history()) >= 2, (repo / ".dvc/tmp/loop/loop.log").read_text()[-3000:]

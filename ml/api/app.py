@@ -11,6 +11,7 @@ Endpoints (OpenAPI schema at ``/openapi.json``, interactive docs at ``/docs``):
 | ``POST /api/ml/distill/start`` | launch ``loop.py`` (body: ``max_generations``, ``params`` overrides) |
 | ``POST /api/ml/distill/pause`` / ``resume`` | pause between stages / go on |
 | ``POST /api/ml/distill/stop`` | finish the current stage and exit; ``{"force": true}`` kills now |
+| ``/api/ml/policy/...`` | the served student's decisions (``ml.api.policy``) |
 
 Control endpoints (the POSTs) need ``Authorization: Bearer <token>`` when the app has a
 token (401 without it, 403 with a wrong one). Without a token they work only when the
@@ -30,18 +31,23 @@ from urllib.parse import urlsplit
 
 from fastapi import Body, Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from ml.api.control import ControlError, Launcher, LoopController
 from ml.api.overrides import OverrideError, validate_overrides
 from ml.api.page import render_page, render_panels
+from ml.api.policy import add_policy_routes
 from ml.api.readers import RepoReadError, RepoView
 from ml.api.schemas import ControlResult, LoopStatus, Problem, StartRequest, StartResult, StopRequest
 from ml.api.status import loop_status
 
 logger = logging.getLogger(__name__)
 
+STATIC_DIR = Path(__file__).parent / "static"
+"""Vendored scripts (``static/vendor/``: vega, vega-lite, vega-embed, swagger-ui; licenses beside them)."""
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
 """Host names served on a loopback bind (plus ``testserver``, the name FastAPI's TestClient uses)."""
 PROBLEMS: dict[int | str, dict[str, Any]] = {
@@ -100,7 +106,10 @@ def create_app(
     """
     view = RepoView(repo)
     controller = LoopController(view, launcher=launcher)
-    app = FastAPI(title="distill-loop", summary="Watch and steer loop.py", version="1")
+    # /docs from the vendored swagger-ui files (no CDN); the dashboard's vega scripts under /static too
+    app = FastAPI(title="distill-loop", summary="Watch and steer loop.py", version="1", docs_url=None, redoc_url=None)
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    app.get("/docs", include_in_schema=False)(_swagger_docs)
     if is_loopback(bind_host):
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=[*LOOPBACK_NAMES, "testserver"])
     app.state.view, app.state.controller = view, controller
@@ -116,7 +125,17 @@ def create_app(
     controls_enabled = token is not None or is_loopback(bind_host)
     _add_read_routes(app, view, controller, token_required=token is not None, controls_enabled=controls_enabled)
     _add_control_routes(app, controller, [Depends(_guard(bind_host, token))])
+    commit_of = lambda aid: (c.sha if (c := view.attempt_commits().get(aid)) else None)  # noqa: E731
+    add_policy_routes(app, view.root, commit_of, [Depends(_guard(bind_host, token))])
     return app
+
+
+def _swagger_docs() -> HTMLResponse:
+    """The interactive API docs, with swagger-ui from ``/static/vendor/``."""
+    return get_swagger_ui_html(
+        openapi_url="/openapi.json", title="distill-loop API", swagger_js_url="/static/vendor/swagger-ui-bundle.js",
+        swagger_css_url="/static/vendor/swagger-ui.css", swagger_favicon_url="data:,",
+    )  # fmt: skip
 
 
 def _add_read_routes(

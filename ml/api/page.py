@@ -1,20 +1,23 @@
 """The dashboard page (``/``) and its self-refreshing panels (``/dashboard/panels``), rendered with Jinja2.
 
 The page is static HTML plus a small inline script: every ``REFRESH_S`` seconds it fetches
-the panels fragment (status, charts, attempts table, all rendered here on the server) and
-swaps it in; the buttons POST to the control endpoints. Nothing is loaded from the network.
+the panels fragment (status, chart specs, attempts table, all rendered here on the server),
+swaps it in and draws each chart's Vega-Lite spec (``ml.api.vega``) with vega-embed; the
+buttons POST to the control endpoints. Scripts come from ``/static/vendor/``: nothing is
+loaded from the network.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from ml.api.charts import elo_chart, pie_chart, winrate_chart
 from ml.api.control import LoopController
-from ml.api.readers import RepoView, per_generation, sampled_share
+from ml.api.readers import RepoView, sampled_share
 from ml.api.status import generation_label, loop_status
+from ml.api.vega import Chart, composition_chart, curve_charts, elo_chart, generation_data, winrate_chart
 
 REFRESH_S = 3
 """Seconds between two refreshes of the panels."""
@@ -43,38 +46,29 @@ def attempt_rows(view: RepoView) -> list[dict[str, Any]]:
     return rows[::-1]
 
 
-def _pies(view: RepoView, chosen: list[dict]) -> tuple[str, list[str]]:
-    current = view.train_metrics().get("train/sampled_share") or {}
-    current_svg = pie_chart(
-        {str(k): float(v) for k, v in current.items()},
-        title="current (metrics/train.json)",
-        attrs={"current": "true"},
-        size=140,
-    )
-    per_gen = [
-        pie_chart(sampled_share(e), title=generation_label(e["generation"]), attrs={"generation": e["generation"], "attempt-id": e.get("attempt_id")})
-        for e in chosen
-    ]  # fmt: skip
-    return current_svg, per_gen
+def _chart(c: Chart) -> dict[str, Any]:
+    return {"id": c.id, "title": c.title, "spec_json": json.dumps(c.spec, allow_nan=False), "live": c.live}
+
+
+def charts(view: RepoView, running_stage: str | None) -> dict[str, Any]:
+    """The page's charts (``ml.api.vega``), each as ``id``, ``title``, ``spec_json``, ``live``."""
+    params, history = view.params(), view.eval_history()
+    rows = generation_data(view.root, history, view.elo_history())
+    target = getattr(params.gate, "target_win_rate", None) if params else None
+    parity = 1.0 / params.game.pod_size if params else None
+    current = {str(k): float(v) for k, v in (view.train_metrics().get("train/sampled_share") or {}).items()}
+    return {
+        "winrate_chart": _chart(winrate_chart(rows, target, parity)),
+        "elo_chart": _chart(elo_chart(rows)),
+        "composition_chart": _chart(composition_chart(history, current)),
+        "curve_charts": [_chart(c) for c in curve_charts(view.root, running_stage)],
+    }
 
 
 def panels_context(view: RepoView, controller: LoopController) -> dict[str, Any]:
     """Everything the panels template shows."""
-    params = view.params()
-    chosen = per_generation(view.eval_history())
-    current_pie, generation_pies = _pies(view, chosen)
-    elo_svg, elo_caption = elo_chart(view.elo_history())
-    return {
-        "status": loop_status(view, controller),
-        "winrate_svg": winrate_chart(
-            chosen, getattr(params.gate, "target_win_rate", None) if params else None, params.game.pod_size if params else None
-        ),
-        "elo_svg": elo_svg,
-        "elo_caption": elo_caption,
-        "current_pie": current_pie,
-        "generation_pies": generation_pies,
-        "rows": attempt_rows(view),
-    }
+    status = loop_status(view, controller)
+    return {"status": status, **charts(view, status.get("stage")), "rows": attempt_rows(view)}
 
 
 def render_panels(view: RepoView, controller: LoopController) -> str:

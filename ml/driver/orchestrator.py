@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 from ruamel.yaml import YAML
 
-from ml.driver import history, transitions
+from ml.driver import generations, history, transitions
 from ml.driver.feedback import LEDGER, append_record, read_ledger, suggest
 from ml.driver.messages import pending_message
 from ml.driver.params_file import attempt_params_text, overrides_text
@@ -330,6 +330,8 @@ class Loop(Workspace):
         accepted = verdict is not None and verdict.accepted
         entry = history.attempt_entry(self.root, state, flight, verdict, abort_reason, wall_s, stage_wall_s)
         attempts = self.load_history(state)  # before the tournament: a lost history stops here
+        if warning := generations.version_warning(attempts, history.all_metrics(self.root), flight.attempt_id):
+            self.echo(warning)
         elo = self.rate(flight, params) if accepted else None
         self.seam("finish.rated")
         if elo and elo.get("gain"):
@@ -340,6 +342,7 @@ class Loop(Workspace):
             )
             atomic_write_json(self.path(HISTORY_FILE), attempts)
             self.seam("finish.history")
+        generations.write_generations(self.root, attempts, history.elo_history(self.root))  # rebuilt: idempotent
         if not any(e.attempt_id == flight.attempt_id for e in state.log):
             state.log.append(entry)
             elo_history = history.elo_history(self.root)

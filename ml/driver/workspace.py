@@ -30,7 +30,7 @@ from ml.progress import PROGRESS_FILE_ENV, DvcOutputFilter
 
 logger = logging.getLogger(__name__)
 
-OWNED_PATHS = ("params.yaml", "dvc.lock", "metrics/", "state/", "data/")
+OWNED_PATHS = ("params.yaml", "dvc.lock", "metrics/", "plots/", "state/", "data/")
 """Paths the loop writes; any other change in the work tree makes it refuse to start."""
 DVC_ENV = {"DVC_NO_ANALYTICS": "1"}
 """Environment of every DVC call (update checks are off in .dvc/config: core.check_update)."""
