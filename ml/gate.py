@@ -325,7 +325,10 @@ def run_gate(
     pods: _PodArgs = {"pod_size": pod_size, "max_turns": max_turns, "num_envs": num_envs, "game": game}
     sprt = SPRT(1.0 / pod_size, cfg.target_win_rate, cfg.alpha, cfg.beta)
     deals = duplicate_deal_outcomes(Controller("net", agent), Controller(cfg.opponent), seed=seed, **pods)
-    strength = sequential_test(deals, sprt, cfg.min_games, cfg.max_games, cfg.confidence, on_deal)
+    # progress bars (lines when stderr is no terminal) only count what the test consumes
+    shown = ProgressBar(deals, total=-(-cfg.max_games // pod_size), desc="gate: strength", unit="deal", disable=not progress)
+    strength = sequential_test(iter(shown), sprt, cfg.min_games, cfg.max_games, cfg.confidence, on_deal)
+    shown.close()
     candidate, train_metrics, holdout = build_and_train(
         train, game, teacher_dir, forge_dir, [pool_dir, candidate_dir], seed=train_seed, device=device, progress=progress
     )
@@ -337,7 +340,10 @@ def run_gate(
         Controller("net", candidate, greedy=True), Controller("net", current, greedy=True), seed=seed + 1, **pods
     )
     n_deals = max(1, cfg.student_games // pod_size)
-    outcomes = [x for deal in islice(student_deals, n_deals) for x in deal]
+    shown_deals = ProgressBar(
+        islice(student_deals, n_deals), total=n_deals, desc="gate: student", unit="deal", disable=not progress
+    )
+    outcomes = [x for deal in shown_deals for x in deal]
     non_regression = student_non_regression(outcomes, pod_size, cfg.student_margin, cfg.confidence)
     metrics = verdict(strength, paired, non_regression, batch_quality(batches[0]), gated=cfg.gated)
     metrics["gate/candidate_batch"] = batches[0].name

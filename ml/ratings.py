@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,7 @@ from ml.game.registry import GameSpec
 from ml.game.spec import Encoder
 from ml.io import atomic_write_json, atomic_write_text, iter_jsonl, read_json
 from ml.policy import PolicyNet
+from ml.progress import ProgressBar
 from ml.rollout import Controller, game_seeds, play_games, rotated_seatings
 
 ELO_BASE = 1500.0
@@ -253,7 +255,8 @@ def play_tournament(
         seatings, game_seeds(seed, games), controllers, pod_size=pod_size, max_turns=max_turns,
         num_envs=num_envs, encoder=encoder, generator=gen, game=game,
     )  # fmt: skip
-    return [[r.seats[s] for s in r.ranking] for r in sorted(results, key=lambda r: r.index)]
+    shown = ProgressBar(results, total=games, desc="rating", unit="game", disable=not sys.stderr.isatty())
+    return [[r.seats[s] for s in r.ranking] for r in sorted(shown, key=lambda r: r.index)]
 
 
 TOURNAMENT_FILE = Path("state/tournament.jsonl")

@@ -57,7 +57,12 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
     return [line.rsplit("\r", 1)[-1] for line in text.splitlines()[-lines:]]
 
 
-def _max_generations(view: RepoView, launch: dict, running: bool) -> int | None:
+def _max_generations(view: RepoView, launch: dict, running: bool, reported: dict) -> int | None:
+    """The generation limit of the loop that runs (or ran last): what it reported in its
+    status (``--max-generations`` or ``loop.max_generations``, however it was started), else
+    the dashboard's launch argument, else ``params.yaml``."""
+    if reported.get("max_generations"):
+        return int(reported["max_generations"])
     argv = launch.get("argv") or []
     if running and "--max-generations" in argv[:-1]:
         return int(argv[argv.index("--max-generations") + 1])
@@ -128,7 +133,7 @@ def loop_status(view: RepoView, controller: LoopController) -> dict:
         "last_accepted_label": generation_label(accepted[-1]) if accepted else None,
         "attempt": attempt,
         "attempt_id": reported.get("attempt_id") if live else (flight.attempt_id if flight else None),
-        "max_generations": _max_generations(view, launch, running),
+        "max_generations": _max_generations(view, launch, running, reported),
         "stage": reported.get("stage") if stage_running else None,
         "stage_index": reported.get("stage_index") if stage_running else None,
         "stages": reported.get("stages") or [],

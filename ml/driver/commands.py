@@ -44,7 +44,7 @@ def run_attempts(loop: Loop, max_generations: int | None = None, max_attempts: i
     while True:
         state = loop.load_state()
         params = load_params(loop.path("params.yaml"))
-        max_gen = max_generations or params.loop.max_generations
+        max_gen = loop.max_generations = max_generations or params.loop.max_generations
         loop.commit_pending(state)  # killed between the state write and its commit
         if state.in_flight is None:
             if state.status == "blocked":

@@ -21,7 +21,8 @@ from ml.params import Params
 from ml.ratings import ELO_FILE
 
 RESTORE_HINT = (
-    "Restore it from the last commit (`git checkout HEAD -- {path}`) and run loop.py again: the attempt in flight resumes."
+    "Restore it from the last commit (`git checkout HEAD -- {path}`; if its deletion was committed: "
+    "`git checkout $(git rev-list -n 1 HEAD -- {path})~1 -- {path}`) and run loop.py again: the attempt in flight resumes."
 )
 
 

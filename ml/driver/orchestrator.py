@@ -75,7 +75,13 @@ class Loop(Workspace):
 
     Raises:
         LoopError: ``root`` is not a git repository.
+
+    Attributes:
+        max_generations: the generation limit of this run (``--max-generations`` or
+            ``loop.max_generations``), reported in ``status.json``; None until it runs.
     """
+
+    max_generations: int | None = None
 
     def load_state(self) -> LoopState:
         """``state/curriculum_state.json`` (``ml.driver.history.load_state``).
@@ -287,7 +293,9 @@ class Loop(Workspace):
 
     # ------------------------------------------------------------------ runtime status and control
     def write_status(self, status: str, flight: InFlight | None = None, **extra) -> None:
-        """Write the runtime ``status.json`` for the dashboard."""
+        """Write the runtime ``status.json`` for the dashboard, with the run's generation limit."""
+        if self.max_generations is not None:
+            extra.setdefault("max_generations", self.max_generations)
         write_status(self.root, status, flight, **extra)
 
     def wait_while_paused(self, flight: InFlight | None) -> str | None:
