@@ -25,7 +25,7 @@ from pathlib import Path
 from ml.driver.bots import PromoteError
 from ml.driver.commands import apply_override, apply_profile, print_elo, promote_command, run_attempts, seed_checkpoint
 from ml.driver.evaluate import evaluate
-from ml.driver.forge_import import TEACHER_DIR, foreign_files_message, foreign_teacher_files, import_command
+from ml.driver.forge_import import TEACHER_DIR, foreign_files_message, foreign_teacher_files, forge_weight, import_command
 from ml.driver.onnx_cmd import add_export_parser, export_command
 from ml.driver.orchestrator import Loop
 from ml.driver.workspace import LoopError, acquire_lock
@@ -87,7 +87,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="card table to merge into data/forge/cards.yaml: a YAML mapping `card name: kind` (land, creature, removal, "
         "draw, ramp, wipe) for cards outside the built-in pool; used for labels only, never changes a built-in card",
     )
-    imp.add_argument("--weight", type=float, default=1.0, help="train.source_weights.forge to set if it has none (default 1)")
+    imp.add_argument("--weight", type=forge_weight, default=1.0, help="train.source_weights.forge if unset (default 1, >= 0)")
     add_export_parser(sub)
     return p.parse_args(argv)
 

@@ -36,6 +36,9 @@ _FILE_MODE = 0o666 & ~_UMASK
 
 logger = logging.getLogger(__name__)
 
+UTF8_BOM = b"\xef\xbb\xbf"
+"""A UTF-8 byte-order mark; :func:`iter_jsonl` skips one at the start of a file."""
+
 TMP_SUFFIX = ".tmp"
 """Suffix of every temporary file; readers and :func:`ml.records.classify_file` ignore it."""
 
@@ -198,6 +201,7 @@ def iter_jsonl(
 
     Lines are split on ``\\n`` only (a raw ``\\r`` or U+2028 inside a string does not end a
     line); blank lines are skipped. Raw control characters inside strings are accepted.
+    A UTF-8 byte-order mark at the start of the file (Windows editors write one) is skipped.
 
     Args:
         path: the file.
@@ -219,6 +223,8 @@ def iter_jsonl(
     path = Path(path)
     with open(path, "rb") as f:
         for line_no, raw in enumerate(f, start=1):
+            if line_no == 1 and raw.startswith(UTF8_BOM):  # a byte-order mark is never JSON: not part of line 1
+                raw = raw[len(UTF8_BOM) :]
             if not raw.strip():
                 continue
             try:

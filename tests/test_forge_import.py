@@ -16,6 +16,11 @@ Checks:
   reason with the most frequent unknown cards; the share of trainable decisions of the
   realistic worker file goes from 17/84 (built-in labels) to 45/84; the partial-label loss
   moves the probability onto the allowed set.
+* The walkthrough's defects of ``import-forge``: a missing or folder ``--cards`` is a one-line
+  error (exit 2, nothing written); ``--weight`` must be finite and >= 0 (argparse); games
+  already in ``data/forge`` are left out (a CRLF copy is "already imported"); a UTF-8 BOM does
+  not cost line 1; a card listed twice in a table is an error; the journalled commit message
+  names the files before anything is copied.
 * Issue #12 item 7: Forge files in ``data/teacher`` make ``loop.py`` refuse to run (untracked
   or committed) with a message naming ``import-forge``, and nothing is deleted; ``loop.py
   import-forge`` adds them to ``data/forge`` (``dvc add``-tracked, committed) and gives the
@@ -24,11 +29,14 @@ Checks:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -37,12 +45,12 @@ import yaml
 
 import loop
 from ml.dataset import DecisionSet, encode_records, load_teacher
-from ml.driver.forge_import import foreign_teacher_files, format_report, import_files
+from ml.driver.forge_import import FORGE_DIR, foreign_teacher_files, format_report, import_command, import_files
 from ml.game.commander.actions import NUM_ACTIONS, attack_action
 from ml.game.commander.encoding import RecordEncoder, label_record
 from ml.game.commander.forge import CARD_TABLE, ForgeEncoder, load_card_table, merge_card_tables
 from ml.game.commander.records import DecisionRecord
-from ml.io import DataFileError
+from ml.io import DataFileError, iter_jsonl
 from ml.records import read_records
 from ml.supervised import StudentConfig, accuracy, train_student
 from tests.conftest import git, tiny_params
@@ -130,6 +138,111 @@ def test_card_table_errors(tmp_path: Path, encoder: RecordEncoder) -> None:
         load_card_table(bad, encoder.pool)
     with pytest.raises(DataFileError, match=r"new\.yaml: Cultivate: kind 'draw', but .*has 'ramp'"):
         merge_card_tables({"Cultivate": "ramp"}, {"Cultivate": "draw"}, Path("new.yaml"), Path("data/forge/cards.yaml"))
+
+
+# --------------------------------------------------------------------------- the walkthrough's defects
+
+
+class FakeLoop:
+    """What ``import_command`` uses of the ``Loop``, without git or DVC: journal and commit messages, echoes."""
+
+    def __init__(self, root: Path) -> None:
+        self.root, self.journal, self.commits, self.echoed = root, list[str](), list[str](), list[str]()
+        (root / "params.yaml").write_text(yaml.safe_dump(tiny_params()))
+
+    def path(self, rel: str) -> Path:
+        return self.root / rel
+
+    def load_state(self) -> SimpleNamespace:
+        return SimpleNamespace(in_flight=None)
+
+    def echo(self, message: str) -> None:
+        self.echoed.append(message)
+
+    def git(self, *args: str) -> str:
+        return ""
+
+    def set_params(self, updates: dict, message: str) -> None:
+        self.commits.append(message)
+
+    @contextlib.contextmanager
+    def committing(self, message: str, paths: list[str], dvc_add: tuple[str, ...] = ()) -> Iterator[dict[str, str]]:
+        self.journal.append(message)  # what an interrupted import would commit
+        commit = {"message": message}
+        yield commit
+        self.commits.append(commit["message"])
+
+
+def test_cards_missing_or_a_folder_is_a_one_line_error_nothing_written(tmp_path: Path) -> None:
+    folder = tmp_path / "tables"
+    folder.mkdir()
+    for cards in (tmp_path / "nope.yaml", folder):
+        fake = FakeLoop(tmp_path)
+        assert import_command(fake, [CRLF], cards, 1.0) == 2
+        assert len(fake.echoed) == 1 and "\n" not in fake.echoed[0] and f"{cards}:" in fake.echoed[0], fake.echoed
+        assert fake.journal == fake.commits == [] and not (tmp_path / FORGE_DIR).exists()
+
+
+@pytest.mark.parametrize("weight", ["-1", "inf", "nan", "-0.5", "x"])
+def test_weight_is_checked_by_argparse_before_any_work(
+    weight: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        loop.main(["--repo", str(tmp_path), "import-forge", "--weight", weight, str(CRLF)])
+    assert info.value.code == 2 and "argument --weight" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+    assert loop.parse_args(["import-forge", "--weight", "0", str(CRLF)]).weight == 0.0
+
+
+def test_games_already_imported_are_left_out(tmp_path: Path) -> None:
+    forge, src = tmp_path / "forge", tmp_path / "src"
+    src.mkdir()
+    assert import_files([CRLF], forge)[0].status == "imported"
+    lf = src / "ml-decisions-0000aaaa.jsonl"  # the same games with LF endings: other bytes, same decisions
+    lf.write_bytes(CRLF.read_bytes().replace(b"\r\n", b"\n"))
+    mixed = src / "ml-decisions-0000bbbb.jsonl"  # imported games repeated, plus a new game
+    mixed.write_bytes(CRLF.read_bytes() + POD6.read_bytes())
+    before = {p: md5(p) for p in (lf, mixed)}
+    again, grown = import_files([lf, mixed], forge)
+    assert (again.status, again.decisions, again.dest) == ("already imported", 18, forge / CRLF.name)
+    assert (grown.status, grown.decisions, grown.left_out) == ("imported", 20, 18)
+    assert "18 decisions of 1 games already imported, left out" in grown.notes
+    assert "18 decisions of 1 games already imported, left out" in format_report([again, grown], tmp_path)
+    assert grown.dest == forge / mixed.name and grown.dest.read_bytes() == POD6.read_bytes()
+    assert {p: md5(p) for p in (lf, mixed)} == before and md5(forge / CRLF.name) == md5(CRLF)
+    records = [r for p in sorted(forge.glob("*.jsonl")) for r in read_records(p)]
+    assert len(records) == 18 + 20  # each decision once
+    # the same file again, and a copy of it under its own name: nothing new
+    assert [r.status for r in import_files([mixed, CRLF], forge)] == ["already imported", "already imported"]
+    assert sorted(p.name for p in forge.iterdir()) == sorted([CRLF.name, mixed.name])
+
+
+def test_utf8_bom_keeps_line_one(tmp_path: Path) -> None:
+    bom = tmp_path / "src" / CRLF.name
+    bom.parent.mkdir()
+    bom.write_bytes(b"\xef\xbb\xbf" + CRLF.read_bytes())
+    assert [no for no, _ in iter_jsonl(bom)][:2] == [1, 2] and len(list(read_records(bom))) == 18
+    rep = import_files([bom], tmp_path / "forge")[0]
+    assert (rep.status, rep.decisions, rep.bad) == ("imported", 18, [])
+    assert rep.imported_to.read_bytes() == CRLF.read_bytes()  # the mark is not copied
+
+
+def test_card_listed_twice_is_an_error(tmp_path: Path, encoder: RecordEncoder) -> None:
+    table = tmp_path / "cards.yaml"
+    table.write_text("Cultivate: ramp\nLightning Greaves: creature\nCultivate: draw\n", encoding="utf-8")
+    with pytest.raises(DataFileError, match=r"cards\.yaml:3: Cultivate: listed twice \(first on line 1\)") as info:
+        load_card_table(table, encoder.pool)
+    assert (info.value.line, info.value.field) == (3, "Cultivate")
+
+
+def test_journal_names_the_files_before_copying(tmp_path: Path) -> None:
+    fake = FakeLoop(tmp_path)
+    assert import_command(fake, [CRLF, POD6], CARDS, 1.0) == 0
+    first = fake.journal[0]  # what the next start commits if this import is killed while copying
+    assert first.startswith("import-forge: 2 Forge file(s), card table") and "see the report" in first
+    assert CRLF.name in first and POD6.name in first and CARDS.name in first
+    assert fake.commits[0].startswith("import-forge: 2 Forge file(s), 38 decisions, card table")
+    assert "train.source_weights.forge = 1.0" in fake.echoed[-1]
 
 
 # --------------------------------------------------------------------------- issue #12 item 8

@@ -6,8 +6,10 @@ with the record schema; each bad line is reported (``<file>:<line>: <field>: <pr
 and left out, every good line is copied byte for byte (CRLF kept) into ``data/forge/``
 (``FORGE_DIR``), ``dvc add``-tracked like ``data/pool`` and read by the train and gate
 stages as source ``forge``. No file is deleted or overwritten: sources are only read, a
-taken name with other content gets a new one (``ml-decisions-<8 hex of SHA-256>[-tN].jsonl``),
-identical content is "already imported". ``--cards TABLE`` merges a user card table
+taken name with other content gets a new one (``ml-decisions-<8 hex of SHA-256>[-tN].jsonl``).
+A game (``game_id``) already in ``data/forge`` is never imported twice: its lines are left out
+(a CRLF copy, a file that grew, another file repeating games) and a file all of whose games are
+there is "already imported". ``--cards TABLE`` merges a user card table
 (``name: kind``) into ``data/forge/cards.yaml``: it extends the built-in pool for labels only
 (the labels themselves: ``ml.game.commander.forge``).
 
@@ -17,7 +19,9 @@ lists what was put there by hand, and ``loop.py`` refuses to run until it is imp
 
 from __future__ import annotations
 
+import argparse
 import hashlib
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,7 +32,7 @@ import yaml
 
 from ml.game.commander.cards import load_card_pool
 from ml.game.commander.forge import CARD_TABLE, load_card_table, merge_card_tables
-from ml.io import TMP_SUFFIX, DataFileError, atomic_write_bytes, atomic_write_text, iter_jsonl
+from ml.io import TMP_SUFFIX, UTF8_BOM, DataFileError, atomic_write_bytes, atomic_write_text, iter_jsonl
 from ml.params import load_params
 from ml.records import RecordError, classify_file, read_records, scan_batches, validate_line
 
@@ -78,8 +82,10 @@ class FileReport:
     Attributes:
         source: the file given.
         status: ``imported``, ``already imported`` or ``refused``.
-        dest: the file in the Forge folder holding its good lines (None when refused).
-        decisions: good lines (decisions) kept.
+        dest: the file in the Forge folder holding its good lines (None when refused, or when
+            its games, already imported, lie in several files).
+        decisions: good lines (decisions) imported; for an ``already imported`` file, its good lines.
+        left_out: good lines left out because their game was already imported.
         bad: every bad line, as ``DataFileError``/``RecordError`` (file, line, field, problem).
         notes: anything else the user should know (a new name, games seen before).
     """
@@ -88,18 +94,22 @@ class FileReport:
     status: Literal["imported", "already imported", "refused"]
     dest: Path | None = None
     decisions: int = 0
+    left_out: int = 0
     bad: list[DataFileError] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     @property
     def imported_to(self) -> Path:
-        """``dest`` of a file that was imported or already was (never None then)."""
+        """``dest`` of a file that was imported (never None then)."""
         assert self.dest is not None, f"{self.source} was {self.status}: it has no dest"
         return self.dest
 
 
-def _good_lines(path: Path, bad: list[DataFileError]) -> tuple[bytes, int, set[str]]:
-    """The good lines of a Forge file (bytes as they are), their count and game ids; bad lines go to ``bad``."""
+def _good_lines(path: Path, bad: list[DataFileError]) -> list[tuple[str, bytes]]:
+    """The good lines of a Forge file as ``(game id, bytes as they are)``; bad lines go to ``bad``.
+
+    A leading UTF-8 byte-order mark is not copied (``iter_jsonl`` skips it too).
+    """
     keep: dict[int, str] = {}
     for line_no, obj in iter_jsonl(path, on_error=bad.append):
         try:
@@ -107,15 +117,14 @@ def _good_lines(path: Path, bad: list[DataFileError]) -> tuple[bytes, int, set[s
         except RecordError as e:
             bad.append(e)
     with open(path, "rb") as f:
-        lines = [raw if raw.endswith(b"\n") else raw + b"\n" for no, raw in enumerate(f, start=1) if no in keep]
-    return b"".join(lines), len(lines), set(keep.values())
+        lines = [(no, raw if raw.endswith(b"\n") else raw + b"\n") for no, raw in enumerate(f, start=1) if no in keep]
+    return [(keep[no], raw[len(UTF8_BOM) :] if no == 1 and raw.startswith(UTF8_BOM) else raw) for no, raw in lines]
 
 
-def _existing(forge_dir: Path) -> tuple[dict[str, Path], set[str]]:
-    """SHA-256 -> file of the imported files, and the game ids they hold."""
+def _existing_games(forge_dir: Path) -> dict[str, Path]:
+    """Game id -> the imported file holding it."""
     files = scan_batches(forge_dir, sources=(), include_forge=True) if forge_dir.is_dir() else []
-    games = {r.game_id for p in files for r in read_records(p, on_error=lambda e: None)}
-    return {hashlib.sha256(p.read_bytes()).hexdigest(): p for p in files}, games
+    return {r.game_id: p for p in files for r in read_records(p, on_error=lambda e: None)}
 
 
 def import_files(paths: Sequence[Path], forge_dir: Path) -> list[FileReport]:
@@ -129,8 +138,10 @@ def import_files(paths: Sequence[Path], forge_dir: Path) -> list[FileReport]:
         One report per path, in order. A file with no good line, or that is missing, is
         ``refused``; one whose name is taken by other content is imported under
         ``ml-decisions-<8 hex of its SHA-256>[-tN].jsonl`` (refused when that name is taken too).
+        The lines of a game already in ``forge_dir`` (or in an earlier path) are left out
+        (``left_out``); a file with no other good line is ``already imported``.
     """
-    by_hash, known_games = _existing(forge_dir)
+    known_games = _existing_games(forge_dir)
     reports = []
     for path in map(Path, paths):
         if not path.is_file():
@@ -138,14 +149,21 @@ def import_files(paths: Sequence[Path], forge_dir: Path) -> list[FileReport]:
             continue
         rep = FileReport(path, "refused")
         reports.append(rep)
-        content, rep.decisions, games = _good_lines(path, rep.bad)
-        if not rep.decisions:
+        good = _good_lines(path, rep.bad)
+        if not good:
             rep.notes.append("no good line")
             continue
-        digest = hashlib.sha256(content).hexdigest()
-        if digest in by_hash:
-            rep.status, rep.dest = "already imported", by_hash[digest]
+        new = [raw for game, raw in good if game not in known_games]
+        if not new:  # a copy (CRLF, renamed) of imported games
+            homes = {known_games[game] for game, _ in good}
+            rep.status, rep.decisions, rep.dest = "already imported", len(good), homes.pop() if len(homes) == 1 else None
             continue
+        rep.decisions, rep.left_out = len(new), len(good) - len(new)
+        if rep.left_out:
+            n_games = len({game for game, _ in good if game in known_games})
+            rep.notes.append(f"{rep.left_out} decisions of {n_games} games already imported, left out")
+        content = b"".join(new)
+        digest = hashlib.sha256(content).hexdigest()
         forge_name = classify_file(path) == "forge"
         dest = forge_dir / (path.name if forge_name else f"ml-decisions-{digest[:8]}.jsonl")
         if dest.exists():  # keep the worker suffix -tN of a Forge name
@@ -158,12 +176,9 @@ def import_files(paths: Sequence[Path], forge_dir: Path) -> list[FileReport]:
             rep.notes.append(
                 f"imported as {dest.name} ({path.name} " + ("is taken)" if forge_name else "is not a Forge file name)")
             )
-        if seen := games & known_games:
-            rep.notes.append(f"{len(seen)} of its {len(games)} games are already in {forge_dir} (a file that grew?)")
         atomic_write_bytes(dest, content)
         rep.status, rep.dest = "imported", dest
-        by_hash[digest] = dest
-        known_games |= games
+        known_games.update((game, dest) for game, _ in good if game not in known_games)
     return reports
 
 
@@ -181,6 +196,17 @@ def format_report(reports: Sequence[FileReport], root: Path) -> str:
 # --------------------------------------------------------------------------- the loop.py command
 
 
+def forge_weight(text: str) -> float:
+    """``--weight``: a finite mixture weight >= 0 (argparse refuses anything else before any work)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0 (a mixture weight), got {text!r}")
+    return value
+
+
 def import_command(loop: Any, paths: Sequence[Path], cards: Path | None, weight: float) -> int:
     """``python loop.py import-forge PATH... [--cards TABLE] [--weight W]``.
 
@@ -193,11 +219,12 @@ def import_command(loop: Any, paths: Sequence[Path], cards: Path | None, weight:
             ``git``, ``commit_paths``, ``set_params``, ``load_state``, ``echo``).
         paths: Forge files to import.
         cards: a card table to merge into ``data/forge/cards.yaml``, or None.
-        weight: the ``forge`` mixture weight to set when there is none (>= 0).
+        weight: the ``forge`` mixture weight to set when there is none (finite, >= 0: :func:`forge_weight`).
 
     Returns:
         0 when every file was imported (or already was), bad lines left out and listed;
-        2 when a file or the card table was refused (the rest is still imported).
+        2 when a file was refused (the rest is still imported), or the card table was
+        (missing, a folder, bad: nothing is imported, written or committed).
     """
     state, params = loop.load_state(), load_params(loop.path("params.yaml"))
     if state.in_flight is not None:
@@ -207,40 +234,69 @@ def import_command(loop: Any, paths: Sequence[Path], cards: Path | None, weight:
         loop.echo(f"import-forge: Forge files are commander records; this run plays {params.game.name}")
         return 2
     forge_dir = loop.path(FORGE_DIR)
-    tracked = [f"{FORGE_DIR}.dvc", f"{Path(FORGE_DIR).parent}/.gitignore"]
-    # journalled: a kill while copying is completed (dvc add, commit) by the next loop.py start;
-    # dvc add also records a hand edit of data/forge (e.g. its card table); nothing changed: no commit
-    try:
-        with loop.committing(f"import-forge: {len(paths)} Forge file(s)", tracked, dvc_add=(FORGE_DIR,)) as commit:
-            forge_dir.mkdir(parents=True, exist_ok=True)
-            table_changed = _merge_cards(forge_dir, cards)  # checks the whole table before it writes
-            reports = import_files(paths, forge_dir)
-            done = [r for r in reports if r.status == "imported"]
-            head = f"import-forge: {len(done)} Forge file(s), {sum(r.decisions for r in done)} decisions"
-            body = [f"{r.source.name} -> {r.imported_to.name}: {r.decisions} decisions, {len(r.bad)} bad lines" for r in done]
-            parts = [head + (", card table" if table_changed else ""), *(["\n".join(body)] if body else [])]
-            commit["message"] = "\n\n".join(parts)
-    except DataFileError as e:  # a bad card table: nothing written, nothing committed
+    try:  # the whole table is checked before anything is written
+        table = _merged_cards(forge_dir, cards)
+    except DataFileError as e:  # missing, a folder, bad: nothing written, nothing committed
         loop.echo(f"import-forge: {e} (nothing imported)")
         return 2
+    tracked = [f"{FORGE_DIR}.dvc", f"{Path(FORGE_DIR).parent}/.gitignore"]
+    # journalled: a kill while copying is completed (dvc add, commit) by the next loop.py start, with
+    # this first message; dvc add also records a hand edit of data/forge; nothing changed: no commit
+    with loop.committing(journal_message(paths, cards), tracked, dvc_add=(FORGE_DIR,)) as commit:
+        forge_dir.mkdir(parents=True, exist_ok=True)
+        if table is not None:
+            _write_cards(forge_dir, table)
+        reports = import_files(paths, forge_dir)
+        done = [r for r in reports if r.status == "imported"]
+        head = f"import-forge: {len(done)} Forge file(s), {sum(r.decisions for r in done)} decisions"
+        body = [
+            f"{r.source.name} -> {r.imported_to.name}: {r.decisions} decisions, {len(r.bad)} bad lines"
+            + (f", {r.left_out} of imported games left out" if r.left_out else "")
+            for r in done
+        ]
+        parts = [head + (", card table" if table is not None else ""), *(["\n".join(body)] if body else [])]
+        commit["message"] = "\n\n".join(parts)
     loop.echo(format_report(reports, loop.root))
     _set_weight(loop, params.train.source_weights, weight)
     return 2 if any(r.status == "refused" for r in reports) else 0
 
 
-def _merge_cards(forge_dir: Path, cards: Path | None) -> bool:
-    """Merge ``cards`` into the Forge folder's table; True when the table file changed."""
+def journal_message(paths: Sequence[Path], cards: Path | None) -> str:
+    """The commit message journalled before copying: what is imported, as far as known then.
+
+    It is used only when the import is interrupted (``committing`` replaces it with the counts
+    otherwise), so it says where the decision counts are: in the report, which importing the
+    same files again prints (they are then ``already imported``, with their counts).
+    """
+    names = [p.name for p in paths] + ([f"card table {cards.name}"] if cards is not None else [])
+    return (
+        f"import-forge: {len(paths)} Forge file(s){', card table' if cards is not None else ''} (interrupted, completed)\n\n"
+        + "\n".join(names)
+        + "\n\nDecision counts: see the report of `python loop.py import-forge` with the same files."
+    )
+
+
+def _merged_cards(forge_dir: Path, cards: Path | None) -> dict[str, str] | None:
+    """The Forge folder's table merged with ``cards``; None when there is nothing to write.
+
+    Raises:
+        DataFileError: ``cards`` missing, a folder, or a bad table (see ``load_card_table``).
+    """
     if cards is None:
-        return False
+        return None
+    if not cards.exists():
+        raise DataFileError(cards, None, None, "no such card table file")
     pool = load_card_pool()
     current_path = forge_dir / CARD_TABLE
     current = load_card_table(current_path, pool)
     merged = merge_card_tables(current, load_card_table(cards, pool), cards, current_path)
-    if merged == current and current_path.exists():
-        return False
+    return None if merged == current and (current_path.exists() or not merged) else merged
+
+
+def _write_cards(forge_dir: Path, table: dict[str, str]) -> None:
     text = "# Card table of the imported Forge data: card name -> kind (labels only; python loop.py import-forge --cards)\n"
-    atomic_write_text(current_path, text + yaml.safe_dump(dict(sorted(merged.items())), allow_unicode=True, width=4096))
-    return True
+    text += yaml.safe_dump(dict(sorted(table.items())), allow_unicode=True, width=4096)
+    atomic_write_text(forge_dir / CARD_TABLE, text)
 
 
 def _set_weight(loop: Any, source_weights: dict[str, float], weight: float) -> None:

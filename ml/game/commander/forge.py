@@ -21,9 +21,8 @@ from typing import Any
 import numpy as np
 import yaml
 
-from ml.game.commander.actions import attack_action
 from ml.game.commander.cards import KINDS, Card
-from ml.game.commander.encoding import RecordEncoder, label_record
+from ml.game.commander.encoding import RecordEncoder, attack_target_mask, label_record
 from ml.io import DataFileError
 
 CARD_TABLE = "cards.yaml"
@@ -46,24 +45,31 @@ def load_card_table(path: str | Path, pool: Mapping[str, Card]) -> dict[str, str
         ``{card name: kind}`` with kinds from ``ml.game.commander.cards.KINDS``.
 
     Raises:
-        DataFileError: not YAML, not a mapping, a kind that is not a card kind, or a built-in
-            card given another kind; the message names file, line and card.
+        DataFileError: not a readable file (a folder), not YAML, not a mapping, a card listed
+            twice, a kind that is not a card kind, or a built-in card given another kind; the
+            message names file, line and card.
     """
     path = Path(path)
     if not path.exists():
         return {}
     try:
-        root = yaml.compose(path.read_text(encoding="utf-8"))
+        root = yaml.compose(path.read_text(encoding="utf-8-sig"))
     except (yaml.YAMLError, UnicodeDecodeError) as e:
         mark = getattr(e, "problem_mark", None)
         raise DataFileError(path, mark.line + 1 if mark else None, None, f"not a YAML card table ({e})") from None
+    except OSError as e:  # a folder, no permission
+        raise DataFileError(path, None, None, f"cannot read the card table: {e.strerror or e}") from None
     if root is None:
         return {}
     if not isinstance(root, yaml.MappingNode):
         raise DataFileError(path, root.start_mark.line + 1, None, "expected a mapping of card name to kind")
     table: dict[str, str] = {}
+    lines: dict[str, int] = {}
     for key, value in root.value:
         line, name, kind = key.start_mark.line + 1, str(key.value), value.value
+        if name in lines:  # YAML keys are unique; a plain load would keep the last silently
+            raise DataFileError(path, line, name, f"listed twice (first on line {lines[name]}); give each card one kind")
+        lines[name] = line
         if not isinstance(value, yaml.ScalarNode) or kind not in KINDS:
             raise DataFileError(path, line, name, f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
         if name in pool and pool[name].kind != kind:
@@ -140,14 +146,7 @@ class ForgeEncoder:
             return ("action_type", action.type)
         if action.target:
             return ("attack_bad_target", action.target)
-        seats = {p.seat: p for p in record.players}
-        n, actor = len(record.players), record.active_seat
-        allowed = np.zeros(self.num_actions, dtype=bool)
-        for offset in range(1, n):
-            p = seats.get((actor + offset) % n)
-            if p is not None and not (p.eliminated if p.eliminated is not None else p.life <= 0):
-                allowed[attack_action(offset)] = True
-        allowed &= self.action_mask(record)
+        allowed = attack_target_mask(record) & self.action_mask(record)
         return allowed if allowed.any() else ("attack_no_opponent", "")
 
 
