@@ -4,7 +4,8 @@ Checks: the API server starts (``python -m ml.api``) on a free loopback port; th
 Start button launches loop.py; after two generations the page's Pause button pauses the
 loop between stages (status ``paused``); while a stage runs its live learning curve is drawn;
 the Vega-Lite charts (vendored vega-embed) are drawn and not empty, the win-rate chart with
-one point per row of plots/generations.json, and no request leaves the server;
+one point per row of plots/generations.json, and no request leaves the server; refreshes
+with unchanged data redraw no chart (no flicker);
 Resume lets it go on, Stop makes it finish its stage and exit (status ``stopped``). A
 screenshot of the paused page is saved; its path is printed.
 
@@ -27,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from ml.api.control import is_loop_process
+from ml.api.vega import POINTS
 from tests.conftest import ROOT, make_project_copy, tiny_params
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -100,12 +102,23 @@ def check_charts(driver, repo: Path) -> None:
     for chart_id in ("winrate-chart", "elo-chart", "composition-chart"):
         marks = driver.find_elements(By.CSS_SELECTOR, f"#{chart_id} svg .mark-symbol path, #{chart_id} svg .mark-rect path")
         assert marks, chart_id
-    points = driver.find_elements(By.CSS_SELECTOR, "#winrate-chart svg .mark-symbol path")
-    assert len(points) == len(rows)
+    # the gate points' own mark group (ml.api.vega.POINTS): not the legend's symbols, not the student line's points
+    points = driver.find_elements(By.CSS_SELECTOR, f"#winrate-chart svg .mark-symbol.role-mark.{POINTS}_marks path")
+    assert len(points) == len([r for r in rows if r.get("gate_win_rate") is not None]) == len(rows)
     assert driver.find_elements(By.CSS_SELECTOR, "#curves .vl-chart svg .mark-line path")  # the stages' learning curves
     origin = driver.execute_script("return location.origin")
     urls = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
     assert urls and all(u.startswith(origin) for u in urls), urls
+
+
+def check_charts_kept(driver) -> None:
+    """Two refreshes with unchanged data (the loop paused) redraw no chart: each keeps its SVG element."""
+    tag = "return [...document.querySelectorAll('.vl-chart svg')].map(s => (s.dataset.probe = '1', s)).length"
+    count = "return Number(document.body.dataset.refreshes || 0)"
+    drawn, before = driver.execute_script(tag), driver.execute_script(count)
+    WebDriverWait(driver, 20).until(lambda d: d.execute_script(count) >= before + 2)
+    probed = driver.execute_script("return document.querySelectorAll('.vl-chart svg[data-probe=\"1\"]').length")
+    assert drawn and probed == drawn == len(driver.find_elements(By.CSS_SELECTOR, ".vl-chart svg"))
 
 
 def check_live_curve(driver) -> None:
@@ -160,6 +173,7 @@ def test_dashboard_drives_a_real_loop(tmp_path: Path, capsys: pytest.CaptureFixt
         driver.refresh()
         assert page_state(driver) == "paused"
         check_charts(driver, repo)
+        check_charts_kept(driver)
         shot = tmp_path / "dashboard.png"
         driver.save_screenshot(str(shot))
         with capsys.disabled():

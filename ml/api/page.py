@@ -2,7 +2,8 @@
 
 The page is static HTML plus a small inline script: every ``REFRESH_S`` seconds it fetches
 the panels fragment (status, chart specs, attempts table, all rendered here on the server),
-swaps it in and draws each chart's Vega-Lite spec (``ml.api.vega``) with vega-embed; the
+swaps it in and draws each chart's Vega-Lite spec (``ml.api.vega``) with vega-embed, only
+when the spec changed (a chart whose rows alone changed gets them through ``view.data``); the
 buttons POST to the control endpoints. Scripts come from ``/static/vendor/``: nothing is
 loaded from the network.
 """
@@ -17,7 +18,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from ml.api.control import LoopController
 from ml.api.readers import RepoView, sampled_share
 from ml.api.status import generation_label, loop_status
-from ml.api.vega import Chart, composition_chart, curve_charts, elo_chart, generation_data, winrate_chart
+from ml.api.vega import DATA, Chart, composition_chart, curve_charts, elo_chart, generation_data, winrate_chart
 
 REFRESH_S = 3
 """Seconds between two refreshes of the panels."""
@@ -89,6 +90,7 @@ def render_page(view: RepoView, controller: LoopController, token_required: bool
         panels=render_panels(view, controller),
         repo=str(view.root),
         refresh_ms=REFRESH_S * 1000,
+        data_name=DATA,
         token_required=token_required,
         controls_enabled=controls_enabled,
     )

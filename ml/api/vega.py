@@ -7,7 +7,7 @@ learning curves from each stage's DVCLive TSVs (``plots/<stage>/plots/metrics/*.
 vega-embed from the copies vendored in ``ml/api/static/vendor/`` (nothing from a CDN).
 
 Each chart is a ``Chart``: ``id`` (the element id, stable for tests), a title and the spec
-with its data inline (``data.values``).
+with its data inline, named ``DATA`` (``data: {name, values}``) so the page can swap in new rows.
 """
 
 from __future__ import annotations
@@ -29,6 +29,12 @@ CURVE_STAGES = ("train", "selfplay", "gate")
 CURVE_X = {"train": "epoch", "selfplay": "PPO update", "gate": "games"}
 VERDICT_COLOURS = {"domain": ["accepted", "rejected", "aborted"], "range": ["#2e7d32", "#c62828", "#757575"]}
 WIDTH = 560
+DATA = "table"
+"""The name of each chart's main data set: the page swaps new rows into a drawn chart with
+``view.data(DATA, rows)`` when only the rows changed (no redraw, no flicker)."""
+POINTS = "gate_points"
+"""The name of the win-rate chart's gate-point layer: Vega draws its marks in a group of class
+``gate_points_marks`` (tests count them; legend symbols and the student line's points are not in it)."""
 
 
 @dataclass
@@ -42,7 +48,7 @@ class Chart:
 
 
 def _base(values: list[dict], height: int = 220) -> dict[str, Any]:
-    return {"$schema": SCHEMA, "width": WIDTH, "height": height, "data": {"values": values}}
+    return {"$schema": SCHEMA, "width": WIDTH, "height": height, "data": {"name": DATA, "values": values}}
 
 
 def generation_data(root: Path, history: list[dict], elo_history: list[dict]) -> list[dict]:
@@ -61,6 +67,7 @@ def winrate_chart(rows: list[dict], target: float | None, parity: float | None) 
             "encoding": {"x": x, "y": {"field": "gate_win_low", "type": "quantitative"}, "y2": {"field": "gate_win_high"}},
         },
         {
+            "name": POINTS,
             "mark": {"type": "point", "filled": True, "size": 70},
             "encoding": {
                 "x": x,
@@ -137,7 +144,7 @@ def curve_chart(root: Path, stage: str, live: bool) -> Chart | None:
     if not values:
         return None
     spec = {
-        "$schema": SCHEMA, "data": {"values": values}, "columns": 3, "resolve": {"scale": {"y": "independent"}},
+        "$schema": SCHEMA, "data": {"name": DATA, "values": values}, "columns": 3, "resolve": {"scale": {"y": "independent"}},
         "facet": {"field": "metric", "type": "nominal", "title": None},
         "spec": {"width": 170, "height": 110, "mark": {"type": "line", "point": len(values) < 60},
                  "encoding": {"x": {"field": "step", "type": "quantitative", "title": CURVE_X[stage]},
