@@ -32,7 +32,7 @@ ABORT_METRICS: tuple[str, ...] = get_args(AbortMetric)
 class AbortIf(BaseModel):
     """Stop the attempt when ``metric`` is below ``below`` once ``at_steps`` PPO decisions are done."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
     metric: AbortMetric = "train_win_rate"
     below: float
@@ -42,7 +42,7 @@ class AbortIf(BaseModel):
 class Phase(BaseModel):
     """One phase of the curriculum."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
     name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,40}$")
     generations: int = Field(ge=1)

@@ -4,9 +4,11 @@ Every field carries a docstring (turned into its description by
 ``use_attribute_docstrings``) with its unit. Unknown keys are errors
 (``extra="forbid"``), types are strict (pydantic strict mode: ``epochs: true``,
 ``epochs: "6"`` or ``epochs: 6.0`` is no integer, ``gated: 1`` no boolean; an integer is a
-valid float), and every error names the file, the section and the key. Profiles and
-curriculum phases are checked when the file loads: each one's overrides on top of the
-params must validate, and an error names the profile or phase.
+valid float; ``.inf`` and ``.nan`` are refused), and every error names the file, the line
+where known, the section and the key. Profiles and curriculum phases are checked when the
+file loads: each one's overrides on top of the params must validate, an error names the
+profile or phase, and phase names must differ. The YAML is read as YAML 1.2 reads floats
+(``1e-3`` is a number) and a key written twice is an error.
 
 Seeds: every random source of a stage derives from ``run.seed`` (set by ``loop.py`` per
 attempt from ``base.seed``, generation and attempt) plus a fixed per-stage offset from
@@ -19,10 +21,10 @@ import hashlib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ml.curriculum import AbortIf, Phase, phase_overrides
+from ml.params_yaml import At, KeyPath, ParamsError, error_lines, message, read_yaml
 
 DEFAULT_PARAMS_PATH = Path("params.yaml")
 
@@ -47,12 +49,8 @@ def attempt_seed(base_seed: int, generation: int, attempt: int) -> int:
     return int.from_bytes(digest[:4], "big") >> 1
 
 
-class ParamsError(ValueError):
-    """A bad ``params.yaml``: the message names the file, the section and the key."""
-
-
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True, strict=True, allow_inf_nan=False)
 
 
 class BaseParams(_Section):
@@ -291,27 +289,30 @@ class Params(_Section):
     @model_validator(mode="after")
     def _check_profiles(self) -> Params:
         for name, overrides in self.profiles.items():
-            self._check_overrides(f"profile {name!r}", overrides)
+            self._check_overrides(("profiles", name), f"profile {name!r}", overrides)
         return self
 
     @model_validator(mode="after")
     def _check_curriculum(self) -> Params:
+        first: dict[str, int] = {}
         for i, phase in enumerate(self.curriculum or []):
             where = f"curriculum.{i} (phase {phase.name!r})"
+            if (j := first.setdefault(phase.name, i)) != i:
+                raise At(("curriculum", i), f"{where}: curriculum.{j} has the same name; phase names must differ")
             if i == 0 and phase.opponent == "previous_phase":
-                raise ValueError(f"{where}: opponent: previous_phase needs an earlier phase, and this is the first")
-            self._check_overrides(where, phase_overrides(phase, None))
+                raise At(("curriculum", i), f"{where}: opponent: previous_phase needs an earlier phase, and this is the first")
+            self._check_overrides(("curriculum", i), where, phase_overrides(phase, None))
         return self
 
-    def _check_overrides(self, where: str, overrides: dict[str, dict[str, Any]]) -> None:
+    def _check_overrides(self, loc: KeyPath, where: str, overrides: dict[str, dict[str, Any]]) -> None:
         """Raise ValueError (naming ``where``, each section and key) unless these params with ``overrides`` validate."""
         try:
             self.overridden(overrides)
         except ParamsError as e:
-            raise ValueError(f"{where}: {e}") from None
+            raise At(loc, f"{where}: {e}") from None
         except ValidationError as e:
-            problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {_message(err)}" for err in e.errors())
-            raise ValueError(f"{where}: {problems}") from None
+            problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {message(err)}" for err in e.errors())
+            raise At(loc, f"{where}: {problems}") from None
 
     def overridden(self, overrides: dict[str, dict[str, Any]]) -> Params:
         """These params with ``overrides`` (section -> key -> value) set, without profiles and curriculum.
@@ -360,41 +361,36 @@ def with_overrides(raw: dict[str, Any], overrides: dict[str, dict[str, Any]]) ->
 
 
 def load_params(path: str | Path = DEFAULT_PARAMS_PATH) -> Params:
-    """Read and validate ``params.yaml``.
+    """Read and validate ``params.yaml`` (``params_from_text``).
 
     Raises:
-        ParamsError: missing file, bad YAML, unknown section or key, or a bad value; the
-            message names the file, section and key.
+        ParamsError: missing file, bad YAML, a key written twice, unknown section or key, or a
+            bad value; the message names the file, the line, the section and the key.
     """
     path = Path(path)
     try:
-        raw: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError as e:
         raise ParamsError(f"{path}: params file not found") from e
-    except yaml.YAMLError as e:
-        raise ParamsError(f"{path}: not valid YAML: {e}") from e
-    return params_from_dict(raw or {}, source=str(path))
+    return params_from_text(text, str(path))
 
 
-def params_from_dict(raw: dict[str, Any], source: str = "params") -> Params:
+def params_from_text(text: str, source: str = "params") -> Params:
+    """Validate the YAML ``text`` of a params file (``ml.params_yaml.read_yaml``); raises ParamsError as ``load_params``."""
+    raw, lines = read_yaml(text, source)
+    return params_from_dict(raw or {}, source, lines)
+
+
+def params_from_dict(raw: dict[str, Any], source: str = "params", lines: dict[KeyPath, int] | None = None) -> Params:
     """Validate a params mapping (as read from YAML), its profiles and curriculum phases included.
 
     Raises:
-        ParamsError: as ``load_params``; one line per problem, ``<source>: <section>.<key>: <message>``
-            (a profile's or phase's problem: ``<source>: curriculum.<i> (phase '<name>'): <section>.<key>: <message>``).
+        ParamsError: as ``load_params``; one line per problem (``ml.params_yaml.error_lines``), the
+            line of each where ``lines`` (key path -> line in ``source``, ``params_from_text``) has it.
     """
     if not isinstance(raw, dict):
         raise ParamsError(f"{source}: top level must be a mapping of sections")
     try:
         return Params.model_validate(raw)
     except ValidationError as e:
-        problems = []
-        for err in e.errors():
-            loc = ".".join(str(x) for x in err["loc"])
-            problems.append(f"{source}: {loc}: {_message(err)}" if loc else f"{source}: {_message(err)}")
-        raise ParamsError("\n".join(problems)) from e
-
-
-def _message(err: Any) -> str:
-    """A pydantic error's message, without the ``Value error, `` prefix of a validator's own ValueError."""
-    return err["msg"].removeprefix("Value error, ")
+        raise ParamsError("\n".join(error_lines(e.errors(), source, raw, lines or {}))) from e

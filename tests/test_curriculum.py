@@ -16,6 +16,13 @@ curriculum equals the base; commit messages tell phase params from suggester nud
 real run, a bad phase key stops loop.py before any attempt, `--skip-to-next-stage` into a
 gauntlet whose previous phase passed no model plays the heuristic teacher and says so, and
 out of the last phase ends the run `done` with the right advice.
+
+The walkthrough's items, in process: after a three-phase curriculum (with a seed checkpoint and
+a suggester's nudge) params.yaml is byte for byte the file before it, the `run` section apart,
+whether its lists are indented under their key or not (no `init_checkpoint:`, `abort_if:` or
+`frozen_names:` left behind, no re-indented curriculum) (5); a text file given to
+`--seed-checkpoint` is refused in one line, without torch's `weights_only` advice (8); the
+note that a gauntlet plays the heuristic teacher is said once, by the override (9).
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -31,14 +40,17 @@ import torch
 import yaml
 
 from ml.curriculum import FALLBACK_OPPONENT_MIX, Phase, opponent_fallback, phase_overrides
+from ml.driver.commands import seed_checkpoint
 from ml.driver.messages import attempt_message
 from ml.driver.orchestrator import Loop
 from ml.driver.params_file import attempt_params_text
-from ml.driver.phases import enter_phase
+from ml.driver.phases import enter_phase, queue_seed_checkpoint
 from ml.driver.state import AttemptLog, LoopState
+from ml.driver.transitions import after_attempt, after_override
+from ml.driver.workspace import LoopError
 from ml.params import ParamsError, load_params, params_from_dict
 from ml.policy import load_policy
-from tests.conftest import attempt_commits, git, make_project_copy, run_loop, tiny_params
+from tests.conftest import ROOT, attempt_commits, git, make_project_copy, run_loop, tiny_params
 
 # Tiny agents are no match for the heuristic teacher, and in 4-pods hardly for random players
 # either: this test plays 2-player pods and gates against a random player (parity 0.5).
@@ -306,3 +318,116 @@ def test_seed_checkpoint_of_another_shape_is_refused(tmp_path: Path):
     res = run_loop(repo, "--seed-checkpoint", str(tmp_path / "seed.pt"))
     assert res.returncode == 2 and "has hidden sizes [8], but the first phase's students" in res.stderr, res.stderr[-2000:]
     assert len(git(repo, "log", "--format=%s").splitlines()) == 1 and not (repo / "data/seed/seed.pt").exists()
+
+
+class _Loop:
+    """What the curriculum's side effects use of ``Loop``, in a folder: no git, no DVC, no process."""
+
+    def __init__(self, root: Path) -> None:
+        self.root, self.said, self.commits, self.state = root, [], [], LoopState()
+
+    def echo(self, message: str) -> None:
+        self.said.append(message)
+
+    def path(self, rel: str) -> Path:
+        return self.root / rel
+
+    @contextmanager
+    def committing(self, message: str, paths: list[str], dvc_add: tuple[str, ...] = ()) -> Iterator[dict]:
+        self.commits.append(message)
+        yield {}
+
+    def save_state(self, state: LoopState) -> None:
+        self.state = state
+
+    def load_state(self) -> LoopState:
+        return self.state
+
+
+PHASES_TEXT = """curriculum:
+  - name: warmup                 # ungated: trains, exports, commits, always advances
+    generations: 1
+    gated: false
+    overrides:
+      selfplay: {opponent_mix: {random: 1.0}, total_steps: 100000}
+  - name: selfplay               # gated: the usual gate, retries, blocking
+    generations: 1
+    overrides:
+      selfplay: {opponent_mix: {heuristic: 0.5, frozen: 0.3, self: 0.2}, ent_coef: 0.02}
+      train: {ppo_window: 2}
+    abort_if: {metric: train_win_rate, below: 0.2, at_steps: 100000}
+  - name: gauntlet               # self-play only against the model that passed `selfplay`
+    generations: 1
+    opponent: previous_phase
+"""
+
+
+def _without_run(text: str) -> str:
+    lines, out, skip = text.splitlines(keepends=True), [], False
+    for line in lines:
+        if line[:1].strip():
+            skip = line.startswith("run:")
+        out.append("" if skip else line)
+    return "".join(out)
+
+
+@pytest.mark.parametrize("style", ["repo", "safe_dump"])
+def test_params_after_the_curriculum_are_byte_identical(tmp_path: Path, style: str):
+    """Item 5: keys a phase added stayed (``init_checkpoint:``, ``abort_if:``, ``frozen_names:``)
+    and the curriculum list was re-indented, so ``dvc status`` was not clean afterwards."""
+    path = tmp_path / "params.yaml"
+    if style == "repo":  # comments, flow style, lists indented under their key
+        path.write_text((ROOT / "params.yaml").read_text() + PHASES_TEXT)
+    else:  # PyYAML's style: lists at their key's indentation
+        path.write_text(yaml.safe_dump({**tiny_params(), **yaml.safe_load(PHASES_TEXT)}, sort_keys=False))
+    before, base = path.read_text(), load_params(path)
+    loop, state = _Loop(tmp_path), LoopState()
+    queue_seed_checkpoint(state, load_params(path), "data/seed/seed.pt")  # --seed-checkpoint on the fresh run
+    attempts = [(0, 1, True), (1, 1, False), (1, 2, True), (2, 1, True)]  # selfplay's first attempt rejected
+    for generation, attempt, accepted in attempts:
+        state = enter_phase(loop, state, load_params(path))
+        path.write_text(attempt_params_text(path, generation, attempt, state.nudges))
+        params = load_params(path)
+        state.nudges = {}
+        if state.phase_name == "warmup":
+            assert params.train.init_checkpoint == "data/seed/seed.pt" and params.selfplay.total_steps == 100000
+        if state.phase_name == "gauntlet":
+            assert params.selfplay.frozen_names == ["gen001"] and params.train.init_checkpoint is None
+            assert params.selfplay.total_steps == base.selfplay.total_steps and params.train.ppo_window == 0  # restored
+        state = after_attempt(state, generation, attempt, accepted, params, [])
+        if not accepted:
+            state.nudges = {"selfplay.total_steps": 250_000}  # the suggester, for the retry
+    assert state.phase == 3
+    state = enter_phase(loop, state, load_params(path))  # the end: base values back
+    after = path.read_text()
+    assert _without_run(after) == _without_run(before)
+    assert after != before and state.phase_restore == {}  # the run section is the last attempt's
+    assert len(loop.commits) == 1 and "- selfplay.frozen_names: ['gen001'] -> <absent from params.yaml>" in loop.commits[0]
+
+
+def test_seed_checkpoint_not_a_checkpoint(tmp_path: Path):
+    """Item 8: a text file gave torch's advice to load it with ``weights_only=False``."""
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_params()))
+    (tmp_path / "notes.txt").write_text("not a model\n")
+    with pytest.raises(LoopError) as e:
+        seed_checkpoint(_Loop(tmp_path), tmp_path / "notes.txt")
+    message = str(e.value)
+    assert message.startswith(f"--seed-checkpoint {tmp_path / 'notes.txt'}: not a checkpoint written by this project (")
+    assert "\n" not in message and "weights_only" not in message and message.endswith(")")
+
+
+def test_fallback_note_said_once(tmp_path: Path):
+    """Item 9: ``--skip-to-next-stage`` printed the note, and entering the phase printed it again."""
+    params = params_from_dict({**tiny_params(), "curriculum": [
+        {"name": "selfplay", "generations": 1}, {"name": "gauntlet", "generations": 1, "opponent": "previous_phase"}]})  # fmt: skip
+    blocked = LoopState(status="blocked", failures=3, phase_name="selfplay", entered_phase=0)
+    state, note = after_override(blocked, params, True, [])
+    assert note and "heuristic teacher instead" in note
+    state.log.append(AttemptLog(attempt_id="x-override", generation=0, attempt=3, verdict="override",
+                                reasons=["skip-to-next-stage", note]))  # fmt: skip
+    loop = _Loop(tmp_path)
+    entered = enter_phase(loop, state, params)
+    assert entered.phase_name == "gauntlet" and loop.said == []  # the override said it
+    state.log.clear()  # no override said it (a state from elsewhere): entering the phase does
+    enter_phase(loop, state, params)
+    assert loop.said == [note]

@@ -122,7 +122,7 @@ def test_params_errors_name_file_section_key(tmp_path):
     p.write_text("train:\n  epochs: 0\n  bogus: 1\n")
     with pytest.raises(ParamsError) as e:
         load_params(p)
-    assert f"{p}: train.epochs" in str(e.value) and f"{p}: train.bogus" in str(e.value)
+    assert f"{p}:2: train.epochs" in str(e.value) and f"{p}:3: train.bogus" in str(e.value)
     with pytest.raises(ParamsError, match="not found"):
         load_params(tmp_path / "nope.yaml")
     with pytest.raises(ParamsError, match="source_weights needs at least one weight > 0"):

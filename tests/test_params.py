@@ -7,6 +7,13 @@ params.yaml with every profile, and the tests' TINY params, load; a phase overri
 unknown key or a badly typed value, an unknown section, or a first phase that plays the
 previous phase's model is refused at load, naming the phase (issue #12, item 12); a
 profile's error names the profile.
+
+The walkthrough's items: non-finite floats (``.inf``) are refused everywhere, naming the key
+(1); YAML 1.2 floats (``1e-3``, ``1E5``, ``-2.5e-4``) are numbers, in the loader and through the
+writer (2); a key written twice is refused with file, line and key (3); errors name the line
+(4); an override of the repo's params.yaml changes exactly one line, never re-wrapping
+``profiles`` (6); duplicate phase names are refused naming both indices, and a phase-level
+typo names the phase (7).
 """
 
 from __future__ import annotations
@@ -16,6 +23,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ml.api.overrides import validate_overrides, write_overrides
+from ml.driver.params_file import overrides_text
 from ml.params import ParamsError, load_params, params_from_dict
 from tests.conftest import ROOT, tiny_params
 
@@ -37,7 +46,7 @@ from tests.conftest import ROOT, tiny_params
 def test_strict_types_name_the_key(tmp_path: Path, section: str, key: str, value, message: str):
     p = tmp_path / "params.yaml"
     p.write_text(yaml.safe_dump({section: {key: value}}))
-    with pytest.raises(ParamsError, match=rf"{p}: {section}\.{key}: .*{message}"):
+    with pytest.raises(ParamsError, match=rf"{p}:2: {section}\.{key}: .*{message}"):
         load_params(p)
 
 
@@ -68,10 +77,84 @@ def _phases(*overrides: dict, first: dict | None = None) -> dict:
         (_phases({"overrides": {"gate": {"min_games": 5000}}}), r"curriculum\.1 \(phase 'p1'\): .*min_games \(5000\) must not exceed"),
         (_phases({"overrides": {"nosuch": {"a": 1}}}), r"curriculum\.1 \(phase 'p1'\): override names unknown section 'nosuch'"),
         (_phases(first={"name": "g", "generations": 1, "opponent": "previous_phase"}), r"curriculum\.0 \(phase 'g'\): opponent"),
-        (_phases({"generations": "2"}), r"curriculum\.1\.generations: Input should be a valid integer"),
+        (_phases({"generations": "2"}), r"curriculum\.1 \(phase 'p1'\): generations: Input should be a valid integer"),
+        (_phases({"gatd": False}), r"params\.yaml: curriculum\.1 \(phase 'p1'\): gatd: Extra inputs are not permitted"),
+        (_phases({"name": "warmup"}), r"curriculum\.1 \(phase 'warmup'\): curriculum\.0 has the same name; phase names must differ"),
         ({"profiles": {"fast": {"train": {"epochz": 1}}}}, r"params\.yaml: profile 'fast': train\.epochz: Extra inputs"),
     ],
 )  # fmt: skip
 def test_phase_and_profile_overrides_checked_at_load(raw: dict, message: str):
     with pytest.raises(ParamsError, match=message):
         params_from_dict(raw, source="params.yaml")
+
+
+def _load(tmp_path: Path, text: str):
+    p = tmp_path / "params.yaml"
+    p.write_text(text)
+    return p, load_params(p)
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("train:\n  lr: .inf\n", r"train\.lr"),
+        ("train:\n  source_weights: {sim: .inf, ppo: 0.5}\n", r"train\.source_weights\.sim"),
+        ("selfplay:\n  opponent_mix:\n    self: -.inf\n", r"selfplay\.opponent_mix\.self"),
+        ("gate:\n  max_accuracy_drop: .nan\n", r"gate\.max_accuracy_drop"),
+        (
+            "curriculum:\n  - {name: a, generations: 1, abort_if: {below: .inf, at_steps: 5}}\n",
+            r"curriculum\.0 \(phase 'a'\): abort_if\.below",
+        ),
+        ("profiles:\n  p: {rating: {prior_sigma_elo: .inf}}\n", r"profile 'p': rating\.prior_sigma_elo"),
+    ],
+)
+def test_non_finite_floats_refused(tmp_path: Path, text: str, key: str):
+    """Item 1: ``.inf`` was accepted for lr, source weights and the opponent mix."""
+    with pytest.raises(ParamsError, match=rf"params\.yaml:\d+: {key}: .*finite number"):
+        _load(tmp_path, text)
+
+
+def test_yaml_12_floats(tmp_path: Path):
+    """Item 2: PyYAML (YAML 1.1) read ``1e-3`` as a string, so ``lr: 1e-3`` was no number."""
+    text = "train:\n  lr: 1e-3\n  min_reward_threshold: -2.5e-4\n  epochs: 6\nrating:\n  prior_sigma_elo: 1E5\n"
+    p, params = _load(tmp_path, text)
+    assert (params.train.lr, params.train.min_reward_threshold, params.rating.prior_sigma_elo) == (1e-3, -2.5e-4, 1e5)
+    assert params.train.epochs == 6 and isinstance(params.train.epochs, int)  # integers stay integers
+    assert load_params(ROOT / "params.yaml").selfplay.total_steps == 200_000
+    new, changed = overrides_text(p, {"train": {"epochs": 7}})  # the writer keeps and checks them the same way
+    assert changed == ["train.epochs=7"] and new == text.replace("epochs: 6", "epochs: 7")
+
+
+def test_key_written_twice(tmp_path: Path):
+    """Item 3: the later ``epochs`` was used silently."""
+    with pytest.raises(ParamsError, match=r"params\.yaml:4: train: key 'epochs' written twice \(first on line 2\)"):
+        _load(tmp_path, "train:\n  epochs: 3\n  lr: 0.1\n  epochs: 4\n")
+    with pytest.raises(ParamsError, match=r"params\.yaml:3: top level: key 'train' written twice"):
+        _load(tmp_path, "train: {}\ngate: {}\ntrain: {}\n")
+
+
+def test_errors_name_the_line(tmp_path: Path):
+    """Item 4: the message had the file and the key, not the line."""
+    text = (ROOT / "params.yaml").read_text().replace("  epochs: 6\n", "  epochs: 0\n").replace("  gated: true", "  gated: 1")
+    lines = text.splitlines()
+    epochs, gated = lines.index("  epochs: 0") + 1, lines.index("  gated: 1") + 1
+    with pytest.raises(ParamsError) as e:
+        _load(tmp_path, text)
+    assert str(e.value).splitlines() == [
+        f"{tmp_path / 'params.yaml'}:{epochs}: train.epochs: Input should be greater than or equal to 1",
+        f"{tmp_path / 'params.yaml'}:{gated}: gate.gated: Input should be a valid boolean",
+    ]
+    phase = "curriculum:\n  - name: a\n    generations: 1\n  - name: b\n    generations: 1\n    overrides: {gate: {min_games: 5000}}\n"
+    with pytest.raises(ParamsError, match=r"params\.yaml:4: curriculum\.1 \(phase 'b'\): .*min_games \(5000\)"):
+        _load(tmp_path, phase)  # a phase's problem: the line of the phase
+
+
+def test_override_changes_one_line_of_the_repo_params(tmp_path: Path):
+    """Item 6: the dashboard's override re-wrapped the ``profiles`` lines at ~80 columns."""
+    p = tmp_path / "params.yaml"
+    before = (ROOT / "params.yaml").read_text()
+    p.write_text(before)
+    assert write_overrides(p, validate_overrides({"train": {"epochs": 9}})) == ["train.epochs=9"]
+    after = p.read_text()
+    changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines(), strict=True) if a != b]
+    assert changed == [("  epochs: 6", "  epochs: 9")] and after.endswith("\n")

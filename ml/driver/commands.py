@@ -16,7 +16,7 @@ from ml.driver.bots import BOTS_DIR, final_report, load_bots, promote
 from ml.driver.evaluate import accepted_students
 from ml.driver.messages import override_message
 from ml.driver.orchestrator import Loop
-from ml.driver.phases import enter_phase
+from ml.driver.phases import enter_phase, queue_seed_checkpoint
 from ml.driver.state import AttemptLog
 from ml.driver.workspace import LoopError
 from ml.game.registry import make_game
@@ -166,6 +166,9 @@ def seed_checkpoint(loop: Loop, path: Path) -> None:
     game = make_game(first.game, first.teacher)
     try:
         net, _ = load_policy(path)
+    except CheckpointError as e:
+        raise LoopError(_unreadable_seed(path, e)) from e
+    try:
         check_shape(net, game.obs_dim, game.num_actions, f"--seed-checkpoint {path}")
     except CheckpointError as e:
         raise LoopError(str(e)) from e
@@ -174,13 +177,25 @@ def seed_checkpoint(loop: Loop, path: Path) -> None:
             f"--seed-checkpoint {path} has hidden sizes {list(net.hidden_sizes)}, but the first phase's students "
             f"have train.hidden_sizes {list(first.train.hidden_sizes)}"
         )
-    state.nudges["train.init_checkpoint"] = "data/seed/seed.pt"
-    state.phase_restore["train.init_checkpoint"] = params.train.init_checkpoint
+    queue_seed_checkpoint(state, params, "data/seed/seed.pt")
     with loop.committing(f"seed checkpoint: students start from {path.name}", ["data", "state"], dvc_add=("data/seed",)):
         loop.ensure_data_dirs()  # inside the journal: a kill here is completed by the next start
         save_policy(net, loop.path("data/seed/seed.pt"), {"role": "seed", "source": str(path)})
         loop.save_state(state)
     print(f"seed checkpoint {path} -> data/seed/seed.pt; the first phase's students start from it")
+
+
+def _unreadable_seed(path: Path, e: CheckpointError) -> str:
+    """One line for a seed checkpoint ``load_policy`` refused: torch's advice to load with
+    ``weights_only=False`` is for files one trusts, never for a text file given by mistake."""
+    if not path.is_file():
+        return str(e)
+    cause = e.__cause__
+    lines = [line.strip() for line in str(cause or e).splitlines() if line.strip()]
+    why = [line for line in lines if "weights_only" not in line and "Weights only" not in line] or lines or [repr(cause)]
+    reason = why[-1].split(". ")[0][:200]  # the first sentence
+    reason = f"{type(cause).__name__}: {reason}" if cause is not None else reason
+    return f"--seed-checkpoint {path}: not a checkpoint written by this project ({reason})"
 
 
 def print_elo(loop: Loop) -> int:

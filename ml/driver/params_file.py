@@ -1,26 +1,34 @@
 """The one writer of ``params.yaml``, and the one dotted-path helper for params keys.
 
-``params.yaml`` is rewritten with ruamel.yaml's round trip: comments, quotes and the flow
-style of lists are kept, long lines are never re-wrapped, and the result is validated
-(``ml.params.params_from_dict``) before anyone writes it. The loop (``run`` section, queued
+``params.yaml`` is rewritten with ruamel.yaml's round trip: comments, quotes, the flow
+style of lists and the file's indentation of block lists are kept, long lines are never
+re-wrapped, so the lines nobody changed stay byte for byte, and the result is validated
+(``ml.params.params_from_text``) before anyone writes it. The loop (``run`` section, queued
 nudges, profiles, the end of a curriculum, ``import-forge``) and the dashboard's overrides
 (``ml.api.overrides``) all go through here. Keys of params are dotted paths
-(``selfplay.total_steps``, ``train.source_weights.ppo``).
+(``selfplay.total_steps``, ``train.source_weights.ppo``); ``ABSENT`` as a value stands for a
+key params.yaml does not have (setting it removes the key).
 """
 
 from __future__ import annotations
 
+import re
 from io import StringIO
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedSeq
 
-from ml.params import BaseParams, ParamsError, attempt_seed, params_from_dict
+from ml.params import BaseParams, Params, ParamsError, attempt_seed, params_from_text
 
 DEFAULT_BASE_SEED: int = BaseParams.model_fields["seed"].default
 """``base.seed`` when params.yaml has none (sync partner: ``ml.params.BaseParams.seed``)."""
+
+
+ABSENT = "<absent from params.yaml>"
+"""The value of a key params.yaml does not have: the base of a key a phase adds (``LoopState.phase_restore``)."""
 
 
 class MergeError(ParamsError):
@@ -40,8 +48,17 @@ def get_dotted(params: dict[str, Any], key: str) -> Any:
     return node
 
 
+def get_or_absent(params: dict[str, Any], key: str) -> Any:
+    """The value at dotted ``key`` of nested dicts, ``ABSENT`` where a part of it is missing."""
+    try:
+        return get_dotted(params, key)
+    except (KeyError, TypeError):
+        return ABSENT
+
+
 def set_dotted(params: dict[str, Any], key: str, value: Any) -> None:
-    """Set the value at dotted ``key`` of nested dicts in place (every parent must exist).
+    """Set the value at dotted ``key`` of nested dicts in place (every parent must exist);
+    ``ABSENT`` removes the key (nothing to remove is fine).
 
     Raises:
         KeyError: a parent of the leaf is missing.
@@ -50,26 +67,51 @@ def set_dotted(params: dict[str, Any], key: str, value: Any) -> None:
     node = params
     for part in parents:
         node = node[part]
-    node[leaf] = value
+    if value == ABSENT:
+        node.pop(leaf, None)
+    else:
+        node[leaf] = value
 
 
-def _yaml() -> YAML:
+def file_values(params: Params) -> dict[str, Any]:
+    """``params`` as nested dicts (``model_dump(mode="json")``) without the keys params.yaml does not have.
+
+    A key is left out when its section is in the file and the key is not (the default applies);
+    a section the file lacks is given whole, with its defaults. So ``get_or_absent`` of it says
+    ``ABSENT`` for a key a phase may add, and restoring ``ABSENT`` takes the key out again.
+    """
+    out = params.model_dump(mode="json")
+    for section in params.model_fields_set:
+        if isinstance(model := getattr(params, section), BaseModel):
+            for key in set(type(model).model_fields) - model.model_fields_set:
+                out[section].pop(key, None)
+    return out
+
+
+def _yaml(text: str = "") -> YAML:
+    """ruamel's round trip, indenting block lists as ``text`` does (``- `` under its key, or 2 to the right)."""
     yaml = YAML()
     yaml.preserve_quotes = True
     yaml.width = 4096  # never re-wrap the user's long lines
+    offset = 2
+    if m := re.search(r"^( *)[^\s#-][^\n]*:[ \t]*(?:#[^\n]*)?\n(?:[ \t]*(?:#[^\n]*)?\n)*( *)- ", text, re.M):
+        offset = max(0, len(m.group(2)) - len(m.group(1)))
+    yaml.indent(mapping=2, sequence=offset + 2, offset=offset)
     return yaml
 
 
-def _load(path: Path) -> Any:
+def _load(path: Path) -> tuple[Any, str]:
+    """The round-trip data of params.yaml at ``path``, and its text."""
+    text = path.read_text(encoding="utf-8")
     try:
-        return _yaml().load(path.read_text(encoding="utf-8"))
+        return _yaml(text).load(text), text
     except Exception as e:  # ruamel raises several YAMLError subclasses
         raise ParamsError(f"{path}: not valid YAML: {e}") from e
 
 
-def _dump(data: Any) -> str:
+def _dump(data: Any, like: str) -> str:
     buf = StringIO()
-    _yaml().dump(data, buf)
+    _yaml(like).dump(data, buf)
     return buf.getvalue()
 
 
@@ -83,12 +125,12 @@ def attempt_params_text(path: Path, generation: int, attempt: int, nudges: dict[
         ParamsError: the file is not valid YAML.
         KeyError: a nudge's parent section or key is missing from the file.
     """
-    data = _load(path)
+    data, original = _load(path)
     base_seed = int(data.get("base", {}).get("seed", DEFAULT_BASE_SEED))
     data["run"] = {"generation": generation, "attempt": attempt, "seed": attempt_seed(base_seed, generation, attempt)}
     for key, value in (nudges or {}).items():
         set_dotted(data, key, value)
-    return _dump(data)
+    return _dump(data, original)
 
 
 def overrides_text(path: Path, overrides: dict[str, dict[str, Any]]) -> tuple[str, list[str]]:
@@ -104,7 +146,7 @@ def overrides_text(path: Path, overrides: dict[str, dict[str, Any]]) -> tuple[st
         ParamsError: the file is not valid YAML.
         MergeError: the result does not validate (the message names the file, section and key).
     """
-    data = _load(path)
+    data, original = _load(path)
     changed = []
     for section, values in overrides.items():
         target = data.setdefault(section, {})
@@ -119,7 +161,7 @@ def overrides_text(path: Path, overrides: dict[str, dict[str, Any]]) -> tuple[st
                 value = seq
             target[key] = value
             changed.append(f"{section}.{key}={_short(value)}")
-    text = _dump(data)
+    text = _dump(data, original)
     try:
         check_text(path, text)
     except ParamsError as e:
@@ -133,7 +175,7 @@ def check_text(path: Path, text: str) -> None:
     Raises:
         ParamsError: it does not validate; the message names ``path``, the section and the key.
     """
-    params_from_dict(YAML(typ="safe").load(text), source=str(path))
+    params_from_text(text, str(path))
 
 
 def _short(value: Any) -> str:

@@ -1,15 +1,17 @@
 """The curriculum's side effects: before each attempt, params.yaml in step with the phase.
 
 The state changes are ``ml.driver.transitions.enter_phase`` and ``leave_curriculum`` (pure);
-here the notes are said and, once the curriculum is over, params.yaml gets its base values
-back in one journalled commit (``Workspace.committing``).
+here the notes are said (once: not again when the override that led into the phase said it)
+and, once the curriculum is over, params.yaml gets its base values back in one journalled
+commit (``Workspace.committing``): a key params.yaml did not have before the curriculum is
+taken out again, so the file equals the one before it apart from the ``run`` section.
 """
 
 from __future__ import annotations
 
 from ml.driver import transitions
 from ml.driver.orchestrator import Loop
-from ml.driver.params_file import attempt_params_text, check_text, get_dotted
+from ml.driver.params_file import attempt_params_text, check_text, file_values, get_or_absent
 from ml.driver.state import LoopState
 from ml.io import atomic_write_text
 from ml.params import Params
@@ -35,9 +37,17 @@ def enter_phase(loop: Loop, state: LoopState, params: Params) -> LoopState:
     if state.phase >= len(phases):
         return end_curriculum(loop, state, params)
     state, note = transitions.enter_phase(state, params)
-    if note:
+    said = state.log and state.log[-1].verdict == "override" and note in state.log[-1].reasons
+    if note and not said:  # --skip-to-next-stage printed it as it recorded the override
         loop.echo(note)
     return state
+
+
+def queue_seed_checkpoint(state: LoopState, params: Params, checkpoint: str) -> None:
+    """Queue ``train.init_checkpoint`` = ``checkpoint`` (repo-relative) for the first phase, in
+    place, and its base value (``ABSENT`` when params.yaml has no such key) for the phase's end."""
+    state.nudges["train.init_checkpoint"] = checkpoint
+    state.phase_restore["train.init_checkpoint"] = get_or_absent(file_values(params), "train.init_checkpoint")
 
 
 def end_curriculum(loop: Loop, state: LoopState, params: Params) -> LoopState:
@@ -50,13 +60,13 @@ def end_curriculum(loop: Loop, state: LoopState, params: Params) -> LoopState:
     """
     if not state.phase_restore:
         return state
-    current = params.model_dump(mode="json")
+    current = file_values(params)
     state, restore = transitions.leave_curriculum(state, current)
     path = loop.path("params.yaml")
     text = attempt_params_text(path, params.run.generation, params.run.attempt, restore) if restore else None
     if text is not None:
         check_text(path, text)
-    changes = "\n".join(f"- {k}: {get_dotted(current, k)} -> {v}" for k, v in restore.items()) or "- nothing differed"
+    changes = "\n".join(f"- {k}: {get_or_absent(current, k)} -> {v}" for k, v in restore.items()) or "- nothing differed"
     with loop.committing(f"curriculum finished: params.yaml back to its base values\n\n{changes}\n", ["params.yaml", "state"]):
         if text is not None:
             atomic_write_text(path, text)

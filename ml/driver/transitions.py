@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from ml.curriculum import opponent_fallback, phase_overrides
-from ml.driver.params_file import get_dotted
+from ml.driver.params_file import file_values, get_or_absent
 from ml.driver.state import LoopState, LoopStatus
 from ml.params import Params
 from ml.ratings import converged
@@ -103,7 +103,9 @@ def enter_phase(state: LoopState, params: Params) -> tuple[LoopState, str | None
     (``ml.curriculum.phase_overrides``) and the base value of every key the previous phase
     changed, by its overrides or by the suggester's nudges; suggester nudges still queued are
     dropped. Within a phase, the base value of each section key the suggester nudges for the
-    first time goes to ``phase_restore``: nudges last until their phase ends.
+    first time goes to ``phase_restore``: nudges last until their phase ends. The base of a key
+    params.yaml does not have is ``ml.driver.params_file.ABSENT`` (distinct from None: giving
+    it back removes the key).
 
     Returns:
         The new state, and why the phase plays the heuristic teacher instead of the previous
@@ -115,23 +117,23 @@ def enter_phase(state: LoopState, params: Params) -> tuple[LoopState, str | None
     phases = params.curriculum
     assert phases and state.phase < len(phases), "enter_phase needs a phase of the curriculum to enter"
     new = state.model_copy(deep=True)
-    current = params.model_dump(mode="json")
+    current = file_values(params)  # a key params.yaml lacks has the base ABSENT: restoring it removes the key
     if new.entered_phase == new.phase:
         for key in new.nudges:  # the suggester's, for a retry: remember the phase's value of its section key
             section_key = ".".join(key.split(".")[:2])
-            new.phase_restore.setdefault(section_key, get_dotted(current, section_key))
+            new.phase_restore.setdefault(section_key, get_or_absent(current, section_key))
         return new, None
     phase = phases[new.phase]
     before = phases[new.phase - 1].name if new.phase else None
     winner = new.phase_winners.get(before) if before else None
     note = opponent_fallback(phase, before, winner) if before else None
     wanted = {f"{sec}.{k}": v for sec, vals in phase_overrides(phase, winner).items() for k, v in vals.items()}
-    base = {k: new.phase_restore.get(k, get_dotted(current, k)) for k in wanted}
+    base = {k: new.phase_restore.get(k, get_or_absent(current, k)) for k in wanted}
     if new.phase == 0:  # nothing to restore before the first phase; keep what --seed-checkpoint queued
         new.nudges = {**new.nudges, **wanted}
         base = {**new.phase_restore, **base}
     else:
-        restore = {k: v for k, v in new.phase_restore.items() if k not in wanted and get_dotted(current, k) != v}
+        restore = {k: v for k, v in new.phase_restore.items() if k not in wanted and get_or_absent(current, k) != v}
         new.nudges = {**restore, **wanted}
     new.phase_restore, new.entered_phase, new.phase_name = base, new.phase, phase.name
     return new, note
@@ -142,13 +144,14 @@ def leave_curriculum(state: LoopState, current: dict[str, Any]) -> tuple[LoopSta
 
     Args:
         state: the state after the last phase.
-        current: the params now in params.yaml (``Params.model_dump(mode="json")``).
+        current: the params now in params.yaml (``ml.driver.params_file.file_values``).
 
     Returns:
         The state with no phase values to restore (``phase_restore`` empty, ``entered_phase``
-        -1), and dotted key -> base value for each key whose value differs from its base.
+        -1), and dotted key -> base value for each key whose value differs from its base
+        (``ABSENT``: params.yaml did not have the key, and now has it).
     """
-    restore = {k: v for k, v in state.phase_restore.items() if get_dotted(current, k) != v}
+    restore = {k: v for k, v in state.phase_restore.items() if get_or_absent(current, k) != v}
     return state.model_copy(update={"phase_restore": {}, "entered_phase": -1}, deep=True), restore
 
 
