@@ -39,7 +39,9 @@ SIDECAR_FORMAT = 1
 MASK_CONVENTION = (
     f"action_mask[b, a] is true when macro action a is legal at decision b; the graph sets the logits of illegal "
     f"actions to {MASKED_LOGIT:g}, so their probability is exactly 0. Each row needs at least one legal action. A "
-    "record without an action_mask (real Forge data) is read as all actions legal, as the train stage reads it."
+    "record without an action_mask (real Forge data) is read as all actions legal by the train stage; to answer one, "
+    "the policy endpoint allows every action except attack_opponent_k where seat (active_seat + k) % pod size is "
+    "missing or out (ml.game.commander.encoding.record_legal_mask): build the mask the same way."
 )
 
 

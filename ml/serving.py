@@ -1,12 +1,16 @@
 """Online inference of a policy: one forward pass for many concurrent requests (micro-batching).
 
-A request hands over its observations and masks (``float32[N, obs_dim]``, ``bool[N, num_actions]``)
-together with the model that is to answer them (a :class:`ServedModel`, resolved when the request
-arrived). :class:`MicroBatcher` queues requests on an ``asyncio.Queue``; its worker takes the first
-waiting request, then keeps collecting for at most ``MAX_WAIT_S`` or until ``MAX_BATCH_ROWS`` rows
-are waiting, and runs one forward pass per model among them (in a worker thread, so the event loop
-keeps accepting requests). A model switch only changes which ``ServedModel`` new requests resolve
-to: a request already queued keeps the model it was given, and no request is dropped.
+A request hands over a :class:`Job`: the model that is to answer it (a :class:`ServedModel`,
+resolved when the request arrived), a ``prepare`` callable giving its observations and masks
+(``float32[N, obs_dim]``, ``bool[N, num_actions]``) and a ``finish`` callable turning its rows of
+the forward pass into the answer. :class:`MicroBatcher` runs all of that in one worker thread,
+off the event loop: it takes the first waiting job, keeps collecting (and preparing) jobs for at
+most ``MAX_WAIT_S`` or until ``MAX_BATCH_ROWS`` rows are waiting, runs one forward pass per model
+among them, finishes every job and hands each answer back to the request's event loop. The event
+loop only parses HTTP and queues jobs, so it keeps accepting requests while a batch is encoded
+(``bench/bench_serving.py``; measured in ``docs/measurements.md``, "Serving"). A model switch only
+changes which ``ServedModel`` new requests resolve to: a job already queued keeps the model it was
+given, and no request is dropped.
 
 Generic: knows nothing of a game beyond ``ml.policy.PolicyNet``.
 """
@@ -14,7 +18,11 @@ Generic: knows nothing of a game beyond ``ml.policy.PolicyNet``.
 from __future__ import annotations
 
 import asyncio
+import queue
+import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +40,15 @@ MAX_BATCH_ROWS = 256
 """Most decision rows in one forward pass: beyond a few hundred rows an MLP forward on CPU grows
 linearly (no more amortisation), and a cap bounds the latency one huge batch request adds to others.
 A single request bigger than this still runs, alone."""
+TORCH_THREADS = 1
+"""Intra-op threads of torch, set (process-wide) when the worker starts: on a shared 2-core machine two
+OpenMP threads made the 64-row forward pass 70x slower (103 ms against 1.5 ms) by spinning on each
+other, and one core already runs a 64-row pass in about 1.5 ms (``bench/bench_serving.py``)."""
+SWITCH_INTERVAL_S = 0.0005
+"""Python's GIL switch interval, set (process-wide) when the worker starts; Python's default is 5 ms. The
+worker encodes in Python while the event loop thread waits for the GIL after each socket call; with 5 ms
+the loop stalled behind every encode (64 single clients: 457 and 590 req/s against 597 and 739 with
+0.5 ms, same runs; ``docs/measurements.md``, "Serving")."""
 
 
 @dataclass(frozen=True)
@@ -84,86 +101,143 @@ def policy_outputs(net: PolicyNet, obs: np.ndarray, action_mask: np.ndarray) -> 
 
 
 @dataclass
-class _Request:
+class Job:
+    """One request's work, all of it run in the batcher's worker thread.
+
+    Attributes:
+        model: the model that answers it.
+        prepare: ``() -> (obs float32[N, obs_dim], action_mask bool[N, num_actions])``; an exception
+            it raises (a 422) is the request's answer.
+        finish: ``(actions int64[N], probs float32[N, A], values float32[N]) -> answer`` of its rows.
+    """
+
     model: ServedModel
-    obs: np.ndarray
-    mask: np.ndarray
+    prepare: Callable[[], tuple[np.ndarray, np.ndarray]]
+    finish: Callable[[np.ndarray, np.ndarray, np.ndarray], Any]
+    loop: asyncio.AbstractEventLoop = field(repr=False)
     future: asyncio.Future = field(repr=False)
+
+    def settle(self, result: Any = None, error: BaseException | None = None) -> None:
+        """Hand the answer (or the error) to the request's event loop (thread-safe; a closed loop is ignored)."""
+
+        def set_() -> None:
+            if not self.future.done():  # the client may have gone away
+                self.future.set_exception(error) if error is not None else self.future.set_result(result)
+
+        try:
+            self.loop.call_soon_threadsafe(set_)
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            pass
 
 
 class MicroBatcher:
-    """Batches concurrent requests into shared forward passes (see the module docstring).
+    """Batches concurrent requests into shared forward passes, in one worker thread (module docstring).
 
     Args:
         max_wait_s: collection window after a batch's first request (``MAX_WAIT_S``).
         max_batch_rows: cap of rows per forward pass (``MAX_BATCH_ROWS``).
+        torch_threads: torch's intra-op threads, set when the worker starts (``TORCH_THREADS``; None: unchanged).
+        switch_interval_s: the GIL switch interval, set when the worker starts (``SWITCH_INTERVAL_S``; None: unchanged).
 
     Attributes:
         batches: forward passes run so far; rows: decision rows answered (for tests and the bench).
     """
 
-    def __init__(self, max_wait_s: float = MAX_WAIT_S, max_batch_rows: int = MAX_BATCH_ROWS) -> None:
+    def __init__(
+        self,
+        max_wait_s: float = MAX_WAIT_S,
+        max_batch_rows: int = MAX_BATCH_ROWS,
+        torch_threads: int | None = TORCH_THREADS,
+        switch_interval_s: float | None = SWITCH_INTERVAL_S,
+    ) -> None:
         self.max_wait_s, self.max_batch_rows = max_wait_s, max_batch_rows
+        self.torch_threads, self.switch_interval_s = torch_threads, switch_interval_s
         self.batches = self.rows = 0
-        self._queue: asyncio.Queue[_Request] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._worker: asyncio.Task | None = None
+        self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._worker: threading.Thread | None = None
+        self._lock = threading.Lock()
 
-    def _ensure_worker(self) -> asyncio.Queue[_Request]:
-        """The queue of the running event loop, with its worker (started on first use in each loop:
-        a test client may run every request in a fresh loop)."""
+    async def submit(
+        self,
+        model: ServedModel,
+        prepare: Callable[[], tuple[np.ndarray, np.ndarray]],
+        finish: Callable[[np.ndarray, np.ndarray, np.ndarray], Any],
+    ) -> Any:
+        """The answer of one request (see :class:`Job`); raises what ``prepare`` or ``finish`` raised."""
         loop = asyncio.get_running_loop()
-        if self._queue is None or self._loop is not loop or self._worker is None or self._worker.done():
-            self._queue, self._loop = asyncio.Queue(), loop
-            self._worker = loop.create_task(self._run(self._queue), name="policy-micro-batcher")
-        return self._queue
+        job = Job(model, prepare, finish, loop, loop.create_future())
+        self._ensure_worker()
+        self._queue.put(job)
+        return await job.future
 
-    async def submit(self, model: ServedModel, obs: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Answer one request with ``model`` (see :func:`policy_outputs` for the arrays and the result)."""
-        queue = self._ensure_worker()
-        future: asyncio.Future = asyncio.get_running_loop().create_future()
-        await queue.put(_Request(model, obs, mask, future))
-        return await future
+    def close(self) -> None:
+        """Stop the worker after the jobs already queued (a later ``submit`` starts a new one)."""
+        with self._lock:
+            worker, self._worker = self._worker, None
+        if worker is not None:
+            self._queue.put(None)
+            worker.join()
 
-    async def _run(self, queue: asyncio.Queue[_Request]) -> None:
+    def _ensure_worker(self) -> None:
+        with self._lock:
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(target=self._run, name="policy-micro-batcher", daemon=True)
+                self._worker.start()
+
+    def _run(self) -> None:
+        if self.torch_threads is not None:
+            torch.set_num_threads(self.torch_threads)
+        if self.switch_interval_s is not None:
+            sys.setswitchinterval(self.switch_interval_s)
         while True:
-            batch = [await queue.get()]
-            rows = len(batch[0].obs)
+            first = self._queue.get()
+            if first is None:
+                return
+            batch: list[tuple[Job, np.ndarray, np.ndarray]] = []
+            rows = self._prepare(first, batch)
             deadline = time.perf_counter() + self.max_wait_s
             while rows < self.max_batch_rows:
                 try:
-                    if queue.empty():
-                        left = deadline - time.perf_counter()
-                        if left <= 0:
-                            break
-                        req = await asyncio.wait_for(queue.get(), left)
-                    else:
-                        req = queue.get_nowait()
-                except asyncio.TimeoutError:
+                    job = self._queue.get(timeout=max(deadline - time.perf_counter(), 0.0))
+                except queue.Empty:
                     break
-                batch.append(req)
-                rows += len(req.obs)
-            await self._answer(batch)
+                if job is None:
+                    self._queue.put(None)  # stop after this batch
+                    break
+                rows += self._prepare(job, batch)
+            self._answer(batch)
 
-    async def _answer(self, batch: list[_Request]) -> None:
-        """One forward pass per model in ``batch`` (off the event loop); every future gets its rows or the error."""
-        groups: dict[int, list[_Request]] = {}
-        for req in batch:
-            groups.setdefault(id(req.model), []).append(req)
-        for reqs in groups.values():
+    @staticmethod
+    def _prepare(job: Job, batch: list[tuple[Job, np.ndarray, np.ndarray]]) -> int:
+        """Run ``job.prepare`` into ``batch``; its rows (0 when it failed: the job is answered with the error)."""
+        try:
+            obs, mask = job.prepare()
+        except Exception as e:
+            job.settle(error=e)
+            return 0
+        batch.append((job, obs, mask))
+        return len(obs)
+
+    def _answer(self, batch: list[tuple[Job, np.ndarray, np.ndarray]]) -> None:
+        """One forward pass per model in ``batch``; every job gets its answer or the error."""
+        groups: dict[int, list[tuple[Job, np.ndarray, np.ndarray]]] = {}
+        for item in batch:
+            groups.setdefault(id(item[0].model), []).append(item)
+        for items in groups.values():
             try:
-                obs = np.concatenate([r.obs for r in reqs])
-                mask = np.concatenate([r.mask for r in reqs])
-                actions, probs, values = await asyncio.to_thread(policy_outputs, reqs[0].model.net, obs, mask)
+                obs = np.concatenate([o for _, o, _ in items])
+                mask = np.concatenate([m for _, _, m in items])
+                actions, probs, values = policy_outputs(items[0][0].model.net, obs, mask)
             except Exception as e:  # answer every waiting request, keep serving
-                for r in reqs:
-                    if not r.future.done():
-                        r.future.set_exception(e)
+                for job, _, _ in items:
+                    job.settle(error=e)
                 continue
             self.batches, self.rows = self.batches + 1, self.rows + len(obs)
             start = 0
-            for r in reqs:
-                end = start + len(r.obs)
-                if not r.future.done():
-                    r.future.set_result((actions[start:end], probs[start:end], values[start:end]))
+            for job, o, _ in items:
+                end = start + len(o)
+                try:
+                    job.settle(job.finish(actions[start:end], probs[start:end], values[start:end]))
+                except Exception as e:
+                    job.settle(error=e)
                 start = end

@@ -27,7 +27,7 @@ from fastapi.testclient import TestClient
 
 from ml.api.policy import add_policy_routes
 from ml.dataset import in_holdout
-from ml.game.commander.actions import MACRO_ACTIONS
+from ml.game.commander.actions import ACTION_INDEX, MACRO_ACTIONS, MAX_POD
 from ml.game.commander.encoding import OBS_DIM, RecordEncoder
 from ml.game.commander.features import feature_names
 from ml.game.registry import commander
@@ -127,8 +127,34 @@ def test_forge_record_with_unknown_cards_is_answered_and_reported(app):
     with TestClient(app) as client:
         answer = client.post("/api/ml/policy/act", json=point).json()
     assert "Æther Vial" in answer["unknown_cards"] and answer["unknown_card_fallback"]
-    assert len(answer["probs"]) == len(MACRO_ACTIONS)  # no action_mask: every action legal, as in training
+    n = len(point["players"])  # no action_mask: every action but attacks on seats the pod lacks
+    assert set(answer["probs"]) == set(MACRO_ACTIONS) - {f"attack_opponent_{k}" for k in range(n, MAX_POD)}
     assert sum(answer["probs"].values()) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_record_without_mask_never_gets_an_attack_on_a_missing_or_eliminated_seat(app, records):
+    """A 4-seat record without ``action_mask``: never ``attack_opponent_4/5``, even from a student that prefers them."""
+    biased = tiny_net(5)
+    with torch.no_grad():  # the student's favourite actions: attacks on seats 4 and 5 of a 6-seat pod
+        biased.policy_head.bias[ACTION_INDEX["attack_opponent_4"]] = biased.policy_head.bias[ACTION_INDEX["attack_opponent_5"]] = 50.0
+    save_policy(biased, app.state.policy.registry.root / "bots/promoted/seat_hunter.pt", {})
+    points = []
+    for rec in records[:60]:
+        point = point_json(rec)
+        del point["action_mask"]
+        points.append(point)
+    points[0]["players"][1].update(eliminated=True)  # an opponent that is out cannot be attacked either
+    with TestClient(app) as client:
+        r = client.post("/api/ml/policy/act/batch?model=seat_hunter", json={"decisions": points})
+        single = client.post("/api/ml/policy/act?model=seat_hunter", json=points[1]).json()
+    assert r.status_code == 200, r.text
+    answers = r.json()["answers"]
+    for point, answer in zip(points, [*answers, single], strict=False):
+        assert len(point["players"]) == 4
+        assert answer["macro_action"] not in ("attack_opponent_4", "attack_opponent_5"), answer
+        assert not {"attack_opponent_4", "attack_opponent_5"} & set(answer["probs"])
+    gone = (1 - points[0]["active_seat"]) % 4  # the offset of seat 1 from the actor
+    assert gone == 0 or f"attack_opponent_{gone}" not in answers[0]["probs"]
 
 
 @pytest.mark.parametrize(

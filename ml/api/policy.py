@@ -12,7 +12,10 @@ accepted student, the default), ``gen002``, or a promoted bot's name (``ml.drive
 Requests from all clients are answered in shared forward passes (``ml.serving.MicroBatcher``).
 
 A decision point is encoded exactly as the train stage encodes a record (``RecordEncoder``); its
-legal actions are its ``action_mask``, or all actions when it has none (as in training). Cards
+legal actions are its ``action_mask``, or, when it has none, every action but attacks on seats the
+pod lacks or that are out (``ml.game.commander.encoding.record_legal_mask``; training reads such a
+record as all actions legal). Validation of the body runs on the event loop (FastAPI); the seat
+checks, encoding, forward pass and answers run in the batcher's worker thread (``ml.serving``). Cards
 outside the built-in pool get the train stage's fallback (:data:`UNKNOWN_CARD_FALLBACK`) and are
 listed in the answer's ``unknown_cards``. Bad input: 422 whose ``detail[].loc`` names the field.
 """
@@ -26,11 +29,12 @@ from typing import Annotated, Any
 import numpy as np
 from fastapi import FastAPI, HTTPException, Query
 from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ml.driver.models import ModelNotFound, ModelRegistry, bot_checkpoints, student_checkpoints
 from ml.game.commander.actions import MACRO_ACTIONS, MAX_POD
-from ml.game.commander.encoding import RecordEncoder
+from ml.game.commander.encoding import RecordEncoder, record_legal_mask
 from ml.game.commander.records import Action, DecisionRecord
 from ml.policy import CheckpointError
 from ml.record_schema import check_outcome
@@ -177,25 +181,37 @@ class PolicyService:
             raise HTTPException(409, str(e)) from e
 
     async def answer(self, points: list[DecisionPoint], name: str | None, loc: Callable[[int], tuple]) -> tuple:
-        """``(model, answers)`` for ``points``; 422 (every problem, ``loc(i)`` prefixes point i's fields)."""
-        problems = [e for i, p in enumerate(points) for e in point_problems(p, loc(i))]
-        if problems:
-            raise RequestValidationError(problems)
-        model = self.model(name)  # resolved now: a later switch does not change this request's model
-        obs = self.encoder.encode_batch(points)
-        mask = np.stack([self.encoder.action_mask(p) for p in points])
-        actions, probs, values = await self.batcher.submit(model, obs, mask)
-        answers = []
-        for i, point in enumerate(points):
-            unknown = unknown_cards(point, self.encoder.pool)
-            legal = np.flatnonzero(mask[i])
-            answer = DecisionAnswer(
-                macro_action=MACRO_ACTIONS[int(actions[i])], action_idx=int(actions[i]),
-                probs={MACRO_ACTIONS[a]: float(probs[i, a]) for a in legal}, value=float(values[i]),
-                unknown_cards=unknown, unknown_card_fallback=UNKNOWN_CARD_FALLBACK if unknown else None,
-            )  # fmt: skip
-            answers.append(answer)
-        return model, answers
+        """``(model, answers)`` for ``points``, answers as plain dicts of :class:`DecisionAnswer`'s fields.
+
+        The model is resolved now (404/409; a later switch does not change this request's model); the
+        checks, encoding, forward pass and answers run in the batcher's worker thread, off the event loop.
+
+        Raises:
+            RequestValidationError: 422, every problem of every point (``loc(i)`` prefixes point i's fields).
+        """
+        model = self.model(name)
+        masks: list[np.ndarray] = []
+
+        def prepare() -> tuple[np.ndarray, np.ndarray]:
+            problems = [e for i, p in enumerate(points) for e in point_problems(p, loc(i))]
+            if problems:
+                raise RequestValidationError(problems)
+            masks.append(np.stack([record_legal_mask(p) for p in points]))
+            return self.encoder.encode_batch(points), masks[0]
+
+        def finish(actions: np.ndarray, probs: np.ndarray, values: np.ndarray) -> list[dict[str, Any]]:
+            answers = []
+            for i, point in enumerate(points):
+                unknown = unknown_cards(point, self.encoder.pool)
+                answers.append({
+                    "macro_action": MACRO_ACTIONS[int(actions[i])], "action_idx": int(actions[i]),
+                    "probs": {MACRO_ACTIONS[a]: float(probs[i, a]) for a in np.flatnonzero(masks[0][i])},
+                    "value": float(values[i]), "unknown_cards": unknown,
+                    "unknown_card_fallback": UNKNOWN_CARD_FALLBACK if unknown else None,
+                })  # fmt: skip
+            return answers
+
+        return model, await self.batcher.submit(model, prepare, finish)
 
 
 def add_policy_routes(
@@ -208,16 +224,16 @@ def add_policy_routes(
     errors: dict[int | str, dict[str, Any]] = {404: {"description": "no such model"}, 409: {"description": "unusable model"}}
 
     @app.post("/api/ml/policy/act", response_model=PolicyAnswer, responses=errors, tags=["policy"])
-    async def act(point: DecisionPoint, model: ModelQuery = None) -> PolicyAnswer:
+    async def act(point: DecisionPoint, model: ModelQuery = None) -> JSONResponse:
         """The chosen macro action, its probabilities over the legal actions and the value of one decision point."""
         served, answers = await service.answer([point], model, lambda _: ("body",))
-        return PolicyAnswer(**answers[0].model_dump(), model=ModelInfo(**served.describe()))
+        return JSONResponse({**answers[0], "model": served.describe()})  # built as PolicyAnswer: no second validation
 
     @app.post("/api/ml/policy/act/batch", response_model=BatchAnswer, responses=errors, tags=["policy"])
-    async def act_batch(body: BatchRequest, model: ModelQuery = None) -> BatchAnswer:
+    async def act_batch(body: BatchRequest, model: ModelQuery = None) -> JSONResponse:
         """The answers of many decision points from one model, in order."""
         served, answers = await service.answer(body.decisions, model, lambda i: ("body", "decisions", i))
-        return BatchAnswer(model=ModelInfo(**served.describe()), answers=answers)
+        return JSONResponse({"model": served.describe(), "answers": answers})
 
     @app.get("/api/ml/policy/models", response_model=ModelsAnswer, tags=["policy"])
     def models() -> ModelsAnswer:

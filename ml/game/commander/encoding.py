@@ -47,6 +47,7 @@ from ml.game.commander.actions import (
     ACTION_INDEX,
     ACTION_OF_KIND,
     CAST_COMMANDER,
+    FIRST_ATTACK,
     HOLD_MANA,
     MAX_POD,
     NUM_ACTIONS,
@@ -198,8 +199,7 @@ class RecordEncoder:
             )
 
     def _eliminated(self, p: Any) -> bool:
-        flag = record_field(p, "eliminated")
-        return bool(flag) if flag is not None else int(record_field(p, "life")) <= 0
+        return seat_eliminated(p)
 
     def _encode_seat(self, p: Any, actor: int, n: int, v: np.ndarray) -> None:
         """The seat's public features (``SEAT_BASE_FEATURES``, ``CMDR_DAMAGE_FEATURES``) into its block ``v``."""
@@ -317,3 +317,44 @@ def record_action_mask(record: Mapping[str, Any] | Any) -> np.ndarray:
     if mask is None:
         return np.ones(NUM_ACTIONS, dtype=bool)
     return np.asarray(mask, dtype=bool)
+
+
+def seat_eliminated(player: Mapping[str, Any] | Any) -> bool:
+    """Whether a record's player is out: its ``eliminated`` flag, or life 0 or less when it has none."""
+    flag = record_field(player, "eliminated")
+    return bool(flag) if flag is not None else int(record_field(player, "life")) <= 0
+
+
+def attack_target_mask(record: Mapping[str, Any] | Any) -> np.ndarray:
+    """The attacks a record allows by its seats: ``attack_opponent_k`` for each opponent present and not eliminated.
+
+    Returns:
+        bool[NUM_ACTIONS], true only at attack actions (``attack_opponent_k`` attacks seat
+        ``(active_seat + k) % pod size``, ``ml.game.commander.actions``).
+    """
+    players = record_field(record, "players")
+    seats = {int(record_field(p, "seat")): p for p in players}
+    n, actor = len(players), int(record_field(record, "active_seat"))
+    out = np.zeros(NUM_ACTIONS, dtype=bool)
+    for offset in range(1, min(n, MAX_POD)):
+        p = seats.get((actor + offset) % n)
+        if p is not None and not seat_eliminated(p):
+            out[attack_action(offset)] = True
+    return out
+
+
+def record_legal_mask(record: Mapping[str, Any] | Any) -> np.ndarray:
+    """Legal actions of a record to be answered: its ``action_mask``, or, when it has none (Forge), every
+    action but the attacks on seats the pod lacks or that are out (:func:`attack_target_mask`).
+
+    Training reads a record without mask as all actions legal (:func:`record_action_mask`); an answer
+    must not name an attack on a missing seat.
+
+    Returns:
+        bool[NUM_ACTIONS].
+    """
+    if record_field(record, "action_mask") is not None:
+        return record_action_mask(record)
+    mask = np.ones(NUM_ACTIONS, dtype=bool)
+    mask[FIRST_ATTACK:] = attack_target_mask(record)[FIRST_ATTACK:]
+    return mask
