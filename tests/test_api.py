@@ -416,6 +416,18 @@ def test_bad_stop_body_is_422(repo: Path):
     assert r.status_code == 422 and r.json()["detail"][0]["loc"][-1] == "force"
 
 
+@pytest.mark.expensive
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [("/api/ml/distill/start", '{"max_generations": NaN}'), ("/api/ml/policy/act/batch", '{"decisions": [Infinity]}')],
+)
+def test_nan_or_infinity_in_a_body_is_422_not_500(repo: Path, launches: list, path: str, body: str):
+    """Python's json reads NaN and Infinity; the 422 names the field without echoing them (a 500 before)."""
+    r = client(repo).post(path, content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"][:2] in (["body", "max_generations"], ["body", "decisions"])
+    assert launches == []
+
+
 # ---------------------------------------------------------------------------------------------- safety
 
 

@@ -45,6 +45,7 @@ pytestmark = [
     pytest.mark.skipif(not CHROMEDRIVER.exists(), reason="needs /usr/bin/chromedriver (apt-get install chromium-driver)"),
 ]
 webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (pip install -e '.[dev]')")
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -89,14 +90,16 @@ def click(driver, button_id: str) -> None:
 
 
 def page_state(driver) -> str:
-    return driver.find_element(By.ID, "status-state").get_attribute("data-state")
+    """The status panel's state, read in one script call: the panel is replaced on every
+    refresh, so an element found first and read after may already be gone (stale)."""
+    return driver.execute_script("const e = document.getElementById('status-state'); return e && e.dataset.state;")
 
 
 def check_charts(driver, repo: Path) -> None:
     """Every Vega-Lite chart drawn (vega-embed, SVG renderer, not empty); one win-rate point per
     row of plots/generations.json; every resource from this server (no CDN)."""
     rows = json.loads((repo / "plots/generations.json").read_text())
-    WebDriverWait(driver, 30).until(
+    WebDriverWait(driver, 30, ignored_exceptions=(StaleElementReferenceException,)).until(
         lambda d: all(c.get_attribute("data-rendered") == "true" for c in d.find_elements(By.CSS_SELECTOR, ".vl-chart"))
     )
     for chart_id in ("winrate-chart", "elo-chart", "composition-chart"):

@@ -282,3 +282,11 @@ def test_loop_export_onnx_writes_model_and_sidecar(repo, tmp_path):
         [sys.executable, str(ROOT / "loop.py"), "--repo", str(repo), "export-onnx", "nobody"], capture_output=True, text=True
     )
     assert bad.returncode == 2 and "nobody" in bad.stderr
+
+    for wrong in (tmp_path / "m.json", tmp_path, out / "x.onnx"):  # would overwrite the model with its sidecar; a folder; under a file
+        res = subprocess.run(
+            [sys.executable, str(ROOT / "loop.py"), "--repo", str(repo), "export-onnx", "--out", str(wrong)],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        assert res.returncode == 2 and "--out" in res.stderr and "Traceback" not in res.stderr, res.stderr
+    assert out.is_file() and not (tmp_path / "m.json").exists()

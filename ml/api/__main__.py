@@ -25,13 +25,24 @@ from ml.api.readers import RepoReadError
 TOKEN_ENV = "DISTILL_API_TOKEN"
 
 
+def _port(text: str) -> int:
+    """argparse type: a TCP port, 1 to 65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 1 to 65535, got {port}")
+    return port
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m ml.api", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--repo", type=Path, default=Path("."), help="loop repository root (default: current directory)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, loopback only)")
-    p.add_argument("--port", type=int, default=8765, help="port (default: 8765)")
+    p.add_argument("--port", type=_port, default=8765, help="port, 1-65535 (default: 8765)")
     p.add_argument("--token", default=None, help=f"bearer token of the control endpoints (default: ${TOKEN_ENV})")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"], help="server log level")
     return p.parse_args(argv)

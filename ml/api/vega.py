@@ -99,7 +99,7 @@ def elo_chart(rows: list[dict]) -> Chart:
     layers = [
         {"mark": "rule", "encoding": {"x": x, "y": {"field": "elo_low", "type": "quantitative"}, "y2": {"field": "elo_high"}}},
         {"mark": {"type": "point", "filled": True, "size": 70},
-         "encoding": {"x": x, "y": {"field": "elo", "type": "quantitative", "title": "Elo (heuristic = 0)"},
+         "encoding": {"x": x, "y": {"field": "elo", "type": "quantitative", "title": "Elo (heuristic = 1500)"},
                       "tooltip": [{"field": f} for f in ("generation", "elo", "elo_low", "elo_high")]}},
     ]  # fmt: skip
     return Chart("elo-chart", "Elo of each accepted student", {**_base(rated), "layer": layers})

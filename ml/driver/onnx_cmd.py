@@ -56,6 +56,15 @@ def export_command(ws: Workspace, model: str, out: Path | None) -> int:
     else:
         actions = list(MACRO_ACTIONS)
     out = out or ws.path(DEFAULT_DIR / f"{served.name}.onnx")
+    if out.suffix != ".onnx" or out.is_dir() or (out.parent.exists() and not out.parent.is_dir()):
+        print(f"loop.py export-onnx: --out {out}: give a file path ending in .onnx (its sidecar is the .json beside it)",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        print(f"loop.py export-onnx: --out {out}: {e.strerror}", file=sys.stderr)
+        return 2
     side = export_onnx(
         net, out,
         {"model": served.describe(), "encoder": "ml.game.commander.encoding.RecordEncoder (Forge decision record -> obs)",
