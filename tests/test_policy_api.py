@@ -136,7 +136,9 @@ def test_record_without_mask_never_gets_an_attack_on_a_missing_or_eliminated_sea
     """A 4-seat record without ``action_mask``: never ``attack_opponent_4/5``, even from a student that prefers them."""
     biased = tiny_net(5)
     with torch.no_grad():  # the student's favourite actions: attacks on seats 4 and 5 of a 6-seat pod
-        biased.policy_head.bias[ACTION_INDEX["attack_opponent_4"]] = biased.policy_head.bias[ACTION_INDEX["attack_opponent_5"]] = 50.0
+        biased.policy_head.bias[ACTION_INDEX["attack_opponent_4"]] = biased.policy_head.bias[
+            ACTION_INDEX["attack_opponent_5"]
+        ] = 50.0
     save_policy(biased, app.state.policy.registry.root / "bots/promoted/seat_hunter.pt", {})
     points = []
     for rec in records[:60]:
@@ -268,7 +270,9 @@ def test_loop_export_onnx_writes_model_and_sidecar(repo, tmp_path):
 
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     env = ["-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run(["git", *env, "-C", str(repo), "commit", "-q", "--allow-empty", "-m", f"gen 001\n\nAttempt-Id: {ATTEMPT}"], check=True)
+    subprocess.run(
+        ["git", *env, "-C", str(repo), "commit", "-q", "--allow-empty", "-m", f"gen 001\n\nAttempt-Id: {ATTEMPT}"], check=True
+    )
     out = tmp_path / "exp" / "s.onnx"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "loop.py"), "--repo", str(repo), "export-onnx", "--out", str(out)],
@@ -283,7 +287,11 @@ def test_loop_export_onnx_writes_model_and_sidecar(repo, tmp_path):
     )
     assert bad.returncode == 2 and "nobody" in bad.stderr
 
-    for wrong in (tmp_path / "m.json", tmp_path, out / "x.onnx"):  # would overwrite the model with its sidecar; a folder; under a file
+    for wrong in (
+        tmp_path / "m.json",
+        tmp_path,
+        out / "x.onnx",
+    ):  # would overwrite the model with its sidecar; a folder; under a file
         res = subprocess.run(
             [sys.executable, str(ROOT / "loop.py"), "--repo", str(repo), "export-onnx", "--out", str(wrong)],
             capture_output=True, text=True,

@@ -132,7 +132,7 @@ def create_app(
     controls_enabled = token is not None or is_loopback(bind_host)
     _add_read_routes(app, view, controller, token_required=token is not None, controls_enabled=controls_enabled)
     _add_control_routes(app, controller, [Depends(_guard(bind_host, token))])
-    commit_of = lambda aid: (c.sha if (c := view.attempt_commits().get(aid)) else None)  # noqa: E731
+    commit_of = lambda aid: c.sha if (c := view.attempt_commits().get(aid)) else None  # noqa: E731
     add_policy_routes(app, view.root, commit_of, [Depends(_guard(bind_host, token))])
     return app
 

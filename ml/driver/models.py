@@ -108,7 +108,14 @@ def load_model(
     if kind == "bot":
         gen = meta.get("generation")
         return ServedModel(
-            net, path.stem, kind, rel, meta.get("attempt_id"), meta.get("commit"), gen if isinstance(gen, int) else None, mtime_ns
+            net,
+            path.stem,
+            kind,
+            rel,
+            meta.get("attempt_id"),
+            meta.get("commit"),
+            gen if isinstance(gen, int) else None,
+            mtime_ns,
         )
     gen = meta.get("generation")
     if not isinstance(gen, int):
