@@ -298,3 +298,14 @@ def test_loop_export_onnx_writes_model_and_sidecar(repo, tmp_path):
         )  # fmt: skip
         assert res.returncode == 2 and "--out" in res.stderr and "Traceback" not in res.stderr, res.stderr
     assert out.is_file() and not (tmp_path / "m.json").exists()
+
+
+def test_a_sent_mask_never_allows_an_attack_on_a_missing_seat(records):
+    """A client's ``action_mask`` is narrowed by the pod: no attack on a seat the pod lacks."""
+    from ml.game.commander.encoding import record_legal_mask
+
+    rec = json.loads(record_to_json(records[0]))
+    rec["action_mask"] = [True] * len(MACRO_ACTIONS)
+    mask = record_legal_mask(rec)
+    assert not mask[ACTION_INDEX["attack_opponent_4"]] and not mask[ACTION_INDEX["attack_opponent_5"]]
+    assert mask[ACTION_INDEX["attack_opponent_1"]] and rec["action_mask"] == [True] * len(MACRO_ACTIONS)

@@ -344,17 +344,17 @@ def attack_target_mask(record: Mapping[str, Any] | Any) -> np.ndarray:
 
 
 def record_legal_mask(record: Mapping[str, Any] | Any) -> np.ndarray:
-    """Legal actions of a record to be answered: its ``action_mask``, or, when it has none (Forge), every
-    action but the attacks on seats the pod lacks or that are out (:func:`attack_target_mask`).
+    """Legal actions of a record to be answered: its ``action_mask`` (every action when it has none,
+    as in Forge files), less the attacks on seats the pod lacks or that are out
+    (:func:`attack_target_mask`), whatever the sent mask says.
 
     Training reads a record without mask as all actions legal (:func:`record_action_mask`); an answer
-    must not name an attack on a missing seat.
+    must not name an attack on a missing or eliminated seat.
 
     Returns:
         bool[NUM_ACTIONS].
     """
-    if record_field(record, "action_mask") is not None:
-        return record_action_mask(record)
-    mask = np.ones(NUM_ACTIONS, dtype=bool)
-    mask[FIRST_ATTACK:] = attack_target_mask(record)[FIRST_ATTACK:]
+    sent = record_field(record, "action_mask") is not None
+    mask = record_action_mask(record).copy() if sent else np.ones(NUM_ACTIONS, dtype=bool)
+    mask[FIRST_ATTACK:] &= attack_target_mask(record)[FIRST_ATTACK:]
     return mask
