@@ -18,14 +18,8 @@ The verdict rests on two checks, each on fresh data, plus logged data-quality fi
 (d) **Data quality** (logged, not gating): entropy of the batch's macro-action
     distribution, and the distributions of ``reward`` and ``episode_return``.
 
-The statistical tests live in ``ml.stats``; :func:`run_gate` runs the whole gate.
-
-References:
-    Wald, A. (1945), "Sequential Tests of Statistical Hypotheses".
-    McNemar, Q. (1947), "Note on the sampling error of the difference between correlated
-    proportions or percentages", Psychometrika 12(2).
-    Wilson, E. B. (1927), "Probable inference, the law of succession, and statistical
-    inference", JASA 22(158). Computed with ``scipy.stats.binomtest(...).proportion_ci``.
+The statistical tests live in ``ml.stats`` (with their references: Wald's SPRT, McNemar,
+Wilson); :func:`run_gate` runs the whole gate.
 """
 
 from __future__ import annotations

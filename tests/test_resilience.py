@@ -171,7 +171,8 @@ def test_detached_head_refused_and_identity_said(loop: Loop, monkeypatch):
     assert any("distill-loop <distill-loop@localhost>" in m for m in messages)
     (repo / "state").mkdir(exist_ok=True)
     (repo / "state/x.json").write_text("{}")
-    anonymous.commit_paths("test commit", ["state"])
+    with anonymous.committing("test commit", ["state"]):
+        pass  # the file above is the change
     assert git(repo, "log", "-1", "--format=%an <%ae>").strip() == "distill-loop <distill-loop@localhost>"
 
 

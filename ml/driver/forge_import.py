@@ -216,7 +216,7 @@ def import_command(loop: Any, paths: Sequence[Path], cards: Path | None, weight:
 
     Args:
         loop: the ``ml.driver.orchestrator.Loop`` of the repository (``path``, ``run``, ``dvc``,
-            ``git``, ``commit_paths``, ``set_params``, ``load_state``, ``echo``).
+            ``git``, ``committing``, ``set_params``, ``load_state``, ``echo``).
         paths: Forge files to import.
         cards: a card table to merge into ``data/forge/cards.yaml``, or None.
         weight: the ``forge`` mixture weight to set when there is none (finite, >= 0: :func:`forge_weight`).

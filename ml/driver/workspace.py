@@ -265,11 +265,6 @@ class Workspace:
                 continue
         return pids
 
-    def commit_paths(self, message: str, paths: list[str]) -> None:
-        """Stage ``paths`` and commit them (for commands other than attempts, e.g. promote)."""
-        self.git("add", "-A", "--", *paths)
-        self.git("commit", "--quiet", "--no-verify", "-m", message)
-
     @contextlib.contextmanager
     def committing(self, message: str, paths: list[str], dvc_add: tuple[str, ...] = ()) -> Iterator[dict[str, str]]:
         """Journal the writes of the block and their commit, for commands other than attempts.
