@@ -49,7 +49,8 @@ class CollectSettings:
 
 @dataclass(frozen=True)
 class ChunkTask:
-    """One chunk of a round: play until ``quota`` learner decisions of finished games."""
+    """One chunk of a round: start games until the learner has made ``quota`` decisions, then
+    finish the games in flight (a chunk returns at least ``quota`` decisions, none wasted)."""
 
     seed: int
     quota: int
@@ -115,10 +116,10 @@ def _play_chunk(state_dict: dict, task: ChunkTask) -> ChunkResult:
     runner = play_games(
         seatings, game_seeds(task.seed, n_games), controllers, num_envs=s.num_envs, encoder=_WORKER["encoder"],
         generator=torch.Generator().manual_seed(task.seed), track_seats=lambda seats: [seats.index("agent")], game=s.game,
+        budget=task.quota,
     )  # fmt: skip
     out = ChunkResult([], 0, 0, 0)
-    steps = 0
-    for result in runner:
+    for result in runner:  # no game starts once the quota is met; the games in flight finish and count
         seat = result.seats.index("agent")
         out.all_decisions += result.decisions
         episode = result.transitions[seat]
@@ -127,10 +128,6 @@ def _play_chunk(state_dict: dict, task: ChunkTask) -> ChunkResult:
         out.episodes.append(episode)
         out.games += 1
         out.wins += int(result.winner == seat)
-        steps += len(episode)
-        if steps >= task.quota:
-            break
-    runner.close()
     return out
 
 

@@ -5,7 +5,8 @@ seats, every decision logged), PPO self-play (one learning seat, transitions kep
 exporter (the agent's decisions logged) and the gate's evaluation pods. Games go through
 the PettingZoo AEC interface of the run's game (``ml.game.registry.GameSpec.make_env``:
 ``CommanderPodEnv`` or ``OpenSpielEnv``); all network-controlled decisions pending across
-the concurrent games are answered by one forward pass per network. The controller kind
+the concurrent games are answered by one forward pass per network (scripted seats act at once,
+so the games wait on networks only). The controller kind
 ``heuristic`` is the game's teacher (the commander's heuristic, MCTS for OpenSpiel games).
 
 Seats are named by *controller*: a key into a mapping of ``Controller`` objects, e.g.
@@ -130,8 +131,13 @@ def play_games(
     log_seats: Callable[[list[str]], list[int]] | None = None,
     track_seats: Callable[[list[str]], list[int]] | None = None,
     game: GameSpec | None = None,
+    budget: int | None = None,
 ) -> Generator[GameResult, None, None]:
     """Play ``len(seatings)`` games, ``num_envs`` at a time, yielding each as it ends.
+
+    Scripted seats (``heuristic``, ``random``) act at once; the games then wait on a network,
+    and each network answers all the decisions waiting on it with one forward pass, so a batch
+    holds up to ``num_envs`` decisions.
 
     Args:
         seatings: per game, the controller key of each seat (length: the game's players).
@@ -145,6 +151,8 @@ def play_games(
         log_seats: seats whose decisions are logged as records (given the seating).
         track_seats: seats whose decisions are kept as PPO transitions.
         game: the game (``ml.game.registry``); None is the commander of ``pod_size`` and ``max_turns``.
+        budget: tracked-seat decisions after which no new game starts (the games in flight
+            are played to their end, so no decision is wasted); None plays every seating.
 
     Yields:
         GameResult, in order of completion (deterministic for fixed inputs).
@@ -166,26 +174,29 @@ def play_games(
             check_shape(ctrl.net, game.obs_dim, game.num_actions, f"the policy of {key!r}")
     pending = list(range(len(seatings)))[::-1]
     slots: list[_Slot] = []
+    tracked = 0
     while pending or slots:
-        while pending and len(slots) < num_envs:
-            slot = _start(pending.pop(), seatings, game_seeds, controllers, game, encoder, log_seats, track_seats)
-            if slot.env.agents:
-                slots.append(slot)
-            else:  # over before its first decision (a turn cap of one or two rounds)
-                yield _finish(slot)
+        while pending and len(slots) < num_envs and (budget is None or tracked < budget):
+            slots.append(_start(pending.pop(), seatings, game_seeds, controllers, game, encoder, log_seats, track_seats))
         groups: dict[str, list[_Slot]] = {}
-        for slot in slots:
-            key = slot.seats[int(slot.env.agent_selection.split("_")[1])]
-            groups.setdefault(key, []).append(slot)
-        for key in sorted(groups):
-            _decide(controllers[key], groups[key], generator)
         still: list[_Slot] = []
         for slot in slots:
+            _play_scripted(slot, controllers)
             if slot.env.agents:
                 still.append(slot)
+                groups.setdefault(slot.seats[_seat(slot.env.agent_selection)], []).append(slot)
             else:
                 yield _finish(slot)
         slots = still
+        if not slots and budget is not None and tracked >= budget:
+            break
+        for key in sorted(groups):
+            tracked += _decide(controllers[key], groups[key], generator)
+
+
+def _seat(agent: str) -> int:
+    """The seat of an AEC agent name ``player_<k>``."""
+    return int(agent.split("_")[1])
 
 
 def _start(
@@ -221,30 +232,46 @@ def _start(
     return slot
 
 
-def _decide(ctrl: Controller, slots: list[_Slot], generator: torch.Generator) -> None:
-    """Choose and apply one action in each slot (all of them wait on ``ctrl``)."""
-    seats = [int(s.env.agent_selection.split("_")[1]) for s in slots]
-    actions: np.ndarray | list[int]  # int64[len(slots)] from the net, or the scripted players' picks
-    if ctrl.kind == "net":
-        assert ctrl.net is not None, "play_games checked that every net controller has a net"
-        observed = [s.env.observe(s.env.agent_selection) for s in slots]
-        obs = np.stack([o["observation"] for o in observed])
-        mask = np.stack([o["action_mask"] for o in observed]).astype(bool)
-        actions, log_probs, values = ctrl.net.act(obs, mask, generator, greedy=ctrl.greedy)
-    else:
-        actions = [s.scripted[seat].act(s.env.state) for s, seat in zip(slots, seats, strict=True)]
+def _play_scripted(slot: _Slot, controllers: dict[str, Controller]) -> None:
+    """Play the slot's scripted seats until a network is to act or the game ends."""
+    env = slot.env
+    while env.agents:
+        seat = _seat(env.agent_selection)
+        player = slot.scripted.get(seat)
+        if player is None:
+            return
+        _apply(slot, seat, player.act(env.state))
+
+
+def _decide(ctrl: Controller, slots: list[_Slot], generator: torch.Generator) -> int:
+    """Answer the network decision waiting in each slot with one forward pass; returns how
+    many of them were tracked-seat decisions (PPO transitions)."""
+    assert ctrl.net is not None, "play_games checked that every net controller has a net"
+    seats = [_seat(s.env.agent_selection) for s in slots]
+    observed = [s.env.observe(s.env.agent_selection) for s in slots]
+    obs = np.stack([o["observation"] for o in observed])
+    mask = np.stack([o["action_mask"] for o in observed]).astype(bool)
+    actions, log_probs, values = ctrl.net.act(obs, mask, generator, greedy=ctrl.greedy)
+    tracked = 0
     for i, (slot, seat) in enumerate(zip(slots, seats, strict=True)):
-        action = int(actions[i])
-        if seat in slot.log_seats:
-            rec = slot.env.decision_record()
-            rec["action"] = slot.env.describe_action(action)
-            slot.records.append(rec)
         if seat in slot.transitions:
-            slot.transitions[seat].append(Transition(obs[i], mask[i], action, float(log_probs[i]), float(values[i])))
-        slot.env.step(action)
-        slot.decisions += 1
-        _collect_rewards(slot.env, slot)
-        _skip_dead_steps(slot.env, slot)
+            slot.transitions[seat].append(Transition(obs[i], mask[i], int(actions[i]), float(log_probs[i]), float(values[i])))
+            tracked += 1
+        _apply(slot, seat, int(actions[i]))
+    return tracked
+
+
+def _apply(slot: _Slot, seat: int, action: int) -> None:
+    """Log the decision if the seat is logged, step the env, collect rewards, skip dead steps."""
+    env = slot.env
+    if seat in slot.log_seats:
+        rec = env.decision_record()
+        rec["action"] = env.describe_action(action)
+        slot.records.append(rec)
+    env.step(action)
+    slot.decisions += 1
+    _collect_rewards(env, slot)
+    _skip_dead_steps(env, slot)
 
 
 def _finish(slot: _Slot) -> GameResult:
