@@ -1,16 +1,21 @@
-"""Benchmark: wall time of one generation by stage, `full` profile against the default.
+"""Benchmark: wall time of one generation by stage.
 
-Runs ``python loop.py --max-generations 1`` twice in fresh temporary clones of this
-checkout (committed files only): once on the default params (the reference, measured in
-the same run) and once with ``--profile full``; prints each stage's seconds (teacher,
-train, selfplay, export, gate, merge, from ``state/eval_history.json``), the attempt's
-wall time (which also counts the loop's commits, DVC bookkeeping and the Elo tournament)
-and the ratio full / default. Takes several minutes (a `full` generation is ~5x the default).
+Runs ``python loop.py --max-generations 1`` in fresh temporary clones (committed files
+only) and prints each stage's seconds (teacher, train, selfplay, export, gate, merge, from
+``state/eval_history.json``), the attempt's wall time (which also counts the loop's commits,
+DVC bookkeeping and the Elo tournament) and a ratio against a reference measured in the
+same run:
+
+* default: the default params (the reference) and ``--profile full`` of this checkout's HEAD;
+  ratio full / default.
+* ``--compare BASE``: ``--profile full`` on the commit ``BASE`` (the reference, e.g. the
+  commit before a speed-up) and on HEAD, one after the other; ratio HEAD / BASE. Both run
+  their own commit's ``full`` profile, which must then be the same sizes.
 
 ``--from-run PATH`` instead prints the same split for every attempt of a finished run (e.g.
 the clone a `python loop.py --profile full` ran in), without running anything.
 
-Usage: python bench/bench_generation.py [--keep] | --from-run PATH
+Usage: python bench/bench_generation.py [--keep] [--compare BASE] | --from-run PATH
 """
 
 from __future__ import annotations
@@ -53,16 +58,17 @@ def header() -> str:
     return f"{'attempt':28s} " + " ".join(f"{s:>8s}" for s in STAGES) + f" {'wall':>8s}"
 
 
-def run_one(profile: str | None, keep: bool) -> dict:
-    """One generation in a fresh clone; returns its eval-history entry (seconds)."""
+def run_one(profile: str | None, keep: bool, commit: str = "HEAD") -> dict:
+    """One generation in a fresh clone of ``commit``; returns its eval-history entry (seconds)."""
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-gen-{profile or 'default'}-"))
     repo = tmp / "repo"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(repo)], check=True)
+    subprocess.run(["git", "checkout", "-q", "-B", "main", commit], cwd=repo, check=True)
     env = {**os.environ, "DVC_NO_ANALYTICS": "1", "DVC_NO_UPDATE_CHECK": "1", "PYTHONHASHSEED": "0"}
     cmd = [sys.executable, "loop.py", "--max-generations", "1", "--max-attempts", "1"]
     if profile:
         cmd += ["--profile", profile]
-    print(f"running one {profile or 'default'} generation in {repo} ...", flush=True)
+    print(f"running one {profile or 'default'} generation of {commit} in {repo} ...", flush=True)
     done = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"loop.py failed in {repo} (exit {done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
@@ -76,6 +82,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--from-run", type=Path, help="print the stage split of every attempt of this run instead")
     parser.add_argument("--keep", action="store_true", help="keep the temporary clones")
+    parser.add_argument("--compare", metavar="BASE", help="a `full` generation on commit BASE (reference) and on HEAD")
     args = parser.parse_args()
     if args.from_run:
         entries = history(args.from_run)
@@ -84,13 +91,23 @@ def main() -> None:
         for e in entries:
             print(row(f"{e['attempt_id']} {e['verdict'][:3]}", e))
         return
-    reference = run_one(None, args.keep)
-    full = run_one("full", args.keep)
+    if args.compare:
+        base = subprocess.run(["git", "rev-parse", "--short", args.compare], cwd=ROOT, capture_output=True, text=True)
+        if base.returncode != 0:
+            raise SystemExit(f"--compare {args.compare}: no such commit in {ROOT}")
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        reference = run_one("full", args.keep, base.stdout.strip())
+        full = run_one("full", args.keep, head)
+        labels = (f"full, {base.stdout.strip()} (reference)", f"full, {head} (HEAD)", "HEAD / reference")
+    else:
+        reference = run_one(None, args.keep)
+        full = run_one("full", args.keep)
+        labels = ("default profile (reference)", "full profile", "full / default")
     print("seconds per stage of one generation (generation 0: the teacher stage runs only once per project)")
     print(header())
-    print(row("default profile (reference)", reference))
-    print(row("full profile", full))
-    print(f"{'full / default':28s} " + " ".join(
+    print(row(labels[0], reference))
+    print(row(labels[1], full))
+    print(f"{labels[2]:28s} " + " ".join(
         f"{full['stage_wall_s'][s] / reference['stage_wall_s'][s]:7.2f}x"
         if s in full.get("stage_wall_s", {}) and reference.get("stage_wall_s", {}).get(s) else f"{'-':>8s}"
         for s in STAGES
