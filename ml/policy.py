@@ -74,7 +74,7 @@ class PolicyNet(nn.Module):
     @torch.no_grad()
     def act(
         self, obs: np.ndarray, action_mask: np.ndarray, generator: torch.Generator | None = None, greedy: bool = False
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Sample actions for a batch of decisions (one forward pass).
 
         Args:
@@ -84,16 +84,18 @@ class PolicyNet(nn.Module):
             greedy: take the arg-max instead of sampling.
 
         Returns:
-            ``(actions int64[B], log_probs float32[B], values float32[B])``.
+            ``(actions int64[B], log_probs float32[B], values float32[B], probs float32[B, num_actions])``:
+            ``probs`` is the masked softmax the actions are sampled from (zero on illegal actions).
         """
         logits, value = self(torch.from_numpy(obs), torch.from_numpy(action_mask))
         log_p = torch.log_softmax(logits, dim=-1)
+        probs = log_p.exp()
         if greedy:
             actions = logits.argmax(dim=-1)
         else:
-            actions = torch.multinomial(log_p.exp(), 1, generator=generator).squeeze(-1)
+            actions = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
         chosen = log_p.gather(1, actions[:, None]).squeeze(-1)
-        return actions.numpy(), chosen.numpy(), value.numpy()
+        return actions.numpy(), chosen.numpy(), value.numpy(), probs.numpy()
 
 
 def check_shape(net: PolicyNet, obs_dim: int, num_actions: int, what: str = "checkpoint") -> None:

@@ -3,7 +3,7 @@
 Format reference: ``shared/docs/forge-decision-format.md``. One record per decision point of
 the acting player; keys are written in the writer's field order, then this project's extras
 (``action_mask``, ``source``, ``model_version``, ``generation``, ``reward``,
-``episode_return``, ``schema_version``). Real Forge lines carry none of the extras.
+``episode_return``, ``policy``, ``schema_version``). Real Forge lines carry none of the extras.
 
 Two record kinds share the reading and writing path (``ml.records``):
 
@@ -19,6 +19,8 @@ tells the two apart (the one module that knows both games).
 Version History:
     1: first version (Forge keys + PPO extension + ``action_mask``). The OpenSpiel record kind
        was added without a bump: every existing file reads exactly as before.
+    2: ``policy`` (optional): the acting policy's probabilities over the actions at the
+       decision (PPO records), for distillation. Version-1 files read as before.
 """
 
 from __future__ import annotations
@@ -32,8 +34,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ml.io import DataFileError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Version of the record schema written by this code; bump on any change (see Version History)."""
+READABLE_VERSIONS = (1, 2)
+"""Versions this reader reads: every one written so far (the changes only added optional keys)."""
+POLICY_SUM_TOLERANCE = 1e-3
+"""``policy`` must sum to 1 within this (the writer rounds each probability to 6 decimals)."""
 
 Source = Literal["forge", "sim", "ppo"]
 OUTCOME_RE = re.compile(r"^(?:draw|win_seat_(\d+))$")
@@ -93,6 +99,7 @@ class Record(Protocol):
     source: Source | None
     reward: float | None
     episode_return: float | None
+    policy: list[float] | None
 
     @property
     def action(self) -> RecordAction: ...
@@ -141,10 +148,31 @@ def check_mask_bits(v: list[int] | None) -> list[int] | None:
 
 
 def check_schema_version(v: int | None) -> int | None:
-    """``schema_version`` when it is absent or this reader's; else ValueError."""
-    if v is not None and v != SCHEMA_VERSION:
-        raise ValueError(f"unsupported schema_version {v} (this reader knows {SCHEMA_VERSION})")
+    """``schema_version`` when it is absent or one this reader reads; else ValueError."""
+    if v is not None and v not in READABLE_VERSIONS:
+        raise ValueError(f"unsupported schema_version {v} (this reader knows {', '.join(map(str, READABLE_VERSIONS))})")
     return v
+
+
+def check_policy(policy: list[float] | None, mask: list[int] | None, num_actions: int | None) -> None:
+    """Raise FieldProblem unless ``policy`` is a distribution over the legal actions.
+
+    Args:
+        policy: float[num_actions] probabilities, or None (no check).
+        mask: int[num_actions] legal actions of the record, or None.
+        num_actions: the game's action count (None: the mask's length, if any).
+    """
+    if policy is None:
+        return
+    size = num_actions if num_actions is not None else (len(mask) if mask is not None else len(policy))
+    if len(policy) != size:
+        raise FieldProblem("policy", f"{len(policy)} probabilities, the game has {size} actions")
+    if any(not 0.0 <= p <= 1.0 for p in policy):
+        raise FieldProblem("policy", "probabilities must lie in [0, 1]")
+    if abs(sum(policy) - 1.0) > POLICY_SUM_TOLERANCE:
+        raise FieldProblem("policy", f"probabilities sum to {sum(policy):.6f}, not 1")
+    if mask is not None and any(p > 0 and not m for p, m in zip(policy, mask, strict=False)):
+        raise FieldProblem("policy", "a probability on an action that action_mask marks illegal")
 
 
 def check_complete(record: BaseModel, required: Sequence[str]) -> None:
@@ -193,6 +221,8 @@ class OpenSpielRecord(RecordModel):
     generation: int | None = Field(default=None, ge=0)
     reward: float | None = Field(default=None, allow_inf_nan=False)
     episode_return: float | None = Field(default=None, allow_inf_nan=False)
+    policy: list[float] | None = None
+    """float[num_distinct_actions]: the acting policy's probabilities (PPO records, version 2)."""
     schema_version: int | None = None
 
     @field_validator("game_outcome")
@@ -219,6 +249,7 @@ class OpenSpielRecord(RecordModel):
             raise FieldProblem("game_outcome", f"{self.game_outcome!r} in a game of {self.num_players} players")
         if self.source == "ppo":
             check_complete(self, OPENSPIEL_PPO_REQUIRED)
+        check_policy(self.policy, self.action_mask, None)
         if self.action_mask is not None:
             if self.action.action_idx >= len(self.action_mask):
                 raise FieldProblem(

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from ml.game.registry import record_model
 from ml.io import DataFileError, JsonlWriter, iter_jsonl
-from ml.record_schema import SCHEMA_VERSION, FieldProblem, Record, RecordError, RecordModel
+from ml.record_schema import READABLE_VERSIONS, SCHEMA_VERSION, FieldProblem, Record, RecordError, RecordModel
 
 logger = logging.getLogger(__name__)
 
@@ -265,9 +265,10 @@ def validate_line(path: Path, line_no: int, obj: dict[str, Any], file_class: str
             ``source`` other than ``file_class``; the message names file, line and field.
     """
     version = obj.get("schema_version")
-    if version is not None and version != SCHEMA_VERSION:  # report this before any shape error it explains
+    if version is not None and version not in READABLE_VERSIONS:  # report this before any shape error it explains
+        known = ", ".join(map(str, READABLE_VERSIONS))
         raise RecordError(
-            path, line_no, "schema_version", f"unsupported schema_version {version!r} (this reader knows {SCHEMA_VERSION})"
+            path, line_no, "schema_version", f"unsupported schema_version {version!r} (this reader knows {known})"
         )
     if file_class is not None:
         rec_source = obj.setdefault("source", file_class)

@@ -251,22 +251,29 @@ def _decide(ctrl: Controller, slots: list[_Slot], generator: torch.Generator) ->
     observed = [s.env.observe(s.env.agent_selection) for s in slots]
     obs = np.stack([o["observation"] for o in observed])
     mask = np.stack([o["action_mask"] for o in observed]).astype(bool)
-    actions, log_probs, values = ctrl.net.act(obs, mask, generator, greedy=ctrl.greedy)
+    actions, log_probs, values, probs = ctrl.net.act(obs, mask, generator, greedy=ctrl.greedy)
     tracked = 0
     for i, (slot, seat) in enumerate(zip(slots, seats, strict=True)):
         if seat in slot.transitions:
             slot.transitions[seat].append(Transition(obs[i], mask[i], int(actions[i]), float(log_probs[i]), float(values[i])))
             tracked += 1
-        _apply(slot, seat, int(actions[i]))
+        _apply(slot, seat, int(actions[i]), probs[i])
     return tracked
 
 
-def _apply(slot: _Slot, seat: int, action: int) -> None:
-    """Log the decision if the seat is logged, step the env, collect rewards, skip dead steps."""
+POLICY_DECIMALS = 6
+"""Decimals of the ``policy`` probabilities written into records (``ml.record_schema.POLICY_SUM_TOLERANCE``)."""
+
+
+def _apply(slot: _Slot, seat: int, action: int, probs: np.ndarray | None = None) -> None:
+    """Log the decision if the seat is logged (with the network's ``probs``, float32[num_actions],
+    as the record's ``policy``), step the env, collect rewards, skip dead steps."""
     env = slot.env
     if seat in slot.log_seats:
         rec = env.decision_record()
         rec["action"] = env.describe_action(action)
+        if probs is not None:
+            rec["policy"] = [round(float(p), POLICY_DECIMALS) for p in probs]
         slot.records.append(rec)
     env.step(action)
     slot.decisions += 1

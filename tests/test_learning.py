@@ -96,7 +96,7 @@ def test_policy_masks_and_normalises():
     p = torch.softmax(logits, -1).detach().numpy()
     np.testing.assert_allclose(p.sum(-1), 1.0, rtol=1e-6)
     assert (p[:, ~mask[0]] == 0).all()
-    actions, _, _ = net.act(obs, mask, torch.Generator().manual_seed(0))
+    actions, _, _, _ = net.act(obs, mask, torch.Generator().manual_seed(0))
     assert set(actions.tolist()) <= {2, 7}
 
 
@@ -187,7 +187,7 @@ def test_ppo_learns_a_one_decision_game():
         mask = np.tile([True, True, False, True], (64, 1))
         for _ in range(10):
             obs = rng.normal(size=(64, 4)).astype(np.float32)
-            actions, log_probs, values = net.act(obs, mask, gen)
+            actions, log_probs, values, _ = net.act(obs, mask, gen)
             assert not (actions == 2).any(), "a masked action was taken"
             episodes = [[Transition(obs[i], mask[i], int(a), float(log_probs[i]), float(values[i]), 1.0 if a == 1 else -1.0, True)]
                         for i, a in enumerate(actions)]  # fmt: skip

@@ -85,7 +85,7 @@ def own_answers(net: PolicyNet, recs: list) -> tuple[np.ndarray, np.ndarray, np.
     enc = RecordEncoder()
     obs = enc.encode_batch(recs)
     mask = np.stack([enc.action_mask(r) for r in recs])
-    actions, _, values = net.act(obs, mask, greedy=True)
+    actions, _, values, _ = net.act(obs, mask, greedy=True)
     with torch.no_grad():
         probs = torch.softmax(net(torch.from_numpy(obs), torch.from_numpy(mask))[0], -1).numpy()
     return actions, probs, values, mask

@@ -283,11 +283,11 @@ def test_ppo_source_is_filled_from_file_name(tmp_path: Path) -> None:
 
 def test_unknown_schema_version_is_rejected(tmp_path: Path) -> None:
     path = tmp_path / "ml-decisions-ppo-x.jsonl"
-    path.write_text(json.dumps(_ppo_record(schema_version=2, players="reshaped")) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(_ppo_record(schema_version=3, players="reshaped")) + "\n", encoding="utf-8")
     with pytest.raises(RecordError) as info:
         list(read_records(path))
     assert info.value.field == "schema_version"
-    assert "unsupported schema_version 2 (this reader knows 1)" in str(info.value)
+    assert "unsupported schema_version 3 (this reader knows 1, 2)" in str(info.value)
     with pytest.raises(ValueError, match="unsupported schema_version 9"):
         DecisionRecord.model_validate(_ppo_record(schema_version=9))
 
@@ -407,3 +407,27 @@ def test_atomic_write_json_keeps_old_file_on_failure(tmp_path: Path) -> None:
         atomic_write_json(path, {"z": 2, "bad": object()})
     assert read_json(path) == {"z": 1, "a": "Æ"}
     assert [p.name for p in path.parent.iterdir()] == ["metrics.json"]
+
+
+def test_policy_is_read_and_checked(tmp_path: Path) -> None:
+    """Schema 2 adds ``policy`` (the acting policy's probabilities); version-1 lines still read."""
+    old = _ppo_record(schema_version=1)
+    assert "policy" not in old and DecisionRecord.model_validate(old).policy is None
+    mask = [1] * NUM_ACTIONS
+    mask[0] = 0
+    policy = [0.0] + [1.0 / (NUM_ACTIONS - 1)] * (NUM_ACTIONS - 1)
+    rec = DecisionRecord.model_validate(_ppo_record(schema_version=2, action_mask=mask, policy=policy))
+    assert rec.policy == policy
+    bad = {
+        "sum": [0.0] + [0.5 / (NUM_ACTIONS - 1)] * (NUM_ACTIONS - 1),
+        "illegal": [0.5, 0.5] + [0.0] * (NUM_ACTIONS - 2),
+        "length": [1.0],
+        "range": [0.0, 1.5, -0.5] + [0.0] * (NUM_ACTIONS - 3),
+    }
+    for name, values in bad.items():
+        path = tmp_path / f"ml-decisions-ppo-{name}.jsonl"
+        path.write_text(json.dumps(_ppo_record(schema_version=2, action_mask=mask, policy=values)) + "\n", encoding="utf-8")
+        with pytest.raises(RecordError) as info:
+            list(read_records(path))
+        assert info.value.field == "policy", name
+        assert f"{path.name}:1" in str(info.value), name

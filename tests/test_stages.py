@@ -64,6 +64,9 @@ def test_export_round_trip_gives_back_the_action(pipeline: Pipeline):
         assert rec.source == "ppo" and rec.model_version == "gen-000-a1" and rec.generation == 0
         assert label_record(rec.model_dump(), encoder.pool) == rec.action.action_idx
         assert rec.action_mask[rec.action.action_idx] == 1
+        # the agent's distribution at the decision (schema 2): legal actions only, sums to 1
+        assert rec.schema_version == 2 and rec.policy is not None
+        assert abs(sum(rec.policy) - 1) < 1e-3 and all(p == 0 or m for p, m in zip(rec.policy, rec.action_mask, strict=True))
         n += 1
     assert n == pipeline.metrics("export")["export/decisions_exported"] > 0
 

@@ -21,6 +21,7 @@ from ml.record_schema import (
     check_complete,
     check_mask_bits,
     check_outcome,
+    check_policy,
     check_schema_version,
     outcome_winner,
 )
@@ -133,6 +134,8 @@ class DecisionRecord(RecordModel):
     generation: int | None = Field(default=None, ge=0)
     reward: float | None = Field(default=None, allow_inf_nan=False)
     episode_return: float | None = Field(default=None, allow_inf_nan=False)
+    policy: list[float] | None = None
+    """float[NUM_ACTIONS]: the acting policy's probabilities over the macro actions (PPO records, version 2)."""
     schema_version: int | None = None
 
     @field_validator("game_outcome")
@@ -154,6 +157,7 @@ class DecisionRecord(RecordModel):
     def _ppo_complete(self) -> DecisionRecord:
         if self.source == "ppo":
             check_complete(self, PPO_REQUIRED)
+        check_policy(self.policy, self.action_mask, NUM_ACTIONS)
         if (
             self.action_mask is not None
             and self.action.action_idx is not None
