@@ -196,5 +196,8 @@ def test_student_check_stops_early_and_truncates_to_the_nearer_bound():
     stalled = student_non_inferiority(iter([[None] * 4] * 1000), POD, 0.05, min_games=200, max_games=2000)
     assert stalled["played"] == 2000 and stalled["games"] == 0 and not stalled["decided_early"]
     assert not stalled["regression"]  # no decisive game in 2000: LLR 0, no evidence of a fall back
+    for min_games in (48, 200):  # all losses reach H0 after 46 games; student_min_games holds the decision back
+        lost = student_non_inferiority(iter([[False] * 4] * 1000), POD, 0.05, min_games=min_games)
+        assert lost["regression"] and lost["decided_early"] and lost["games"] == min_games
     with pytest.raises(ValueError):
         student_non_inferiority(iter([]), POD, 0.3)
