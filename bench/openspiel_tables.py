@@ -3,7 +3,7 @@
     python bench/openspiel_tables.py --repo /tmp/cr8 [--student-games 200]
 
 Prints, per accepted generation: the gate's figures (the PPO agent against ``pod_size - 1``
-MCTS teachers, 95% Wilson interval), the NashConv figures of ``metrics/train.json`` where
+MCTS teachers, 95% interval by deal), the NashConv figures of ``metrics/train.json`` where
 the game has them, and with ``--student-games N`` the supervised student's own first-place
 rate and mean return against the teachers (greedy, seat-rotated on the same deals, N
 games); then the latest
@@ -24,7 +24,7 @@ from ml.game.registry import make_game
 from ml.params import load_params
 from ml.policy import load_policy
 from ml.rollout import Controller, game_seeds, play_games, rotated_seatings
-from ml.stats import wilson_interval
+from ml.stats import DealTally
 
 
 def student_vs_teachers(repo: Path, games: int, seed: int = 99) -> dict[str, tuple[int, int, float, float, float]]:
@@ -44,10 +44,15 @@ def student_vs_teachers(repo: Path, games: int, seed: int = 99) -> dict[str, tup
     for path in max((sorted(f.glob("*.pt")) for f in folders), key=len):
         net, _ = load_policy(path)
         ctrl = {"student": Controller("net", net, greedy=True), "heuristic": Controller("heuristic")}
-        results = list(play_games(seatings, seeds, ctrl, num_envs=8, generator=torch.Generator().manual_seed(seed), game=game))
+        played = play_games(seatings, seeds, ctrl, num_envs=8, generator=torch.Generator().manual_seed(seed), game=game)
+        results = sorted(played, key=lambda r: r.index)  # game order: deal d is games d*n .. d*n+n-1
         seat = [r.seats.index("student") for r in results]
-        wins = sum(r.winner == s for r, s in zip(results, seat, strict=True))
-        low, high = wilson_interval(wins, len(results))
+        won = [r.winner == s for r, s in zip(results, seat, strict=True)]
+        tally = DealTally()  # the n games of a deal share its seed: the deal is the unit
+        for d in range(0, len(won), n):
+            tally.add(sum(won[d : d + n]), len(won[d : d + n]))
+        wins = tally.successes
+        low, high = tally.interval()
         mean_return = float(np.mean([r.returns[s] * scale for r, s in zip(results, seat, strict=True)]))
         out[path.stem] = (wins, len(results), low, high, mean_return)
     return out

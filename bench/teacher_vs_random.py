@@ -2,7 +2,7 @@
 
 Prints, for each pod size, the heuristic's first places against ``pod_size - 1`` random
 players in seat-rotated duplicate deals (``ml.gate.pod_win_rate``: the same deal replayed
-with the heuristic in every seat), with the 95% Wilson interval, the draw share and the
+with the heuristic in every seat), with the 95% interval by deal, the draw share and the
 parity reference ``1 / pod_size`` measured by the same function in the same run
 (a random player against random players). Not a speed benchmark: it reproduces the table
 in ``docs/measurements.md``.
@@ -37,7 +37,7 @@ def main() -> None:
     if args.max_turns < 1:
         ap.error("--max-turns must be >= 1")
     heuristic, rand = Controller("heuristic"), Controller("random")
-    print("pod | heuristic vs random, 95% Wilson | draws | random vs random (parity) | games")
+    print("pod | heuristic vs random, 95% by deal | draws | random vs random (parity) | games")
     for n in sorted(set(args.pods)):
         kw = dict(games=args.games, pod_size=n, max_turns=args.max_turns, num_envs=16, seed=args.seed)
         h = pod_win_rate(heuristic, rand, progress=True, label=f"heuristic, pod {n}", **kw)

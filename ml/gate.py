@@ -6,20 +6,22 @@ The verdict rests on two checks, each on fresh data, plus logged data-quality fi
     export) against ``pod_size - 1`` heuristic teachers, in seat-rotated duplicate deals
     (each deal replayed with the agent in every seat). An SPRT on its first-place rate,
     H0 parity (1/pod size) against H1 ``target_win_rate``, stops as soon as the outcome is
-    decided (``ml.stats.SPRT``, ``ml.stats.sequential_test``); it must accept H1. One evaluation, never the
-    best of many; the 95% Wilson interval is reported with it.
+    decided (``ml.stats.SPRT``, ``ml.stats.sequential_test``: the deal is the unit, Wald's
+    LLR on the Rao-Scott effective counts); it must accept H1. One evaluation, never the
+    best of many; the 95% interval by deal is reported with it.
 (b) **No imitation regression.** A student trained with the candidate batch and the
     current student (same seed, same data otherwise) are compared on the same
     teacher-holdout decisions by an exact McNemar test with a margin
     (``ml.stats.mcnemar_regression``).
-(c) **Student non-regression.** The student trained with the batch plays the current
-    student in seat-rotated pods; only a clear regression (the whole interval below
-    parity minus a margin) rejects.
+(c) **Student non-inferiority.** The student trained with the batch plays the current
+    student in seat-rotated duplicate deals (1 vs 3); a sequential non-inferiority test by
+    deal (``ml.stats.student_non_inferiority``) rejects it when it is worse by the margin
+    (first-place share among decisive pods at parity minus ``student_margin``).
 (d) **Data quality** (logged, not gating): entropy of the batch's macro-action
     distribution, and the distributions of ``reward`` and ``episode_return``.
 
 The statistical tests live in ``ml.stats`` (with their references: Wald's SPRT, McNemar,
-Wilson); :func:`run_gate` runs the whole gate.
+Wilson, Rao-Scott); :func:`run_gate` runs the whole gate.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from ml.policy import PolicyNet, load_policy
 from ml.progress import ProgressBar
 from ml.records import iter_games, read_records, scan_batches
 from ml.rollout import Controller, play_games, rotated_seatings
-from ml.stats import SPRT, mcnemar_regression, sequential_test, student_non_regression, wilson_interval
+from ml.stats import SPRT, DealTally, mcnemar_regression, sequential_test, student_non_inferiority
 from ml.supervised import build_and_train, predict
 
 if TYPE_CHECKING:
@@ -163,7 +165,7 @@ def verdict(strength: dict, holdout: dict, student: dict, batch: dict, gated: bo
     Args:
         strength: ``sequential_test`` result of the PPO agent against heuristic teachers (a).
         holdout: ``mcnemar_regression`` result plus ``accuracy_current``/``accuracy_candidate`` (b).
-        student: ``student_non_regression`` result (candidate student vs current student).
+        student: ``student_non_inferiority`` result (candidate student vs current student).
         batch: ``batch_quality`` figures (c, logged).
         gated: when False the figures are reported but the batch is accepted whatever they say
             (``gate/reasons`` then lists what would have rejected it).
@@ -185,7 +187,8 @@ def verdict(strength: dict, holdout: dict, student: dict, batch: dict, gated: bo
     if student["regression"]:
         failed.append("student")
         reasons.append(
-            f"the student trained with the batch regressed: win rate {student['win_rate']:.3f} [{student['win_rate_low']:.3f}, {student['win_rate_high']:.3f}] vs parity {student['parity']:.3f}"
+            f"the student trained with the batch falls back: win rate {student['win_rate']:.3f} [{student['win_rate_low']:.3f}, {student['win_rate_high']:.3f}] "
+            f"over {student['games']} decisive games, the SPRT accepted {student['parity'] - student['margin']:.3f} (parity {student['parity']:.3f} minus the margin)"
         )
     if batch["games"] == 0:
         failed.append("empty")
@@ -213,6 +216,9 @@ def verdict(strength: dict, holdout: dict, student: dict, batch: dict, gated: bo
         "gate/student_win_rate_high": student["win_rate_high"],
         "gate/student_games": student["games"],
         "gate/student_draws": student["draws"],
+        "gate/student_sprt_llr": student["llr"],
+        "gate/student_sprt_bounds": [student["llr_lower"], student["llr_upper"]],
+        "gate/student_sprt_decided_early": student["decided_early"],
         "gate/batch": batch,
     }
 
@@ -333,13 +339,14 @@ def run_gate(
     student_deals = duplicate_deal_outcomes(
         Controller("net", candidate, greedy=True), Controller("net", current, greedy=True), seed=seed + 1, **pods
     )
-    n_deals = max(1, cfg.student_games // pod_size)
-    shown_deals = ProgressBar(
-        islice(student_deals, n_deals), total=n_deals, desc="gate: student", unit="deal", disable=not progress
-    )
-    outcomes = [x for deal in shown_deals for x in deal]
-    non_regression = student_non_regression(outcomes, pod_size, cfg.student_margin, cfg.confidence)
-    metrics = verdict(strength, paired, non_regression, batch_quality(batches[0]), gated=cfg.gated)
+    n_deals = max(1, -(-cfg.student_games // pod_size))
+    shown_deals = ProgressBar(student_deals, total=n_deals, desc="gate: student", unit="deal", disable=not progress)
+    non_inferior = student_non_inferiority(
+        iter(shown_deals), pod_size, cfg.student_margin, alpha=cfg.alpha, beta=cfg.beta,
+        min_games=cfg.student_min_games, max_games=cfg.student_games, confidence=cfg.confidence,
+    )  # fmt: skip
+    shown_deals.close()
+    metrics = verdict(strength, paired, non_inferior, batch_quality(batches[0]), gated=cfg.gated)
     metrics["gate/candidate_batch"] = batches[0].name
     metrics["gate/candidate_sampled_share"] = train_metrics["train/sampled_share"]
     return candidate, metrics
@@ -365,20 +372,20 @@ def pod_win_rate(
     ``game`` (``ml.game.registry.GameSpec``) defaults to the commander.
 
     Returns:
-        ``games``, ``wins``, ``draws``, ``win_rate``, ``low``, ``high`` (95% Wilson interval).
+        ``games``, ``wins``, ``draws``, ``deals``, ``win_rate``, ``low``, ``high`` (95% interval
+        by deal: Wilson on the Rao-Scott effective sample size, ``ml.stats.DealTally``) and
+        ``design_effect``.
     """
     deals = duplicate_deal_outcomes(
         candidate, opponent, pod_size=pod_size, max_turns=max_turns, num_envs=num_envs, seed=seed, encoder=None, game=game
     )
     n_deals = max(1, games // pod_size)
-    outcomes = [
-        x
-        for deal in ProgressBar(islice(deals, n_deals), total=n_deals, desc=label, unit="deal", disable=not progress)
-        for x in deal
-    ]
-    wins = sum(1 for x in outcomes if x)
-    low, high = wilson_interval(wins, len(outcomes))
+    tally, draws = DealTally(), 0
+    for deal in ProgressBar(islice(deals, n_deals), total=n_deals, desc=label, unit="deal", disable=not progress):
+        tally.add(sum(1 for x in deal if x), len(deal))
+        draws += sum(1 for x in deal if x is None)
+    low, high = tally.interval()
     return {
-        "games": len(outcomes), "wins": wins, "draws": sum(1 for x in outcomes if x is None),
-        "win_rate": wins / len(outcomes), "low": low, "high": high,
+        "games": tally.trials, "wins": tally.successes, "draws": draws, "deals": tally.deals,
+        "win_rate": tally.rate, "low": low, "high": high, "design_effect": tally.design_effect(),
     }  # fmt: skip

@@ -213,9 +213,9 @@ class GateParams(_Section):
     target_win_rate: float = Field(0.35, gt=0, lt=1)
     """SPRT alternative H1: the PPO agent's first-place rate against heuristic teachers (H0 is parity, 1/pod size)."""
     alpha: float = Field(0.05, gt=0, lt=0.5)
-    """SPRT false-accept rate (accepting an agent at parity)."""
+    """False-accept rate of both SPRTs: an agent at parity (strength), a student worse by ``student_margin`` (student); McNemar's level."""
     beta: float = Field(0.05, gt=0, lt=0.5)
-    """SPRT false-reject rate (rejecting an agent at the target rate)."""
+    """False-reject rate of both SPRTs: an agent at the target rate (strength), a student equal to the current one (student)."""
     min_games: int = Field(40, ge=1)
     """Fewest evaluation games before the SPRT may stop (games)."""
     max_games: int = Field(1000, ge=1)
@@ -228,15 +228,18 @@ class GateParams(_Section):
     PPO decisions differ from the teacher's by design, so a student whose training set is a
     third PPO data imitates the teacher a little less: 2.5 points measured in generation 0
     (docs/measurements.md)."""
-    student_games: int = Field(200, ge=1)
-    """Pods of the candidate student against current students (games, seat-rotated duplicate deals)."""
-    student_margin: float = Field(0.05, ge=0, lt=1)
-    """The candidate student regresses only if its whole win-rate interval is below parity minus this."""
+    student_games: int = Field(2000, ge=1)
+    """Most pods of the student check's sequential test (games, seat-rotated duplicate deals; it stops earlier when decided)."""
+    student_min_games: int = Field(200, ge=1)
+    """Fewest decisive pods before the student check may decide (games)."""
+    student_margin: float = Field(0.05, gt=0, lt=0.5)
+    """Fall back rejected: the candidate student's first-place share among decisive pods at parity minus this (SPRT H0)."""
 
     @model_validator(mode="after")
     def _check_games(self) -> GateParams:
-        if self.min_games > self.max_games:
-            raise ValueError(f"min_games ({self.min_games}) must not exceed max_games ({self.max_games})")
+        for lo, hi in (("min_games", "max_games"), ("student_min_games", "student_games")):
+            if getattr(self, lo) > getattr(self, hi):
+                raise ValueError(f"{lo} ({getattr(self, lo)}) must not exceed {hi} ({getattr(self, hi)})")
         return self
 
 

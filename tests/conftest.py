@@ -24,7 +24,7 @@ TINY = {
     "train": {"epochs": 2, "samples_per_epoch": 2000, "batch_size": 128, "hidden_sizes": [32]},
     "selfplay": {"total_steps": 600, "num_envs": 4, "rollout_steps": 300, "minibatch_size": 128, "update_epochs": 2},
     "export": {"games": 12, "only_wins": False},
-    "gate": {"gated": False, "min_games": 8, "max_games": 40, "student_games": 16},
+    "gate": {"gated": False, "min_games": 8, "max_games": 40, "student_games": 16, "student_min_games": 8},
     "rating": {"games": 16, "report_games": 8},
     "loop": {"max_generations": 2, "max_retries": 1},
 }
@@ -51,7 +51,14 @@ KUHN_TINY = {
         "update_epochs": 2,
         "workers": 1,
     },
-    "gate": {"gated": False, "target_win_rate": 0.6, "min_games": 8, "max_games": 40, "student_games": 16},
+    "gate": {
+        "gated": False,
+        "target_win_rate": 0.6,
+        "min_games": 8,
+        "max_games": 40,
+        "student_games": 16,
+        "student_min_games": 8,
+    },
 }
 PIPELINE_PARAMS = {  # game -> overrides of TINY for the ``pipeline`` fixture; one selfplay worker: no process
     "commander": {"selfplay": {**TINY["selfplay"], "workers": 1}},

@@ -62,6 +62,8 @@ EASY_GATE = {
     "min_games": 8,
     "max_games": 80,
     "student_games": 8,
+    "student_min_games": 8,
+    "student_margin": 0.45,  # 8 games cannot tell a fall back of 0.05: reject only a student that almost never wins
 }
 CURRICULUM = [
     {"name": "warmup", "generations": 1, "gated": False, "overrides": {"selfplay": {"opponent_mix": {"random": 1.0}}}},

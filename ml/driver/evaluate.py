@@ -73,7 +73,7 @@ def evaluate(loop: Loop, games: int, out: Path | None) -> int:
     print(
         f"students (greedy) in pods against {n - 1} teachers ({game.teacher_name}), {played} games each "
         f"({played // n} deals); parity {1 / n:.3f}\n"
-        f"{'student':8s} {'win rate [95% Wilson]':<24s} {'draws':>6s} {'PPO agent (gate)':>26s} {'Elo [95%]':>20s} {'PPO share':>9s}"
+        f"{'student':8s} {'win rate [95% by deal]':<24s} {'draws':>6s} {'PPO agent (gate)':>26s} {'Elo [95%]':>20s} {'PPO share':>9s}"
     )
     rows = []
     for path in students:
