@@ -58,6 +58,9 @@ class DecisionSet:
         game_id: str array [N].
         targets: bool[N, num_actions], the actions the record allows: ``label`` alone for a
             full label, several for a partial one. Built from ``label`` when not given.
+        policy: float32[N, num_actions], the acting policy's probabilities stored with the
+            record (PPO records of schema 2, ``policy``); all-zero rows where a record has none.
+            Zeros when not given.
     """
 
     obs: np.ndarray
@@ -67,12 +70,15 @@ class DecisionSet:
     source: np.ndarray
     game_id: np.ndarray
     targets: np.ndarray | None = None
+    policy: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.targets is None:
             assert (self.label >= 0).all(), "a partial label (-1) needs its targets"
             self.targets = np.zeros(self.action_mask.shape, dtype=bool)
             self.targets[np.arange(len(self.label)), self.label] = True
+        if self.policy is None:
+            self.policy = np.zeros(self.action_mask.shape, dtype=np.float32)
 
     def __len__(self) -> int:
         return len(self.label)
@@ -82,8 +88,17 @@ class DecisionSet:
         assert self.targets is not None, "__post_init__ builds targets when they are not given"
         return self.targets
 
+    @property
+    def soft_policy(self) -> np.ndarray:
+        """float32[N, num_actions]: ``policy`` (all-zero rows where a record stores none)."""
+        assert self.policy is not None, "__post_init__ builds policy when it is not given"
+        return self.policy
+
     def _fields(self) -> tuple[np.ndarray, ...]:
-        return (self.obs, self.action_mask, self.label, self.value_target, self.source, self.game_id, self._targets)
+        return (
+            self.obs, self.action_mask, self.label, self.value_target, self.source, self.game_id, self._targets,
+            self.soft_policy,
+        )  # fmt: skip
 
     def subset(self, idx: np.ndarray) -> DecisionSet:
         """Rows ``idx`` (int[K] or bool[N]) as a new set."""
@@ -187,8 +202,12 @@ def encode_records(records: Iterable[Record], encoder: Encoder) -> tuple[Decisio
     masks |= targets  # a label is legal by definition (Forge files carry no mask)
     values = np.asarray([outcome_value(r) for r in rows], np.float32)
     sources = np.asarray([r.source or "sim" for r in rows], dtype=object)
-    data = DecisionSet(obs, masks, label_arr, values, sources, np.asarray([r.game_id for r in rows], dtype=object), targets)
-    return data, skipped
+    policy = np.zeros(masks.shape, dtype=np.float32)
+    for i, r in enumerate(rows):
+        if getattr(r, "policy", None) is not None:
+            policy[i] = r.policy
+    game_ids = np.asarray([r.game_id for r in rows], dtype=object)
+    return DecisionSet(obs, masks, label_arr, values, sources, game_ids, targets, policy), skipped
 
 
 def _read_files(paths: list[Path], on_error: Callable[[DataFileError], None] | None = None) -> Iterable[Record]:

@@ -144,6 +144,8 @@ class TrainParams(_Section):
     """Warm start: a checkpoint (repo-relative path) the student starts from instead of random weights (``--seed-checkpoint``)."""
     value_coef: float = Field(0.5, ge=0)
     """Weight of the value (game outcome) loss next to the imitation cross-entropy."""
+    distill: Literal["kl", "hard"] = "kl"
+    """PPO records with the agent's ``policy``: fit it by KL divergence (``kl``, Rusu et al. 2016) or the chosen action only (``hard``)."""
 
     @model_validator(mode="after")
     def _check_weights(self) -> TrainParams:

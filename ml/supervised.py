@@ -1,11 +1,19 @@
 """Supervised student: imitation of decision records by a masked policy/value network.
 
-Loss per decision: minus the log of the total probability (masked softmax) of the actions
-the record allows, ``-log sum_{a in targets} p(a)``: the cross-entropy against the recorded
-macro action for a full label, and for a partial one (a Forge attack without a target) the
-probability of attacking anyone (``ml.dataset.DecisionSet.targets``; References: Jin &
-Ghahramani 2002, "Learning with multiple labels"), plus ``value_coef`` times the squared
-error of the value head against the acting seat's game result. Each epoch draws
+Loss per decision, by what the record gives:
+
+* a label (teacher, Forge, and PPO records under ``distill: hard``): minus the log of the
+  total probability (masked softmax) of the actions the record allows,
+  ``-log sum_{a in targets} p(a)``: the cross-entropy against the recorded macro action for
+  a full label, and for a partial one (a Forge attack without a target) the probability of
+  attacking anyone (``ml.dataset.DecisionSet.targets``; References: Jin & Ghahramani 2002,
+  "Learning with multiple labels");
+* the agent's distribution (PPO records of schema 2 under ``distill: kl``): the KL
+  divergence ``KL(pi_agent || p_student) = sum_a pi(a) (log pi(a) - log p(a))`` over the
+  legal actions, policy distillation as in Rusu et al. 2016, "Policy Distillation" (their
+  KL loss with temperature 1);
+
+plus ``value_coef`` times the squared error of the value head against the acting seat's game result. Each epoch draws
 ``samples_per_epoch`` decisions from the source mixture (``ml.dataset.sample_mixture``), so
 the source weights hold exactly as ratios.
 """
@@ -48,6 +56,7 @@ class StudentConfig:
     samples_per_epoch: int
     source_weights: dict[str, float]
     value_coef: float
+    distill: str = "kl"
 
 
 @torch.no_grad()
@@ -68,6 +77,28 @@ def accuracy(net: PolicyNet, data: DecisionSet) -> float:
     if len(data) == 0:
         return float("nan")
     return float(data.correct(predict(net, data)).mean())
+
+
+def imitation_loss(logits: torch.Tensor, targets: torch.Tensor, policy: torch.Tensor) -> torch.Tensor:
+    """Per-decision imitation loss (the module docstring): KL to ``policy`` where a row has one, else
+    the partial-label cross-entropy on ``targets``.
+
+    Args:
+        logits: float32[B, A] masked logits (``PolicyNet.forward``).
+        targets: bool[B, A] the actions a record allows (one for a full label).
+        policy: float32[B, A] the agent's probabilities; an all-zero row means none (renormalised
+            over its support, so rounding in the file does not bias it).
+
+    Returns:
+        float32[B] losses (nats).
+    """
+    log_p = torch.log_softmax(logits, dim=-1)
+    allowed = logits.masked_fill(~targets, MASKED_LOGIT)  # one-hot targets: exactly the cross-entropy
+    label_loss = torch.logsumexp(logits, -1) - torch.logsumexp(allowed, -1)
+    total = policy.sum(-1, keepdim=True)
+    pi = policy / total.clamp_min(1e-12)
+    kl = (pi * (torch.log(pi.clamp_min(1e-12)) - log_p)).sum(-1)
+    return torch.where(total.squeeze(-1) > 0, kl, label_loss)
 
 
 def train_student(
@@ -125,6 +156,9 @@ def train_student(
     net.to(device)
     obs, mask = torch.from_numpy(train.obs).to(device), torch.from_numpy(train.action_mask).to(device)
     targets, value_target = torch.from_numpy(train.targets).to(device), torch.from_numpy(train.value_target).to(device)
+    soft = torch.from_numpy(train.soft_policy).to(device)
+    if cfg.distill == "hard":
+        soft = torch.zeros_like(soft)
     started = time.perf_counter()
     samples = 0
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
@@ -141,8 +175,7 @@ def train_student(
             b = idx[start : start + cfg.batch_size]
             bt = torch.from_numpy(b).to(device)
             logits, value = net(obs[bt], mask[bt])
-            allowed = logits.masked_fill(~targets[bt], MASKED_LOGIT)  # one-hot targets: exactly the cross-entropy
-            pg = (torch.logsumexp(logits, -1) - torch.logsumexp(allowed, -1)).mean()
+            pg = imitation_loss(logits, targets[bt], soft[bt]).mean()
             v = F.mse_loss(value, value_target[bt])
             samples += len(b)
             loss = pg + cfg.value_coef * v
