@@ -130,6 +130,7 @@ def play_games(
     log_seats: Callable[[list[str]], list[int]] | None = None,
     track_seats: Callable[[list[str]], list[int]] | None = None,
     game: GameSpec | None = None,
+    indices: Sequence[int] | None = None,
 ) -> Generator[GameResult, None, None]:
     """Play ``len(seatings)`` games, ``num_envs`` at a time, yielding each as it ends.
 
@@ -145,6 +146,7 @@ def play_games(
         log_seats: seats whose decisions are logged as records (given the seating).
         track_seats: seats whose decisions are kept as PPO transitions.
         game: the game (``ml.game.registry``); None is the commander of ``pod_size`` and ``max_turns``.
+        indices: play only these games of ``seatings`` (a chunk of a stage, ``ml.compute``); None: all.
 
     Yields:
         GameResult, in order of completion (deterministic for fixed inputs).
@@ -164,7 +166,7 @@ def play_games(
             if ctrl.net is None:
                 raise ValueError(f"controller {key!r} is a net controller without a net")
             check_shape(ctrl.net, game.obs_dim, game.num_actions, f"the policy of {key!r}")
-    pending = list(range(len(seatings)))[::-1]
+    pending = list(range(len(seatings)) if indices is None else indices)[::-1]
     slots: list[_Slot] = []
     while pending or slots:
         while pending and len(slots) < num_envs:
