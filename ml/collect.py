@@ -10,13 +10,16 @@ episodes, bit for bit.
 
 Workers get the policy weights each round (a CPU ``state_dict``, a few hundred kB) and the
 frozen opponents once, at start-up. The pool uses the ``fork`` start method where the
-platform has it (Linux), else ``spawn``.
+platform has it (Linux), else ``spawn``. With a Ray executor (``ml.compute``, ``compute.backend:
+ray``) the chunks are Ray tasks instead: the set-up goes to the object store once per stage,
+the weights once per round, and the results are the same bits as here.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ml.compute import Executor
 from ml.game.registry import GameSpec
 from ml.policy import PolicyNet
 from ml.rollout import Controller, Transition, game_seeds, play_games, rotated_seatings
@@ -131,6 +135,14 @@ def _play_chunk(state_dict: dict, task: ChunkTask) -> ChunkResult:
     return out
 
 
+def _cluster_chunk(task: ChunkTask, setup: tuple, state_dict: dict) -> ChunkResult:
+    """A chunk as a Ray task: the worker sets itself up once per stage (``setup`` is cached by ``ml.compute``)."""
+    if _WORKER.get("setup") is not setup:
+        _init(*setup)
+        _WORKER["setup"] = setup
+    return _play_chunk(state_dict, task)
+
+
 class Collector:
     """Collects rounds of self-play, in worker processes when ``workers > 1``.
 
@@ -140,10 +152,18 @@ class Collector:
         settings: the game and what each chunk plays.
         workers: processes (0: one per core).
         chunks: pieces per round (fixes the result whatever ``workers`` is).
+        executor: a Ray executor (``ml.compute``) plays the chunks on its cluster instead of
+            ``workers`` local processes (``workers`` is then unused); None or ``local``: here.
     """
 
     def __init__(
-        self, net: PolicyNet, frozen: dict[str, PolicyNet], settings: CollectSettings, workers: int, chunks: int
+        self,
+        net: PolicyNet,
+        frozen: dict[str, PolicyNet],
+        settings: CollectSettings,
+        workers: int,
+        chunks: int,
+        executor: Executor | None = None,
     ) -> None:
         self.chunks = chunks
         self.workers = min(workers or os.cpu_count() or 1, chunks)
@@ -153,7 +173,11 @@ class Collector:
             settings,
         )
         self.pool: ProcessPoolExecutor | None = None
-        if self.workers > 1:
+        self.executor = executor if executor is not None and executor.backend != "local" else None
+        if self.executor is not None:
+            self.workers = min(self.executor.slots, chunks)
+            self.setup = self.executor.share(init_args)  # frozen opponents: once per stage
+        elif self.workers > 1:
             method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
             self.pool = ProcessPoolExecutor(
                 self.workers, mp_context=mp.get_context(method), initializer=_init, initargs=init_args
@@ -161,15 +185,32 @@ class Collector:
         else:
             _init(*init_args)
 
-    def round(self, net: PolicyNet, seed: int, steps: int) -> list[ChunkResult]:
-        """One round of ``steps`` learner decisions (split over the chunks), in chunk order."""
+    def round(
+        self, net: PolicyNet, seed: int, steps: int, on_chunk: Callable[[ChunkResult], object] | None = None
+    ) -> list[ChunkResult]:
+        """One round of ``steps`` learner decisions (split over the chunks), in chunk order.
+
+        ``on_chunk`` is called with each chunk's result as it finishes (progress across workers
+        and nodes); it reads only.
+        """
         state = {k: v.detach().cpu() for k, v in net.state_dict().items()}
         quota = -(-steps // self.chunks)
         seeds = np.random.default_rng(seed).integers(0, 2**31 - 1, size=self.chunks)
         tasks = [ChunkTask(int(s), quota) for s in seeds]
+        if self.executor is not None:  # the weights: once per round in the object store
+            done = None if on_chunk is None else (lambda _i, c: on_chunk(c))
+            return self.executor.map(_cluster_chunk, tasks, self.setup, self.executor.share(state), on_result=done)
+        results: Iterable[ChunkResult]
         if self.pool is None:
-            return [_play_chunk(state, t) for t in tasks]
-        return list(self.pool.map(_play_chunk, [state] * len(tasks), tasks))
+            results = (_play_chunk(state, t) for t in tasks)
+        else:
+            results = self.pool.map(_play_chunk, [state] * len(tasks), tasks)
+        out = []
+        for chunk in results:
+            out.append(chunk)
+            if on_chunk is not None:
+                on_chunk(chunk)
+        return out
 
     def close(self) -> None:
         if self.pool is not None:

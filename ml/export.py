@@ -4,8 +4,12 @@ The agent plays ``games`` pods against heuristic teachers (one seat, rotated thr
 seats). After each game, the agent seat's records (the decision record plus the PPO
 extension: ``source: ppo``, ``model_version``, ``generation``, ``reward``,
 ``episode_return``, ``action.macro_action``/``action_idx``) are appended to one batch file
-``ml-decisions-ppo-<batch_id>.jsonl``, if the agent won or ``only_wins`` is off. Only one
-game is held in memory; the file appears under its final name when the batch is complete.
+``ml-decisions-ppo-<batch_id>.jsonl``, if the agent won or ``only_wins`` is off. The file
+appears under its final name when the batch is complete. The games are cut into chunks of
+``compute.chunk_games`` by game index (0: one chunk, the games as before chunks existed), each
+sampling with its own seed (``ml.compute.chunk_seed``) and played by the stage's executor
+(here or on a Ray cluster: the same batch either way); the exported records of one chunk per
+slot are held in memory.
 """
 
 from __future__ import annotations
@@ -16,13 +20,36 @@ from typing import Any
 
 import torch
 
-from ml.game.registry import GameSpec
+from ml.compute import LOCAL, Executor, chunk_ranges, chunk_seed
+from ml.game.registry import GameSpec, commander
 from ml.policy import PolicyNet
 from ml.progress import ProgressBar
 from ml.records import BatchWriter
 from ml.rollout import Controller, game_seeds, play_games, rotated_seatings
 
 logger = logging.getLogger(__name__)
+
+
+def _agent_seat(seats: list[str]) -> list[int]:
+    return [seats.index("agent")]
+
+
+def _export_chunk(task: tuple[int, range], setup: tuple) -> list[tuple[bool, list[dict] | None, str, float]]:
+    """Play one chunk: per game in completion order, whether the agent won, its records (None when
+    not exported), the outcome and the agent's return."""
+    k, games = task
+    net, game, seatings, seeds, num_envs, seed, encoder, only_wins = setup
+    controllers = {"agent": Controller("net", net), "heuristic": Controller("heuristic")}
+    runner = play_games(
+        seatings, seeds, controllers, num_envs=num_envs, encoder=encoder, generator=torch.Generator().manual_seed(chunk_seed(seed, k)),
+        log_seats=_agent_seat, game=game, indices=games,
+    )  # fmt: skip
+    out = []
+    for result in runner:
+        seat = result.seats.index("agent")
+        won = result.winner == seat
+        out.append((won, result.records if won or not only_wins else None, result.outcome, float(result.returns[seat])))
+    return out
 
 
 def export_batch(
@@ -41,6 +68,8 @@ def export_batch(
     encoder: Any = None,
     progress: bool = True,
     game: GameSpec | None = None,
+    executor: Executor = LOCAL,
+    chunk_games: int = 0,
 ) -> dict:
     """Play ``games`` pods and stream the agent's exported decisions to one batch file.
 
@@ -65,6 +94,8 @@ def export_batch(
         encoder: the commander's observation encoder (None: a new one).
         progress: show a progress bar.
         game: the game (None: the commander).
+        executor: where the chunks are played (``ml.compute.make_executor``; the batch is the same).
+        chunk_games: games per chunk (0: one chunk); changes the games (each chunk samples with its own seed).
 
     Returns:
         ``export/…`` metrics: ``games_played``, ``games_won``, ``games_exported`` (games),
@@ -72,30 +103,29 @@ def export_batch(
 
     Raises:
         ml.records.RecordError: if a produced record does not fit the schema (a bug).
+        ml.compute.ComputeError: the Ray cluster was lost mid-stage.
     """
-    controllers = {"agent": Controller("net", net), "heuristic": Controller("heuristic")}
+    game = game or commander(pod_size, max_turns)
     seatings = rotated_seatings(games, pod_size, "agent", lambda g: ["heuristic"] * (pod_size - 1))
-    gen = torch.Generator().manual_seed(seed)
+    setup = executor.share((net, game, seatings, game_seeds(seed, games), num_envs, seed, encoder, only_wins))
+    tasks = list(enumerate(chunk_ranges(games, chunk_games)))
     won = 0
     with BatchWriter(out_dir, "ppo", batch_id) as writer:
-        runner = play_games(
-            seatings, game_seeds(seed, games), controllers, pod_size=pod_size, max_turns=max_turns, num_envs=num_envs,
-            encoder=encoder, generator=gen, log_seats=lambda seats: [seats.index("agent")], game=game,
-        )  # fmt: skip
-        for result in ProgressBar(runner, total=games, desc="export", unit="game", disable=not progress):
-            seat = result.seats.index("agent")
-            won += int(result.winner == seat)
-            if only_wins and result.winner != seat:
-                continue
-            records = result.records
-            episode_return = float(result.returns[seat])
-            for i, rec in enumerate(records):
-                rec["model_version"] = model_version
-                rec["generation"] = generation
-                rec["reward"] = episode_return if i == len(records) - 1 else 0.0
-                rec["episode_return"] = episode_return
-            if records:
-                writer.write_game(records, result.outcome)
+        bar = ProgressBar(total=games, desc="export", unit="game", disable=not progress)
+        for chunk in executor.imap(_export_chunk, tasks, setup):
+            bar.update(len(chunk))
+            for agent_won, records, outcome, episode_return in chunk:
+                won += int(agent_won)
+                if records is None:
+                    continue
+                for i, rec in enumerate(records):
+                    rec["model_version"] = model_version
+                    rec["generation"] = generation
+                    rec["reward"] = episode_return if i == len(records) - 1 else 0.0
+                    rec["episode_return"] = episode_return
+                if records:
+                    writer.write_game(records, outcome)
+        bar.close()
         exported_games, exported_decisions, path = writer.games, writer.decisions, writer.path
     return {
         "export/games_played": games,

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Iterator
-from itertools import islice
+from itertools import count, islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -37,6 +37,7 @@ import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
+from ml.compute import LOCAL, Executor, chunk_seed
 from ml.game.registry import GameSpec
 from ml.policy import PolicyNet, load_policy
 from ml.progress import ProgressBar
@@ -60,6 +61,24 @@ class _PodArgs(TypedDict):
     max_turns: int
     num_envs: int
     game: GameSpec
+    executor: Executor
+
+
+def _deal_chunk(task: tuple[list[int], int], setup: tuple) -> list[list[bool | None]]:
+    """Play one chunk of duplicate deals (``duplicate_deal_outcomes``): per deal, the candidate's first places."""
+    deal_seeds, torch_seed = task
+    controllers, pod_size, max_turns, num_envs, encoder, game = setup
+    seeds = [s for s in deal_seeds for _ in range(pod_size)]
+    seatings = rotated_seatings(len(seeds), pod_size, "candidate", lambda g: ["opponent"] * (pod_size - 1))
+    results = sorted(
+        play_games(
+            seatings, seeds, controllers, pod_size=pod_size, max_turns=max_turns, num_envs=num_envs, encoder=encoder,
+            generator=torch.Generator().manual_seed(torch_seed), game=game,
+        ),
+        key=lambda r: r.index,
+    )  # fmt: skip
+    deals = [results[d * pod_size : (d + 1) * pod_size] for d in range(len(deal_seeds))]
+    return [[None if r.winner is None else r.winner == r.seats.index("candidate") for r in deal] for deal in deals]
 
 
 def duplicate_deal_outcomes(
@@ -73,13 +92,16 @@ def duplicate_deal_outcomes(
     encoder: Any = None,
     deals_per_chunk: int = 16,
     game: GameSpec | None = None,
+    executor: Executor = LOCAL,
 ) -> Iterator[list[bool | None]]:
     """Seat-rotated duplicate deals: each deal (one game seed: same shuffled decks and seat
     order, or the same chance outcomes of an OpenSpiel game) is replayed ``pod_size`` times
     with the candidate in each seat and ``opponent`` in the others. Yields, per deal in order,
     the candidate's first places. Endless: the caller stops (chunks of ``deals_per_chunk``
-    deals are played at once, batched). ``game`` (``ml.game.registry``) defaults to the
-    commander of ``pod_size`` and ``max_turns``; its players must number ``pod_size``.
+    deals are played at once, batched, chunk ``k`` sampling with ``ml.compute.chunk_seed(seed, k)``;
+    the executor plays chunks ahead, here or on a Ray cluster, with the same outcomes).
+    ``game`` (``ml.game.registry``) defaults to the commander of ``pod_size`` and ``max_turns``;
+    its players must number ``pod_size``.
 
     Args:
         candidate: the controller measured.
@@ -91,35 +113,25 @@ def duplicate_deal_outcomes(
         encoder: the commander's observation encoder (None: a new one).
         deals_per_chunk: deals played per batch of games.
         game: the game (None: the commander).
+        executor: where the chunks are played (``ml.compute.make_executor``); the controllers go
+            to it once.
 
     Returns:
         An endless iterator of ``list[bool | None]`` of length ``pod_size`` per deal: True
         for a first place of the candidate, False for another's, None for a draw.
+
+    Raises:
+        ml.compute.ComputeError: the Ray cluster was lost mid-stage.
     """
-    controllers = {"candidate": candidate, "opponent": opponent}
-    gen = torch.Generator().manual_seed(seed)
-    rng = np.random.default_rng(seed)
-    while True:
-        deal_seeds = [int(x) for x in rng.integers(0, 2**31 - 1, size=deals_per_chunk)]
-        seeds = [s for s in deal_seeds for _ in range(pod_size)]
-        seatings = rotated_seatings(len(seeds), pod_size, "candidate", lambda g: ["opponent"] * (pod_size - 1))
-        results = sorted(
-            play_games(
-                seatings,
-                seeds,
-                controllers,
-                pod_size=pod_size,
-                max_turns=max_turns,
-                num_envs=num_envs,
-                encoder=encoder,
-                generator=gen,
-                game=game,
-            ),
-            key=lambda r: r.index,
-        )
-        for d in range(deals_per_chunk):
-            deal = results[d * pod_size : (d + 1) * pod_size]
-            yield [None if r.winner is None else r.winner == r.seats.index("candidate") for r in deal]
+    setup = executor.share(({"candidate": candidate, "opponent": opponent}, pod_size, max_turns, num_envs, encoder, game))
+
+    def tasks() -> Iterator[tuple[list[int], int]]:
+        rng = np.random.default_rng(seed)
+        for k in count():
+            yield [int(x) for x in rng.integers(0, 2**31 - 1, size=deals_per_chunk)], chunk_seed(seed, k)
+
+    for chunk in executor.imap(_deal_chunk, tasks(), setup):
+        yield from chunk
 
 
 def batch_quality(batch: Path) -> dict:
@@ -284,6 +296,7 @@ def run_gate(
     device: str = "cpu",
     progress: bool = False,
     on_deal: Callable[[int, dict[str, float]], None] | None = None,
+    executor: Executor = LOCAL,
 ) -> tuple[PolicyNet, dict[str, Any]]:
     """The whole gate: checks (a) to (d) of the module docstring, then the verdict.
 
@@ -306,6 +319,7 @@ def run_gate(
         device: torch device of the training.
         progress: show progress bars.
         on_deal: the SPRT's path, deal by deal (``ml.stats.sequential_test``).
+        executor: where the pods of (a) and (c) are played (``ml.compute``; the figures are the same).
 
     Returns:
         ``(candidate_student, metrics)``: the student trained with the batch, and the
@@ -316,13 +330,14 @@ def run_gate(
         GateError: ``candidate_dir`` does not hold exactly one PPO batch (nothing read else).
         ml.policy.CheckpointError: a checkpoint that cannot be read.
         ml.records.RecordError: a malformed batch line.
+        ml.compute.ComputeError: the Ray cluster was lost mid-stage.
     """
     batches = scan_batches(candidate_dir, sources=("ppo",))
     if len(batches) != 1:
         raise GateError(f"{candidate_dir}: expected exactly one PPO batch, found {len(batches)}")
     agent, _ = load_policy(model)
     current, _ = load_policy(student)
-    pods: _PodArgs = {"pod_size": pod_size, "max_turns": max_turns, "num_envs": num_envs, "game": game}
+    pods: _PodArgs = {"pod_size": pod_size, "max_turns": max_turns, "num_envs": num_envs, "game": game, "executor": executor}
     sprt = SPRT(1.0 / pod_size, cfg.target_win_rate, cfg.alpha, cfg.beta)
     deals = duplicate_deal_outcomes(Controller("net", agent), Controller(cfg.opponent), seed=seed, **pods)
     # progress bars (lines when stderr is no terminal) only count what the test consumes
@@ -364,12 +379,14 @@ def pod_win_rate(
     game: GameSpec | None = None,
     progress: bool = False,
     label: str = "",
+    executor: Executor = LOCAL,
 ) -> dict:
     """First places of ``candidate`` in pods against ``pod_size - 1`` copies of ``opponent``.
 
     Seat-rotated duplicate deals (``duplicate_deal_outcomes``): ``games`` is rounded
     down to whole deals of ``pod_size`` games (at least one deal); a draw is no first place.
-    ``game`` (``ml.game.registry.GameSpec``) defaults to the commander.
+    ``game`` (``ml.game.registry.GameSpec``) defaults to the commander; ``executor``
+    (``ml.compute``) plays the deals, here or on a Ray cluster, with the same figures.
 
     Returns:
         ``games``, ``wins``, ``draws``, ``deals``, ``win_rate``, ``low``, ``high`` (95% interval
@@ -377,8 +394,9 @@ def pod_win_rate(
         ``design_effect``.
     """
     deals = duplicate_deal_outcomes(
-        candidate, opponent, pod_size=pod_size, max_turns=max_turns, num_envs=num_envs, seed=seed, encoder=None, game=game
-    )
+        candidate, opponent, pod_size=pod_size, max_turns=max_turns, num_envs=num_envs, seed=seed, encoder=None, game=game,
+        executor=executor,
+    )  # fmt: skip
     n_deals = max(1, games // pod_size)
     tally, draws = DealTally(), 0
     for deal in ProgressBar(islice(deals, n_deals), total=n_deals, desc=label, unit="deal", disable=not progress):

@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ml.curriculum import AbortIf, Phase, phase_overrides
+from ml.params_compute import ComputeParams
 from ml.params_yaml import At, KeyPath, ParamsError, error_lines, message, read_yaml
 
 DEFAULT_PARAMS_PATH = Path("params.yaml")
@@ -278,6 +279,7 @@ class Params(_Section):
     gate: GateParams = GateParams()
     rating: RatingParams = RatingParams()
     loop: LoopParams = LoopParams()
+    compute: ComputeParams = ComputeParams()
     curriculum: list[Phase] | None = None
     """Ordered phases of the run (ml/curriculum.py); None: one implicit phase of ``loop.max_generations``."""
     profiles: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)

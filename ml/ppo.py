@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from ml.collect import Collector, CollectSettings
+from ml.compute import Executor
 from ml.game.registry import GameSpec, commander
 from ml.policy import PolicyNet
 from ml.progress import ProgressBar
@@ -215,6 +216,7 @@ def train_ppo(
     progress: bool = True,
     game: GameSpec | None = None,
     on_update: Callable[[int, dict[str, float]], None] | None = None,
+    executor: Executor | None = None,
 ) -> tuple[PolicyNet, dict]:
     """PPO self-play from a copy of ``student``.
 
@@ -235,6 +237,7 @@ def train_ppo(
             ``v_loss``, ``entropy``, ``approx_kl``, ``clipfrac`` (means over minibatches),
             the learner's ``win_rate`` in the round's games and the round's learner
             ``decisions_per_s`` (collection only); reads only, changes no result.
+        executor: where the chunks run (``ml.compute``; None: ``cfg.workers`` local processes).
 
     Returns:
         ``(net, metrics)`` with ``selfplay/…`` keys (win rate of the learner during
@@ -247,7 +250,7 @@ def train_ppo(
     gen = torch.Generator().manual_seed(seed)
     rng = np.random.default_rng(seed)
     settings = CollectSettings(game or commander(pod_size, max_turns), cfg.num_envs, cfg.opponent_mix)
-    collector = Collector(net, frozen, settings, cfg.workers, cfg.rollout_chunks)
+    collector = Collector(net, frozen, settings, cfg.workers, cfg.rollout_chunks, executor)
     steps = wins = games = all_decisions = 0
     update_stats: dict[str, float] = {}
     collect_s = update_s = 0.0
@@ -258,7 +261,12 @@ def train_ppo(
     try:
         while steps < cfg.total_steps and aborted is None:
             t0 = time.perf_counter()
-            chunks = collector.round(net, int(rng.integers(2**31 - 1)), min(cfg.rollout_steps, cfg.total_steps - steps))
+            chunks = collector.round(
+                net,
+                int(rng.integers(2**31 - 1)),
+                min(cfg.rollout_steps, cfg.total_steps - steps),
+                on_chunk=lambda c: bar.update(sum(len(ep) for ep in c.episodes)),  # finished decisions, every node
+            )
             t1 = time.perf_counter()
             episodes = [ep for c in chunks for ep in c.episodes]
             n = sum(len(ep) for ep in episodes)
@@ -270,7 +278,6 @@ def train_ppo(
             games += sum(c.games for c in chunks)
             wins += sum(c.wins for c in chunks)
             all_decisions += sum(c.all_decisions for c in chunks)
-            bar.update(n)
             bar.set_postfix(win=f"{wins / max(games, 1):.2f}", kl=f"{update_stats['approx_kl']:.4f}")
             updates += 1
             if on_update is not None:

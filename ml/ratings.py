@@ -36,8 +36,9 @@ import numpy as np
 import torch
 from scipy.optimize import minimize
 
+from ml.compute import LOCAL, Executor, chunk_ranges, chunk_seed
 from ml.faults import seam
-from ml.game.registry import GameSpec
+from ml.game.registry import GameSpec, commander
 from ml.game.spec import Encoder
 from ml.io import atomic_write_json, atomic_write_text, iter_jsonl, read_json
 from ml.policy import PolicyNet
@@ -229,6 +230,8 @@ def play_tournament(
     seed: int,
     encoder: Encoder | None,
     game: GameSpec | None = None,
+    executor: Executor = LOCAL,
+    chunk_games: int = 0,
 ) -> list[list[str]]:
     """Play ``games`` pods among students, the heuristic teacher and the random player.
 
@@ -242,21 +245,41 @@ def play_tournament(
         seed: seeds the seatings, the games and any sampling.
         encoder: observation encoder.
         game: the game (``ml.game.registry.GameSpec``); None is the commander.
+        executor: where the games are played (``ml.compute``: here or on a Ray cluster, same rankings).
+        chunk_games: games per chunk by game index (0: one chunk, the games as before chunks
+            existed); chunk ``k`` samples with ``ml.compute.chunk_seed(seed, k)``.
 
     Returns:
         Per game, player names from first place to last.
+
+    Raises:
+        ml.compute.ComputeError: the Ray cluster was lost mid-stage.
     """
     controllers = {HEURISTIC: Controller(HEURISTIC), RANDOM: Controller(RANDOM)}
     controllers.update({name: Controller("net", net, greedy=True) for name, net in students.items()})
     others = sorted(set(controllers) - {newest})
     seatings = tournament_seatings(newest, others, games, pod_size, np.random.default_rng(seed))
-    gen = torch.Generator().manual_seed(seed)
+    setup = executor.share(
+        (controllers, seatings, game_seeds(seed, games), num_envs, encoder, game or commander(pod_size, max_turns), seed)
+    )
+    bar = ProgressBar(total=games, desc="rating", unit="game", disable=not sys.stderr.isatty())
+    rankings: list[list[str]] = []
+    for chunk in executor.imap(_tournament_chunk, list(enumerate(chunk_ranges(games, chunk_games))), setup):
+        rankings += chunk
+        bar.update(len(chunk))
+    bar.close()
+    return rankings
+
+
+def _tournament_chunk(task: tuple[int, range], setup: tuple) -> list[list[str]]:
+    """Play one chunk of a tournament: per game in index order, player names from first place to last."""
+    k, indices = task
+    controllers, seatings, seeds, num_envs, encoder, game, seed = setup
     results = play_games(
-        seatings, game_seeds(seed, games), controllers, pod_size=pod_size, max_turns=max_turns,
-        num_envs=num_envs, encoder=encoder, generator=gen, game=game,
+        seatings, seeds, controllers, num_envs=num_envs, encoder=encoder,
+        generator=torch.Generator().manual_seed(chunk_seed(seed, k)), game=game, indices=indices,
     )  # fmt: skip
-    shown = ProgressBar(results, total=games, desc="rating", unit="game", disable=not sys.stderr.isatty())
-    return [[r.seats[s] for s in r.ranking] for r in sorted(shown, key=lambda r: r.index)]
+    return [[r.seats[s] for s in r.ranking] for r in sorted(results, key=lambda r: r.index)]
 
 
 TOURNAMENT_FILE = Path("state/tournament.jsonl")

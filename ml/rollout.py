@@ -132,6 +132,7 @@ def play_games(
     track_seats: Callable[[list[str]], list[int]] | None = None,
     game: GameSpec | None = None,
     budget: int | None = None,
+    indices: Sequence[int] | None = None,
 ) -> Generator[GameResult, None, None]:
     """Play ``len(seatings)`` games, ``num_envs`` at a time, yielding each as it ends.
 
@@ -153,6 +154,7 @@ def play_games(
         game: the game (``ml.game.registry``); None is the commander of ``pod_size`` and ``max_turns``.
         budget: tracked-seat decisions after which no new game starts (the games in flight
             are played to their end, so no decision is wasted); None plays every seating.
+        indices: play only these games of ``seatings`` (a chunk of a stage, ``ml.compute``); None: all.
 
     Yields:
         GameResult, in order of completion (deterministic for fixed inputs).
@@ -172,7 +174,7 @@ def play_games(
             if ctrl.net is None:
                 raise ValueError(f"controller {key!r} is a net controller without a net")
             check_shape(ctrl.net, game.obs_dim, game.num_actions, f"the policy of {key!r}")
-    pending = list(range(len(seatings)))[::-1]
+    pending = list(range(len(seatings)) if indices is None else indices)[::-1]
     slots: list[_Slot] = []
     tracked = 0
     while pending or slots:

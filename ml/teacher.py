@@ -3,7 +3,10 @@
 The teacher is the heuristic player for the commander and MCTS for OpenSpiel games
 (``ml.game.registry.GameSpec.make_player``). All seats' decisions of ``games`` games go to
 one sim batch ``ml-decisions-sim-<batch_id>.jsonl`` (``ml.records.BatchWriter``: the file
-appears under its final name when the batch is complete; one game is held in memory).
+appears under its final name when the batch is complete). The games are cut into chunks of
+``compute.chunk_games`` (0: ``TEACHER_CHUNK``) by game index, played by the stage's executor
+(``ml.compute``: here or on a Ray cluster) and written in game order; one chunk per slot is held
+in memory. Every seat is scripted and each game plays alone, so the chunking changes nothing.
 """
 
 from __future__ import annotations
@@ -15,12 +18,32 @@ from typing import Any
 
 import torch
 
+from ml.compute import LOCAL, Executor, chunk_ranges, chunk_seed
 from ml.game.registry import GameSpec
 from ml.progress import ProgressBar
 from ml.records import BatchWriter
 from ml.rollout import Controller, game_seeds, play_games
 
 logger = logging.getLogger(__name__)
+
+TEACHER_CHUNK = 32
+"""Games per chunk when ``compute.chunk_games`` is 0 (bounds the records held in memory)."""
+
+
+def _all_seats(seats: list[str]) -> list[int]:
+    return list(range(len(seats)))
+
+
+def _teacher_chunk(task: tuple[int, range], setup: tuple) -> list[tuple[list[dict], str, bool]]:
+    """Play one chunk of teacher games: per game in index order, its records, outcome and whether it was a draw."""
+    k, games = task
+    game, seatings, seeds, seed = setup
+    encoder = None if game.is_openspiel else game.encoder()
+    runner = play_games(
+        seatings, seeds, {"heuristic": Controller("heuristic")}, num_envs=1, encoder=encoder,
+        generator=torch.Generator().manual_seed(chunk_seed(seed, k)), log_seats=_all_seats, game=game, indices=games,
+    )  # fmt: skip
+    return [(r.records, r.outcome, r.winner is None) for r in runner]
 
 
 def write_teacher_batch(
@@ -33,6 +56,8 @@ def write_teacher_batch(
     max_turns: int,
     seed: int,
     progress: bool = False,
+    executor: Executor = LOCAL,
+    chunk_games: int = 0,
 ) -> dict[str, Any]:
     """Play ``games`` teacher-only games and write all their decisions as one sim batch.
 
@@ -46,6 +71,8 @@ def write_teacher_batch(
         max_turns: turn cap in rounds (commander only; a game at the cap is a draw).
         seed: seeds the game seeds and the players (``Params.stage_seed("teacher")``).
         progress: show a progress bar.
+        executor: where the chunks are played (``ml.compute.make_executor``; the result is the same).
+        chunk_games: games per chunk (0: ``TEACHER_CHUNK``); the result does not depend on it.
 
     Returns:
         ``teacher/…`` metrics: ``games``, ``decisions``, ``draw_rate`` (share of games),
@@ -55,20 +82,21 @@ def write_teacher_batch(
     Raises:
         ValueError: a bad batch id.
         ml.records.RecordError: a produced record that does not fit the schema (a bug).
+        ml.compute.ComputeError: the Ray cluster was lost mid-stage.
     """
-    encoder = None if game.is_openspiel else game.encoder()
     seatings = [["heuristic"] * pod_size for _ in range(games)]
     started = time.perf_counter()
+    setup = executor.share((game, seatings, game_seeds(seed, games), seed))
+    tasks = list(enumerate(chunk_ranges(games, chunk_games or TEACHER_CHUNK)))
     with BatchWriter(out_dir, "sim", batch_id) as writer:
-        runner = play_games(
-            seatings, game_seeds(seed, games), {"heuristic": Controller("heuristic")}, pod_size=pod_size,
-            max_turns=max_turns, num_envs=1, encoder=encoder, generator=torch.Generator().manual_seed(seed),
-            log_seats=lambda seats: list(range(len(seats))), game=game,
-        )  # fmt: skip
+        bar = ProgressBar(total=games, desc="teacher", unit="game", disable=not progress)
         draws = 0
-        for result in ProgressBar(runner, total=games, desc="teacher", unit="game", disable=not progress):
-            writer.write_game(result.records, result.outcome)
-            draws += int(result.winner is None)
+        for chunk in executor.imap(_teacher_chunk, tasks, setup):
+            for records, outcome, draw in chunk:
+                writer.write_game(records, outcome)
+                draws += int(draw)
+            bar.update(len(chunk))
+        bar.close()
     elapsed = time.perf_counter() - started
     return {
         "teacher/games": writer.games,

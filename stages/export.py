@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from ml.cli import stage_setup, write_metrics
+from ml.compute import ComputeError, open_executor
 from ml.export import export_batch
 from ml.game.registry import make_game
 from ml.policy import load_policy
@@ -29,12 +30,18 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     for old in args.out.glob("ml-decisions-*.jsonl"):
         old.unlink()
-    metrics = export_batch(
-        net, args.out, batch_id=params.run.batch_id, model_version=params.run.model_version,
-        generation=params.run.generation, games=params.export.games, only_wins=params.export.only_wins,
-        pod_size=params.game.pod_size, max_turns=params.game.max_turns, num_envs=params.selfplay.num_envs,
-        seed=params.stage_seed("export"), progress=args.progress, game=make_game(params.game, params.teacher),
-    )  # fmt: skip
+    try:
+        with open_executor(params.compute, params.base.torch_threads) as executor:
+            metrics = export_batch(
+                net, args.out, batch_id=params.run.batch_id, model_version=params.run.model_version,
+                generation=params.run.generation, games=params.export.games, only_wins=params.export.only_wins,
+                pod_size=params.game.pod_size, max_turns=params.game.max_turns, num_envs=params.selfplay.num_envs,
+                seed=params.stage_seed("export"), progress=args.progress, game=make_game(params.game, params.teacher),
+                executor=executor, chunk_games=params.compute.chunk_games,
+            )  # fmt: skip
+    except ComputeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     write_metrics(args.metrics, metrics, args, "export")
     return 0
 

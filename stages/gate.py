@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from ml.cli import stage_setup, write_metrics
+from ml.compute import ComputeError, open_executor
 from ml.curves import open_curves
 from ml.game.registry import make_game
 from ml.gate import GateError, run_gate
@@ -37,14 +38,15 @@ def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("gate", __doc__, argv, _args)
     curves = open_curves(args.plots)
     try:
-        candidate_student, metrics = run_gate(
-            args.model, args.student, args.candidate, params.gate, params.train, make_game(params.game, params.teacher),
-            teacher_dir=args.teacher, forge_dir=args.forge, pool_dir=args.pool, pod_size=params.game.pod_size,
-            max_turns=params.game.max_turns, num_envs=params.selfplay.num_envs, seed=params.stage_seed("gate"),
-            train_seed=params.stage_seed("train"), device=params.base.torch_device, progress=args.progress,
-            on_deal=curves.log if curves else None,
-        )  # fmt: skip
-    except GateError as e:
+        with open_executor(params.compute, params.base.torch_threads) as executor:
+            candidate_student, metrics = run_gate(
+                args.model, args.student, args.candidate, params.gate, params.train, make_game(params.game, params.teacher),
+                teacher_dir=args.teacher, forge_dir=args.forge, pool_dir=args.pool, pod_size=params.game.pod_size,
+                max_turns=params.game.max_turns, num_envs=params.selfplay.num_envs, seed=params.stage_seed("gate"),
+                train_seed=params.stage_seed("train"), device=params.base.torch_device, progress=args.progress,
+                on_deal=curves.log if curves else None, executor=executor,
+            )  # fmt: skip
+    except (GateError, ComputeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     save_policy(candidate_student, args.out_student, {"role": "candidate_student", "generation": params.run.generation})

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from ml.cli import stage_setup, write_metrics
+from ml.compute import ComputeError, open_executor
 from ml.curves import open_curves
 from ml.game.registry import make_game
 from ml.policy import load_policy, save_policy
@@ -38,12 +39,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     frozen = {f"frozen:{p.stem}": load_policy(p)[0] for p in paths if wanted is None or p.stem in wanted}
     cfg = PPOConfig(**params.selfplay.model_dump(exclude={"frozen_names"}))
-    net, metrics = train_ppo(
-        student, frozen, cfg, pod_size=params.game.pod_size, max_turns=params.game.max_turns,
-        seed=params.stage_seed("selfplay"), device=params.base.torch_device, progress=args.progress,
-        game=make_game(params.game, params.teacher),
-        on_update=curves.log if curves else None,
-    )  # fmt: skip
+    try:
+        with open_executor(params.compute, params.base.torch_threads) as executor:
+            net, metrics = train_ppo(
+                student, frozen, cfg, pod_size=params.game.pod_size, max_turns=params.game.max_turns,
+                seed=params.stage_seed("selfplay"), device=params.base.torch_device, progress=args.progress,
+                game=make_game(params.game, params.teacher),
+                on_update=curves.log if curves else None, executor=executor,
+            )  # fmt: skip
+    except ComputeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     metrics["selfplay/frozen_opponents"] = sorted(frozen)
     save_policy(net, args.out, {"role": "ppo", "generation": params.run.generation, "model_version": params.run.model_version})
     if curves:

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from ml.cli import stage_setup, write_metrics
+from ml.compute import ComputeError, open_executor
 from ml.game.registry import make_game
 from ml.teacher import write_teacher_batch
 
@@ -23,16 +24,23 @@ def _args(p: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("teacher", __doc__, argv, _args)
-    metrics = write_teacher_batch(
-        args.out,
-        make_game(params.game, params.teacher),
-        batch_id=f"teacher-s{params.base.seed}",
-        games=params.teacher.games,
-        pod_size=params.game.pod_size,
-        max_turns=params.game.max_turns,
-        seed=params.stage_seed("teacher"),
-        progress=args.progress,
-    )
+    try:
+        with open_executor(params.compute, params.base.torch_threads) as executor:
+            metrics = write_teacher_batch(
+                args.out,
+                make_game(params.game, params.teacher),
+                batch_id=f"teacher-s{params.base.seed}",
+                games=params.teacher.games,
+                pod_size=params.game.pod_size,
+                max_turns=params.game.max_turns,
+                seed=params.stage_seed("teacher"),
+                progress=args.progress,
+                executor=executor,
+                chunk_games=params.compute.chunk_games,
+            )
+    except ComputeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     write_metrics(args.metrics, metrics, args, "teacher")
     return 0
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from ml.compute import open_executor
 from ml.curriculum import phase_overrides
 from ml.driver import history, transitions
 from ml.driver.bots import BOTS_DIR, final_report, load_bots, promote
@@ -221,10 +222,12 @@ def report(loop: Loop) -> None:
     if not bots or not students or not params.rating.report_games:
         return
     student, _ = load_policy(students[-1])
-    rows = final_report(
-        student, bots, games=params.rating.report_games, pod_size=params.game.pod_size, max_turns=params.game.max_turns,
-        num_envs=params.selfplay.num_envs, seed=params.stage_seed("report"), game=make_game(params.game, params.teacher),
-    )  # fmt: skip
+    with open_executor(params.compute, params.base.torch_threads) as executor:
+        rows = final_report(
+            student, bots, games=params.rating.report_games, pod_size=params.game.pod_size, max_turns=params.game.max_turns,
+            num_envs=params.selfplay.num_envs, seed=params.stage_seed("report"), game=make_game(params.game, params.teacher),
+            executor=executor,
+        )  # fmt: skip
     print(f"final report: student {students[-1].stem} in pods against {params.game.pod_size - 1} copies of each promoted bot")
     for r in rows:
         print(f"  vs {r['bot']:30s} win {r['win_rate']:.3f} [{r['low']:.3f}, {r['high']:.3f}] over {r['games']} games")

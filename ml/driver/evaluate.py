@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ml.compute import open_executor
 from ml.driver import history
 from ml.driver.orchestrator import Loop
 from ml.driver.state import HISTORY_FILE
@@ -76,33 +77,34 @@ def evaluate(loop: Loop, games: int, out: Path | None) -> int:
         f"{'student':8s} {'win rate [95% by deal]':<24s} {'draws':>6s} {'PPO agent (gate)':>26s} {'Elo [95%]':>20s} {'PPO share':>9s}"
     )
     rows = []
-    for path in students:
-        net, _ = load_policy(path)
-        try:
-            check_shape(net, game.obs_dim, game.num_actions, str(path.relative_to(loop.root)))
-        except CheckpointError as e:
-            print(f"loop.py eval: {e}", file=sys.stderr)
-            return 2
-        row = pod_win_rate(
-            Controller("net", net, greedy=True), Controller("heuristic"), games=games, pod_size=n,
-            max_turns=params.game.max_turns, num_envs=params.selfplay.num_envs, seed=params.stage_seed("eval"),
-            game=game, progress=sys.stderr.isatty(), label=path.stem,
-        )  # fmt: skip
-        fig = accepted.get(int(path.stem[3:]), {}).get("figures", {}) if path.stem[3:].isdigit() else {}
-        rating = elo.get(path.stem)
-        row = {
-            "student": path.stem, **row, "ppo_share": fig.get("sampled_share", {}).get("ppo", 0.0),
-            "agent_win_rate": fig.get("win_rate"), "agent_low": fig.get("win_rate_low"), "agent_high": fig.get("win_rate_high"),
-            "elo": rating and rating["elo"], "elo_low": rating and rating["low"], "elo_high": rating and rating["high"],
-        }  # fmt: skip
-        rows.append(row)
-        agent = f"{row['agent_win_rate']:.3f} [{row['agent_low']:.3f}, {row['agent_high']:.3f}]" if fig else "-"
-        rated = f"{row['elo']:.0f} [{row['elo_low']:.0f}, {row['elo_high']:.0f}]" if rating else "-"
-        print(
-            f"{path.stem:8s} {row['win_rate']:.3f} [{row['low']:.3f}, {row['high']:.3f}]".ljust(33)
-            + f" {row['draws']:6d} {agent:>26s} {rated:>20s} {row['ppo_share']:9.3f}",
-            flush=True,
-        )
+    with open_executor(params.compute, params.base.torch_threads) as executor:
+        for path in students:
+            net, _ = load_policy(path)
+            try:
+                check_shape(net, game.obs_dim, game.num_actions, str(path.relative_to(loop.root)))
+            except CheckpointError as e:
+                print(f"loop.py eval: {e}", file=sys.stderr)
+                return 2
+            row = pod_win_rate(
+                Controller("net", net, greedy=True), Controller("heuristic"), games=games, pod_size=n,
+                max_turns=params.game.max_turns, num_envs=params.selfplay.num_envs, seed=params.stage_seed("eval"),
+                game=game, progress=sys.stderr.isatty(), label=path.stem, executor=executor,
+            )  # fmt: skip
+            fig = accepted.get(int(path.stem[3:]), {}).get("figures", {}) if path.stem[3:].isdigit() else {}
+            rating = elo.get(path.stem)
+            row = {
+                "student": path.stem, **row, "ppo_share": fig.get("sampled_share", {}).get("ppo", 0.0),
+                "agent_win_rate": fig.get("win_rate"), "agent_low": fig.get("win_rate_low"), "agent_high": fig.get("win_rate_high"),
+                "elo": rating and rating["elo"], "elo_low": rating and rating["low"], "elo_high": rating and rating["high"],
+            }  # fmt: skip
+            rows.append(row)
+            agent = f"{row['agent_win_rate']:.3f} [{row['agent_low']:.3f}, {row['agent_high']:.3f}]" if fig else "-"
+            rated = f"{row['elo']:.0f} [{row['elo_low']:.0f}, {row['elo_high']:.0f}]" if rating else "-"
+            print(
+                f"{path.stem:8s} {row['win_rate']:.3f} [{row['low']:.3f}, {row['high']:.3f}]".ljust(33)
+                + f" {row['draws']:6d} {agent:>26s} {rated:>20s} {row['ppo_share']:9.3f}",
+                flush=True,
+            )
     if out is not None:
         atomic_write_json(out, rows)
     return 0

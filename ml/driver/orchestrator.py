@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 from ruamel.yaml import YAML
 
+from ml.compute import open_executor
 from ml.driver import generations, history, transitions
 from ml.driver.feedback import LEDGER, append_record, read_ledger, suggest
 from ml.driver.messages import pending_message
@@ -387,12 +388,13 @@ class Loop(Workspace):
         """
         students = {p.stem: load_policy(p)[0] for p in sorted(self.path("data/merged/students").glob("*.pt"))}
         self.write_status("running", flight, stage="rating")
-        entry = rate_generation(
-            self.root, flight.attempt_id, flight.generation, students, prior_sigma_elo=params.rating.prior_sigma_elo,
-            games=params.rating.games, pod_size=params.game.pod_size, max_turns=params.game.max_turns,
-            num_envs=params.selfplay.num_envs, seed=params.stage_seed("rating"), encoder=None,
-            game=make_game(params.game, params.teacher),
-        )  # fmt: skip
+        with open_executor(params.compute, params.base.torch_threads) as executor:
+            entry = rate_generation(
+                self.root, flight.attempt_id, flight.generation, students, prior_sigma_elo=params.rating.prior_sigma_elo,
+                games=params.rating.games, pod_size=params.game.pod_size, max_turns=params.game.max_turns,
+                num_envs=params.selfplay.num_envs, seed=params.stage_seed("rating"), encoder=None,
+                game=make_game(params.game, params.teacher), executor=executor, chunk_games=params.compute.chunk_games,
+            )  # fmt: skip
         if entry["table"]:
             self.echo(format_table(entry))
         return entry

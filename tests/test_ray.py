@@ -1,0 +1,147 @@
+"""The Ray backend (``ml.compute``) on a real two-node cluster gives the bits of the local one.
+
+One Ray multi-node test cluster (``ray.cluster_utils.Cluster``) serves the module: a head
+node and a second node, each its own raylet, GCS client and worker processes with one CPU,
+all on this machine. The executor connects to it as a stage does (``compute.address``: the
+head's GCS; the ``ml`` package shipped as a runtime environment). Outputs are compared with
+the ``local`` backend bit for bit: the PPO checkpoint after two rounds of self-play, the
+teacher and export batch files, and the gate's duplicate-deal outcomes. The last test kills
+the second node's processes during a round: Ray re-runs its chunks on the head, and the
+round is still the same. Skipped only where Ray is not installed (``pip install -e ".[ray]"``;
+``.ci/run`` installs it).
+"""
+
+from __future__ import annotations
+
+from itertools import islice
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+ray = pytest.importorskip("ray", reason='Ray is not installed: pip install -e ".[ray]" (.ci/run installs it)')
+
+from ml.collect import Collector, CollectSettings  # noqa: E402
+from ml.compute import ComputeError, make_executor  # noqa: E402
+from ml.export import export_batch  # noqa: E402
+from ml.game.registry import commander  # noqa: E402
+from ml.gate import duplicate_deal_outcomes  # noqa: E402
+from ml.params import SelfplayParams  # noqa: E402
+from ml.params_compute import ComputeParams  # noqa: E402
+from ml.policy import PolicyNet  # noqa: E402
+from ml.ppo import PPOConfig, train_ppo  # noqa: E402
+from ml.rollout import Controller  # noqa: E402
+from ml.teacher import write_teacher_batch  # noqa: E402
+
+pytestmark = pytest.mark.expensive
+MB = 2**20
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """``(cluster, second_node, executor)``: the two-node cluster and a Ray executor connected to it."""
+    from ray.cluster_utils import Cluster
+
+    torch.set_num_threads(1)  # as a stage does (base.torch_threads)
+    c = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "object_store_memory": 100 * MB, "include_dashboard": False},
+    )
+    second = c.add_node(num_cpus=1, object_store_memory=100 * MB)
+    c.wait_for_nodes()
+    executor = make_executor(ComputeParams(backend="ray", address=c.address, max_retries=3))
+    assert executor.slots == 2
+    yield c, second, executor
+    executor.close()
+    c.shutdown()
+
+
+def _nets(seed: int) -> tuple[PolicyNet, dict[str, PolicyNet]]:
+    game = commander()
+    torch.manual_seed(seed)
+    return PolicyNet(game.obs_dim, (32,), game.num_actions), {
+        "frozen:gen000": PolicyNet(game.obs_dim, (32,), game.num_actions)
+    }
+
+
+SELFPLAY = SelfplayParams(total_steps=400, num_envs=4, rollout_steps=200, minibatch_size=64, update_epochs=1, workers=1,
+                          rollout_chunks=4, opponent_mix={"heuristic": 0.5, "frozen": 0.25, "self": 0.25})  # fmt: skip
+CFG = PPOConfig(**SELFPLAY.model_dump(exclude={"frozen_names"}))
+
+
+def _episodes(chunks) -> list:
+    return [
+        (t.obs.tobytes(), t.action, t.log_prob, t.value, t.reward, t.done) for c in chunks for ep in c.episodes for t in ep
+    ]
+
+
+def test_selfplay_on_the_cluster_gives_the_local_checkpoint(cluster) -> None:
+    _, _, executor = cluster
+    student, frozen = _nets(1)
+    local_net, local_m = train_ppo(student, frozen, CFG, pod_size=4, max_turns=30, seed=7, progress=False)
+    seen: list[int] = []
+    ray_net, ray_m = train_ppo(student, frozen, CFG, pod_size=4, max_turns=30, seed=7, progress=False, executor=executor)
+    for k, v in local_net.state_dict().items():
+        assert torch.equal(v, ray_net.state_dict()[k]), k
+    for k in ("selfplay/decisions", "selfplay/episodes", "selfplay/train_win_rate", "selfplay/pg_loss", "selfplay/v_loss"):
+        assert local_m[k] == ray_m[k], k
+    assert ray_m["selfplay/workers"] == 2 and not seen
+
+
+def test_batches_and_gate_pods_on_the_cluster_are_the_local_ones(cluster, tmp_path: Path) -> None:
+    _, _, executor = cluster
+    game = commander()
+    net, _ = _nets(2)
+    for name, ex in (("local", None), ("ray", executor)):
+        kw = {} if ex is None else {"executor": ex}
+        write_teacher_batch(
+            tmp_path / name, game, batch_id="t", games=10, pod_size=4, max_turns=30, seed=3, chunk_games=3, **kw
+        )
+        export_batch(net, tmp_path / name, batch_id="gen000-a1", model_version="gen-000-a1", generation=0, games=12,
+                     only_wins=False, pod_size=4, max_turns=30, num_envs=4, seed=5, progress=False, game=game,
+                     chunk_games=5, **kw)  # fmt: skip
+    files = sorted(p.name for p in (tmp_path / "local").iterdir())
+    assert len(files) == 2
+    for f in files:
+        assert (tmp_path / "local" / f).read_bytes() == (tmp_path / "ray" / f).read_bytes(), f
+    outcomes = {}
+    for name, ex in (("local", None), ("ray", executor)):
+        deals = duplicate_deal_outcomes(Controller("net", net), Controller("heuristic"), pod_size=4, num_envs=4, seed=11,
+                                        deals_per_chunk=3, game=game, **({} if ex is None else {"executor": ex}))  # fmt: skip
+        outcomes[name] = list(islice(deals, 10))  # stops inside the fourth chunk: the ones ahead are cancelled
+        deals.close()
+    assert outcomes["ray"] == outcomes["local"]
+    assert len(outcomes["local"]) == 10
+
+
+def test_unreachable_cluster_is_one_line_naming_the_address() -> None:
+    with pytest.raises(ComputeError, match=r"compute.address 127.0.0.1:9: the Ray cluster does not answer") as e:
+        make_executor(ComputeParams(backend="ray", address="127.0.0.1:9", connect_timeout_s=2))
+    assert "\n" not in str(e.value)
+
+
+def test_a_node_killed_mid_round_changes_nothing(cluster) -> None:
+    """The second node's raylet and workers are killed when the round's first chunk is back;
+    its running chunk is re-run on the head (``compute.max_retries``)."""
+    c, second, executor = cluster
+    game = commander()
+    net, frozen = _nets(3)
+    settings = CollectSettings(game, 4, {"heuristic": 0.5, "frozen": 0.25, "self": 0.25})
+    local = Collector(net, frozen, settings, workers=1, chunks=6)
+    expected = local.round(net, 99, 300)
+    local.close()
+    remote = Collector(net, frozen, settings, workers=1, chunks=6, executor=executor)
+    killed: list[int] = []
+
+    def kill_once(_chunk) -> None:
+        if not killed:
+            c.remove_node(second, allow_graceful=False)
+            killed.append(1)
+
+    got = remote.round(net, 99, 300, on_chunk=kill_once)
+    assert killed
+    assert len([n for n in ray.nodes() if n["Alive"]]) == 1
+    assert _episodes(got) == _episodes(expected)
+    assert [(r.games, r.wins, r.all_decisions) for r in got] == [(r.games, r.wins, r.all_decisions) for r in expected]
+    assert np.isfinite([t.value for ch in got for ep in ch.episodes for t in ep]).all()
