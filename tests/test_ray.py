@@ -28,7 +28,7 @@ from ml.export import export_batch  # noqa: E402
 from ml.game.registry import commander  # noqa: E402
 from ml.gate import duplicate_deal_outcomes  # noqa: E402
 from ml.params import SelfplayParams  # noqa: E402
-from ml.params_compute import ComputeParams  # noqa: E402
+from ml.params_sections import ComputeParams  # noqa: E402
 from ml.policy import PolicyNet  # noqa: E402
 from ml.ppo import PPOConfig, train_ppo  # noqa: E402
 from ml.rollout import Controller  # noqa: E402
