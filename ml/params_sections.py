@@ -191,12 +191,11 @@ class GateParams(_Section):
     """Most evaluation games; undecided at this point counts as H0 (games)."""
     confidence: float = Field(0.95, gt=0, lt=1)
     """Two-sided confidence level of the reported intervals."""
-    max_accuracy_drop: float = Field(0.05, ge=0, le=1)
-    """Accuracy drop on the teacher holdout that counts as a regression when McNemar's test confirms it.
+    max_accuracy_drop: float = Field(0.15, ge=0, le=1)
+    """Accuracy drop on the teacher holdout that counts as a collapse of basic play when McNemar's test confirms it.
 
-    PPO decisions differ from the teacher's by design, so a student whose training set is a
-    third PPO data imitates the teacher a little less: 2.5 points measured in generation 0
-    (docs/measurements.md)."""
+    Students that beat the teacher agree less with it (3-7 points a generation), and a useless
+    batch barely moves agreement (docs/design-notes.md), so the check only guards a collapse."""
     student_games: int = Field(2000, ge=1)
     """Most pods of the student check's sequential test (games, seat-rotated duplicate deals; it stops earlier when decided)."""
     student_min_games: int = Field(200, ge=1)
