@@ -6,8 +6,8 @@ An attempt goes through these steps; each is idempotent, so a run killed anywher
 1. ``begin``: pick (generation, attempt), record it as in flight in
    ``state/curriculum_state.json`` together with the hash of the params it will use,
    then write the ``run`` section of ``params.yaml`` (generation, attempt, seed).
-2. ``promote``: copy the previous attempt's ``data/merged/{pool,rejected,frozen,students}`` to
-   ``data/{pool,rejected,frozen,students}`` and ``dvc add`` them (a DVC pipeline cannot feed its own
+2. ``promote``: hard-link the previous attempt's ``data/merged/<name>`` folders (``PROMOTED``)
+   to ``data/<name>`` and ``dvc add`` them (a DVC pipeline cannot feed its own
    input; design.md "Things that bite").
 3. ``dvc repro``: DVC skips stages whose deps and params did not change and re-runs the
    one that was interrupted.
@@ -27,10 +27,12 @@ import logging
 import shutil
 import time
 from datetime import datetime
+from pathlib import Path
 from typing import NamedTuple
 
 from ruamel.yaml import YAML
 
+from ml.dataset import file_md5
 from ml.driver import generations, history, transitions
 from ml.driver.feedback import LEDGER, append_record, read_ledger, suggest
 from ml.driver.messages import pending_message
@@ -51,15 +53,23 @@ from ml.driver.workspace import DVC, OWNED_PATHS, LoopError, Workspace
 from ml.game.registry import make_game
 from ml.gate import GateVerdict
 from ml.io import atomic_write_json, atomic_write_text, read_json
+from ml.merge import link_file
 from ml.params import Params, load_params
 from ml.policy import load_policy
 from ml.ratings import format_table, rate_generation
 
 logger = logging.getLogger(__name__)
 
-PROMOTED = ("pool", "rejected", "frozen", "students")
+PROMOTED = ("pool", "rejected", "frozen", "students", "next_student")
 TRACKED_INPUTS = (*PROMOTED, "seed", "forge")
 """DVC-tracked input folders created empty on a fresh clone (``seed`` holds a --seed-checkpoint)."""
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether ``b`` holds ``a``'s bytes: the same file (a hard link, no read), or equal size and MD5."""
+    if a.samefile(b):
+        return True
+    return a.stat().st_size == b.stat().st_size and file_md5(a) == file_md5(b)
 
 
 class Repro(NamedTuple):
@@ -215,10 +225,13 @@ class Loop(Workspace):
         """Make the last merge's outputs the inputs of this attempt, once (journalled).
 
         Runs only before the attempt's first stage (``InFlight.promoted`` unset): then
-        ``data/merged`` is still the previous attempt's merge output. Each folder is copied
-        only when it differs, and all of them are ``dvc add``-ed every time, so a run killed
-        or failed between the copy and ``dvc add`` converges to pointers that match the data.
-        Once done, the flag is saved; a resumed attempt never promotes its own merge output.
+        ``data/merged`` is still the previous attempt's merge output. Each folder is replaced
+        (by hard links to the merged files, ``ml.merge.link_file``) only when it differs, and all
+        of them are ``dvc add``-ed every time, so a run killed or failed between the links and
+        ``dvc add`` converges to pointers that match the data. A file counts as unchanged when it
+        is the same file (a link: no read), so the cost does not grow with the pool, and the
+        unchanged files keep their inode and mtime: DVC's hash state answers for them (no
+        rehash). Once done, the flag is saved; a resumed attempt never promotes its own merge output.
 
         Raises:
             LoopError: ``dvc add`` failed (DVC's own message).
@@ -230,11 +243,11 @@ class Loop(Workspace):
             src, dst = merged / name, self.path(f"data/{name}")
             want = {f.name: f for f in src.iterdir()} if src.is_dir() else {}
             have = {f.name: f for f in dst.iterdir()} if dst.is_dir() else {}
-            if want.keys() == have.keys() and all(sha256_file(want[k]) == sha256_file(have[k]) for k in want):
+            if want.keys() == have.keys() and all(_same_file(want[k], have[k]) for k in want):
                 continue
             tmp = dst.with_name(dst.name + ".tmp")
             shutil.rmtree(tmp, ignore_errors=True)
-            shutil.copytree(src, tmp)
+            shutil.copytree(src, tmp, copy_function=link_file)
             self.seam(f"promote.copy.{name}")
             shutil.rmtree(dst, ignore_errors=True)
             tmp.rename(dst)
