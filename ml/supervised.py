@@ -302,7 +302,8 @@ def build_and_train(
     Returns:
         ``(net, metrics, holdout)``: the trained student (on the CPU); ``train/…`` metrics
         (``train_student``'s, the dataset statistics, ``train/available_decisions`` per
-        source in decisions, ``train/fingerprint``, ``train/reused``, the NashConv figures
+        source in decisions, ``train/fingerprint``, ``train/reused``, ``train/seed`` (the seed
+        the student was trained with: ``seed``, or the reused one's), the NashConv figures
         when asked); the teacher holdout decisions (never trained on).
 
     Raises:
@@ -349,8 +350,9 @@ def build_and_train(
         metrics["train/available_decisions"] = {"sim": 0, **train.source_counts(), "ppo": len(ppo)}
         metrics["train/fingerprint"] = fingerprint
         metrics["train/reused"] = False
+    metrics["train/seed"] = seed
     if record is not None:
-        kept = {k: v for k, v in metrics.items() if k != "train/reused"}
+        kept = {k: v for k, v in metrics.items() if k not in ("train/reused", "train/seed")}
         record.update(train_fingerprint=fingerprint, train_seed=seed, train_metrics=kept, train_curve=curve)
     if nash_conv:
         from ml.nashconv import nash_conv_metrics  # lazy: loads open_spiel's algorithms only when asked

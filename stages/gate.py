@@ -7,7 +7,8 @@ student against the current student in pods (block only on a clear regression); 
 data-quality figures of the batch (``ml.gate.run_gate``). Writes the student trained with
 the batch (with its training record: the next generation's train stage takes it as is when
 it would train on the same data, ``ml.supervised.build_and_train``) and the verdict with
-every figure to ``metrics/gate.json``.
+every figure to ``metrics/gate.json``. The candidate is trained with the current student's
+training seed (its checkpoint's ``train_seed``), so the holdout comparison is paired.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from ml.curves import open_curves
 from ml.dataset import default_cache_dir
 from ml.game.registry import make_game
 from ml.gate import GateError, run_gate
-from ml.policy import save_policy
+from ml.policy import load_policy, save_policy
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
             args.model, args.student, args.candidate, params.gate, params.train, make_game(params.game, params.teacher),
             teacher_dir=args.teacher, forge_dir=args.forge, pool_dir=args.pool, pod_size=params.game.pod_size,
             max_turns=params.game.max_turns, num_envs=params.selfplay.num_envs, seed=params.stage_seed("gate"),
-            train_seed=params.stage_seed("train"), device=params.base.torch_device, progress=args.progress,
+            train_seed=load_policy(args.student)[1].get("train_seed", params.stage_seed("train")), device=params.base.torch_device, progress=args.progress,
             on_deal=curves.log if curves else None, cache_dir=default_cache_dir(), record=record,
         )  # fmt: skip
     except GateError as e:

@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         cache_dir=default_cache_dir(),
         reuse=args.reuse / "student.pt" if args.reuse else None,
     )
-    save_policy(net, args.out, {"role": "student", "generation": generation, "model_version": f"student-gen-{generation:03d}"})
+    meta = {"role": "student", "generation": generation, "model_version": f"student-gen-{generation:03d}"}
+    save_policy(net, args.out, {**meta, "train_seed": metrics["train/seed"]})  # the gate pairs its candidate with it
     if curves:
         curves.close()
     write_metrics(args.metrics, metrics, args, "train")

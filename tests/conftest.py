@@ -134,7 +134,10 @@ def run_pipeline(root: Path, overrides: dict) -> Pipeline:
                   "--candidate-student", str(root / "cand.pt"), "--next-student", str(d["next_student"])]  # fmt: skip
     runs = [
         (teacher, ["--out", str(d["teacher"])]),
-        (train, ["--teacher", str(d["teacher"]), "--pool", str(d["pool"]), "--reuse", str(d["next_student"]), "--out", student]),
+        (
+            train,
+            ["--teacher", str(d["teacher"]), "--pool", str(d["pool"]), "--reuse", str(d["next_student"]), "--out", student],
+        ),
         (selfplay, ["--student", student, "--frozen", str(d["frozen"]), "--out", ppo]),
         (export, ["--model", ppo, "--out", str(d["candidate"])]),
         (gate, gate_args),

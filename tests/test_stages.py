@@ -18,10 +18,10 @@ import pytest
 import torch
 import yaml
 
-from ml.game.commander.encoding import RecordEncoder, label_record
-from ml.records import read_records, scan_batches
 from ml import supervised
+from ml.game.commander.encoding import RecordEncoder, label_record
 from ml.policy import load_policy
+from ml.records import read_records, scan_batches
 from stages import gate, merge, teacher, train
 from tests.conftest import TINY, Pipeline, tiny_params
 
@@ -132,8 +132,10 @@ def test_train_once(pipeline: Pipeline, tmp_path, monkeypatch):
         out, metrics = run_train(d["merged"] / "pool", next_gen, "next")
     assert metrics["train/reused"] is True and metrics["train/ppo_files"] == 1
     assert metrics["train/holdout_accuracy"] == pipeline.metrics("gate")["gate/holdout_accuracy_candidate"]
-    (net, meta), (cand, _) = load_policy(out), load_policy(pipeline.root / "cand.pt")
+    (net, meta), (cand, cand_meta) = load_policy(out), load_policy(pipeline.root / "cand.pt")
     assert meta["generation"] == 1 and meta["role"] == "student"
+    # one seed throughout: the gate pairs its candidate with the current student's, the reuse keeps it
+    assert meta["train_seed"] == cand_meta["train_seed"] == load_policy(pipeline.root / "student.pt")[1]["train_seed"]
     assert all(torch.equal(a, b) for a, b in zip(net.state_dict().values(), cand.state_dict().values(), strict=True))
     # the pool without the batch (a rejected attempt) or another lr: trained
     assert run_train(d["pool"], next_gen, "rejected")[1]["train/reused"] is False
