@@ -297,7 +297,9 @@ def build_and_train(
             with ``train/reused`` true. None, missing or another fingerprint: trains.
         record: if given, filled with what a checkpoint needs to be reused later:
             ``train_fingerprint``, ``train_seed``, ``train_metrics`` and ``train_curve``
-            (``[[epoch, {name: value}], ...]``); store it as the checkpoint's metadata.
+            (``[[epoch, {name: value}], ...]``); store it as the checkpoint's metadata. It holds
+            no wall-clock figure (``train/samples_per_s`` is left out, and so missing from the
+            metrics of a reused student), so equal inputs give equal checkpoint bytes.
 
     Returns:
         ``(net, metrics, holdout)``: the trained student (on the CPU); ``train/…`` metrics
@@ -352,7 +354,8 @@ def build_and_train(
         metrics["train/reused"] = False
     metrics["train/seed"] = seed
     if record is not None:
-        kept = {k: v for k, v in metrics.items() if k not in ("train/reused", "train/seed")}
+        # not the wall-clock speed: the checkpoint's bytes must not depend on the machine's load
+        kept = {k: v for k, v in metrics.items() if k not in ("train/reused", "train/seed", "train/samples_per_s")}
         record.update(train_fingerprint=fingerprint, train_seed=seed, train_metrics=kept, train_curve=curve)
     if nash_conv:
         from ml.nashconv import nash_conv_metrics  # lazy: loads open_spiel's algorithms only when asked
