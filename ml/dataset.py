@@ -34,6 +34,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -230,8 +231,11 @@ def file_md5(path: Path) -> str:
     st = path.stat()
     memo = (str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
     if memo not in _MD5_MEMO:
+        digest = hashlib.md5()
         with path.open("rb") as f:
-            _MD5_MEMO[memo] = hashlib.file_digest(f, "md5").hexdigest()
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+        _MD5_MEMO[memo] = digest.hexdigest()
     return _MD5_MEMO[memo]
 
 
@@ -333,7 +337,8 @@ def _save_entry(path: Path, enc: EncodedFile, md5: str, key: str) -> None:
     tmp = path.with_name(f"{path.name}.{os.getpid()}{TMP_SUFFIX}")
     try:
         with tmp.open("wb") as f:
-            np.savez(f, md5=np.asarray(md5), key=np.asarray(key), **arrays)
+            members: dict[str, Any] = {"md5": np.asarray(md5), "key": np.asarray(key), **arrays}
+            np.savez(f, **members)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

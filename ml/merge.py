@@ -30,7 +30,7 @@ FOLDERS = ("pool", "rejected", "frozen", "students", "next_student")
 """The merged folders, in the order they are copied (``dvc.yaml`` stage ``merge``)."""
 
 
-def link_file(src: Path, dst: Path) -> None:
+def link_file(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
     """Hard-link ``src`` as ``dst`` (a new name; ``dst`` must not exist), or copy it (with its
     mtime) where hard links fail (another file system, no support).
 
