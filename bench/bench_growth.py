@@ -13,7 +13,7 @@ the benchmark stays fast), then times attempts as the loop runs them:
   ``full`` profile) and a ``--teacher-mb`` teacher batch; training itself is skipped.
 
 Each size gets one untimed attempt first (the state a long run is in), then ``--attempts``
-timed ones; the mean per attempt is printed with its ratio to the 1-batch figure, measured
+timed ones; the median per attempt is printed with its ratio to the 1-batch figure, measured
 in the same run (the issue asks for at most 1.5 at 100 batches).
 
 ``--code DIR`` runs the same measurement on another checkout's ``ml/`` and ``stages/`` (e.g. a
@@ -27,7 +27,7 @@ before this change, the merged copies) under ``--workdir`` (default: a temporary
 ``df -h`` first.
 
 Usage: python bench/bench_growth.py [--sizes 1,10,100] [--batch-mb 35] [--teacher-mb 25]
-       [--attempts 2] [--code DIR] [--workdir DIR] [--keep] | --teacher-load MB
+       [--attempts 3] [--code DIR] [--workdir DIR] [--keep] | --teacher-load MB
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ import inspect
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -144,6 +145,8 @@ class Run:
         _sh(["git", "config", "user.email", "bench@localhost"], root)
         _sh(["git", "config", "user.name", "bench"], root)
         _sh([sys.executable, "-m", "dvc", "init", "-q"], root)
+        if (code / ".dvc/config").exists():  # the cache link types of the code measured
+            shutil.copy2(code / ".dvc/config", root / ".dvc/config")
         (root / ".gitignore").write_text("__pycache__/\n")
         _sh([sys.executable, "-m", "dvc", "add", "-q", *(f"data/{p}" for p in self.promoted)], root)
         _sh(["git", "add", "-A"], root)
@@ -255,7 +258,7 @@ def growth(args: argparse.Namespace) -> None:
             for _ in range(args.attempts):
                 run.prepare()
                 times.append(run.attempt())
-            mean = {s: sum(t[s] for t in times) / len(times) for s in STEPS}
+            mean = {s: statistics.median(t[s] for t in times) for s in STEPS}
             total = sum(mean.values())
             first = first or mean
             ratios = " ".join(f"{mean[s] / first[s]:5.2f}x" for s in STEPS)
@@ -301,7 +304,7 @@ def main() -> None:
     p.add_argument("--sizes", default="1,10,100", help="accepted batches in the run, comma-separated")
     p.add_argument("--batch-mb", type=float, default=35.0, help="size of each PPO batch (MB of JSONL)")
     p.add_argument("--teacher-mb", type=float, default=25.0, help="size of the teacher batch of the growth runs")
-    p.add_argument("--attempts", type=int, default=2, help="timed attempts per size")
+    p.add_argument("--attempts", type=int, default=3, help="timed attempts per size (the median is shown)")
     p.add_argument("--code", help="checkout whose ml/ and stages/ are measured (default: this one)")
     p.add_argument("--workdir", help="folder for the runs (default: a temporary one)")
     p.add_argument("--keep", action="store_true", help="keep the runs and batches")
