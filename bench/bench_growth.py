@@ -6,7 +6,8 @@ the benchmark stays fast), then times attempts as the loop runs them:
 
 * ``merge``: ``dvc repro --single-item merge`` (the merge stage of ``dvc.yaml``, in a
   pipeline of its own: DVC checks its deps, runs it and commits ``data/merged``),
-* ``promote``: ``ml.driver.orchestrator.Loop.promote`` (merged folders to ``data/``, ``dvc add``),
+* ``promote``: what ``ml.driver.orchestrator.Loop.promote`` does (``ml.merge.promote_folders``,
+  then ``dvc add``; before this change: compare every file by SHA-256, copy changed folders),
 * ``status``: ``dvc status``,
 * ``load``: the data loading of the gate (pool + candidate) and of the next train stage
   (pool), as ``ml.supervised.build_and_train`` does it with ``train.ppo_window`` 1 (the
@@ -33,6 +34,7 @@ Usage: python bench/bench_growth.py [--sizes 1,10,100] [--batch-mb 35] [--teache
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib
 import inspect
 import json
@@ -92,6 +94,14 @@ def write_batch(path: Path, seed: list[tuple[str, str, str]], tag: str, mb: floa
                 size += len(line)
             copy += 1
     tmp.rename(path)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _atomic_bytes(path: Path, data: bytes) -> None:
@@ -184,14 +194,25 @@ class Run:
         return t
 
     def promote(self) -> None:
-        from ml.driver.history import save_state
-        from ml.driver.orchestrator import Loop
-        from ml.driver.state import InFlight, LoopState
+        """What ``Loop.promote`` does: the merged folders into ``data/``, then ``dvc add`` them
+        (a bench may not import the driver, docs/layering.md; the journal write is left out)."""
+        import ml.merge
 
-        flight = InFlight(attempt_id=f"bench-{self.generation}", generation=self.generation, attempt=1,
-                          params_sha256="-", started_at="-")  # fmt: skip
-        save_state(self.root, LoopState(in_flight=flight))
-        Loop(self.root, echo=lambda *a: None).promote(flight)
+        merged, data = self.root / "data/merged", self.root / "data"
+        if hasattr(ml.merge, "promote_folders"):
+            ml.merge.promote_folders(merged, data, self.promoted)
+        else:  # the promotion before issue #14: compare every file by SHA-256, copy a changed folder
+            for name in self.promoted:
+                src, dst = merged / name, data / name
+                want, have = ({f.name: f for f in d.iterdir()} if d.is_dir() else {} for d in (src, dst))
+                if want.keys() == have.keys() and all(_sha256(want[k]) == _sha256(have[k]) for k in want):
+                    continue
+                tmp = dst.with_name(dst.name + ".tmp")
+                shutil.rmtree(tmp, ignore_errors=True)
+                shutil.copytree(src, tmp)
+                shutil.rmtree(dst, ignore_errors=True)
+                tmp.rename(dst)
+        _sh([sys.executable, "-m", "dvc", "add", *(f"data/{name}" for name in self.promoted)], self.root)
 
     def load(self, pool_dirs: list[Path]) -> float:
         """Seconds ``build_and_train`` takes with training skipped (a fresh process's memos cleared)."""

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from ml.game.spec import Encoder
-from ml.io import TMP_SUFFIX, DataFileError
+from ml.io import TMP_SUFFIX, DataFileError, file_md5
 from ml.progress import log_once
 from ml.record_schema import Record
 from ml.records import read_records, scan_batches
@@ -220,23 +220,6 @@ def default_cache_dir() -> Path | None:
     if value:
         return None if value == "off" else Path(value)
     return Path(".dvc/tmp/encoded") if Path(".dvc").is_dir() else None
-
-
-_MD5_MEMO: dict[tuple[str, int, int, int, int], str] = {}
-
-
-def file_md5(path: Path) -> str:
-    """Hex MD5 of a file's bytes (DVC's content hash of a file); remembered in the process
-    while the file's device, inode, size and mtime stay the same."""
-    st = path.stat()
-    memo = (str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-    if memo not in _MD5_MEMO:
-        digest = hashlib.md5()
-        with path.open("rb") as f:
-            while chunk := f.read(1 << 20):
-                digest.update(chunk)
-        _MD5_MEMO[memo] = digest.hexdigest()
-    return _MD5_MEMO[memo]
 
 
 @functools.lru_cache(maxsize=1)

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ml.io import TMP_SUFFIX
+from ml.io import TMP_SUFFIX, file_md5
 from ml.records import scan_batches
 
 FOLDERS = ("pool", "rejected", "frozen", "students", "next_student")
@@ -114,3 +114,48 @@ def merge_generation(
         "merge/frozen_opponents": len(list((out / "frozen").glob("*.pt"))),
         "merge/students": len(list((out / "students").glob("*.pt"))),
     }
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether ``b`` holds ``a``'s bytes: the same file (a hard link: nothing read), or equal size and MD5."""
+    if a.samefile(b):
+        return True
+    return a.stat().st_size == b.stat().st_size and file_md5(a) == file_md5(b)
+
+
+def promote_folders(
+    merged: Path, data: Path, names: Iterable[str], before_swap: Callable[[str], None] = lambda name: None
+) -> list[str]:
+    """Make ``data/<name>`` hold what ``merged/<name>`` holds, for each name, by hard links.
+
+    A folder whose files are all the same (``same_file``: for linked files a ``stat``, so the
+    cost does not grow with the pool) is left alone; another is rebuilt in ``<name>.tmp``
+    (hard links, ``link_file``) and swapped in (remove, rename). A kill anywhere leaves each
+    folder old, new or missing; running it again completes it. A missing ``merged/<name>``
+    is an empty folder.
+
+    Args:
+        merged: the merge output (``data/merged``).
+        data: the folder the names are promoted into (``data``).
+        names: the folders (``ml.driver.orchestrator.PROMOTED``).
+        before_swap: called with the name once its new folder is built, before the swap
+            (the driver's seam).
+
+    Returns:
+        The names whose folder was replaced.
+    """
+    replaced = []
+    for name in names:
+        src, dst = merged / name, data / name
+        want = {f.name: f for f in src.iterdir()} if src.is_dir() else {}
+        have = {f.name: f for f in dst.iterdir()} if dst.is_dir() else {}
+        if dst.is_dir() and want.keys() == have.keys() and all(same_file(want[k], have[k]) for k in want):
+            continue
+        tmp = dst.with_name(dst.name + TMP_SUFFIX)
+        shutil.rmtree(tmp, ignore_errors=True)
+        _link_tree(src, tmp)
+        before_swap(name)
+        shutil.rmtree(dst, ignore_errors=True)
+        tmp.rename(dst)
+        replaced.append(name)
+    return replaced

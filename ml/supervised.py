@@ -29,13 +29,13 @@ from ml.dataset import (
     DecisionSet,
     EncodedCache,
     code_digest,
-    file_md5,
     load_ppo,
     load_teacher,
     ppo_files,
     sample_mixture,
     teacher_files,
 )
+from ml.io import file_md5
 from ml.policy import MASKED_LOGIT, CheckpointError, PolicyNet, check_shape, load_policy
 from ml.progress import ProgressBar
 

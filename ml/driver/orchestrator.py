@@ -24,15 +24,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import shutil
 import time
 from datetime import datetime
-from pathlib import Path
 from typing import NamedTuple
 
 from ruamel.yaml import YAML
 
-from ml.dataset import file_md5
 from ml.driver import generations, history, transitions
 from ml.driver.feedback import LEDGER, append_record, read_ledger, suggest
 from ml.driver.messages import pending_message
@@ -53,7 +50,7 @@ from ml.driver.workspace import DVC, OWNED_PATHS, LoopError, Workspace
 from ml.game.registry import make_game
 from ml.gate import GateVerdict
 from ml.io import atomic_write_json, atomic_write_text, read_json
-from ml.merge import link_file
+from ml.merge import promote_folders
 from ml.params import Params, load_params
 from ml.policy import load_policy
 from ml.ratings import format_table, rate_generation
@@ -63,13 +60,6 @@ logger = logging.getLogger(__name__)
 PROMOTED = ("pool", "rejected", "frozen", "students", "next_student")
 TRACKED_INPUTS = (*PROMOTED, "seed", "forge")
 """DVC-tracked input folders created empty on a fresh clone (``seed`` holds a --seed-checkpoint)."""
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    """Whether ``b`` holds ``a``'s bytes: the same file (a hard link, no read), or equal size and MD5."""
-    if a.samefile(b):
-        return True
-    return a.stat().st_size == b.stat().st_size and file_md5(a) == file_md5(b)
 
 
 class Repro(NamedTuple):
@@ -226,7 +216,7 @@ class Loop(Workspace):
 
         Runs only before the attempt's first stage (``InFlight.promoted`` unset): then
         ``data/merged`` is still the previous attempt's merge output. Each folder is replaced
-        (by hard links to the merged files, ``ml.merge.link_file``) only when it differs, and all
+        (by hard links to the merged files, ``ml.merge.promote_folders``) only when it differs, and all
         of them are ``dvc add``-ed every time, so a run killed or failed between the links and
         ``dvc add`` converges to pointers that match the data. A file counts as unchanged when it
         is the same file (a link: no read), so the cost does not grow with the pool, and the
@@ -239,18 +229,8 @@ class Loop(Workspace):
         if flight.promoted:
             return
         merged = self.path("data/merged")
-        for name in PROMOTED if merged.is_dir() else ():
-            src, dst = merged / name, self.path(f"data/{name}")
-            want = {f.name: f for f in src.iterdir()} if src.is_dir() else {}
-            have = {f.name: f for f in dst.iterdir()} if dst.is_dir() else {}
-            if want.keys() == have.keys() and all(_same_file(want[k], have[k]) for k in want):
-                continue
-            tmp = dst.with_name(dst.name + ".tmp")
-            shutil.rmtree(tmp, ignore_errors=True)
-            shutil.copytree(src, tmp, copy_function=link_file)
-            self.seam(f"promote.copy.{name}")
-            shutil.rmtree(dst, ignore_errors=True)
-            tmp.rename(dst)
+        if merged.is_dir():
+            promote_folders(merged, self.path("data"), PROMOTED, before_swap=lambda name: self.seam(f"promote.copy.{name}"))
         self.seam("promote.dvc_add")
         self.run([*DVC, "add", *(f"data/{name}" for name in PROMOTED)], label="promote.dvc_add")
         self.seam("promote.added")
