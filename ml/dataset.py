@@ -26,17 +26,20 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
+import os
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ml.game.spec import Encoder
-from ml.io import DataFileError
+from ml.io import TMP_SUFFIX, DataFileError, file_md5
 from ml.progress import log_once
 from ml.record_schema import Record
 from ml.records import read_records, scan_batches
@@ -170,23 +173,34 @@ def encode_records(records: Iterable[Record], encoder: Encoder) -> tuple[Decisio
     Raises:
         ValueError: a record of another game (observation or mask of the wrong size).
     """
+    data, _, reasons = _encode_indexed(list(records), encoder)
+    return data, Counter(r for r in reasons if r is not None)
+
+
+def _encode_indexed(records: list[Record], encoder: Encoder) -> tuple[DecisionSet, np.ndarray, list[tuple[str, str] | None]]:
+    """``encode_records`` keeping track of each record: ``(set, row, reasons)`` where ``row``
+    (int64[R]) is each record's row in the set (-1: not trainable) and ``reasons[i]`` the
+    ``(reason, detail)`` of a non-trainable record (None for a trainable one)."""
     rows: list[Record] = []
     labels: list[int] = []
     partial: dict[int, np.ndarray] = {}
-    skipped: Counter[tuple[str, str]] = Counter()
+    reasons: list[tuple[str, str] | None] = []
+    where = np.full(len(records), -1, dtype=np.int64)
     unlabelled = getattr(encoder, "unlabelled", lambda rec: ("unlabelled", ""))
-    for rec in records:
+    for i, rec in enumerate(records):
         label = encoder.label(rec)
         if label is None:
             allowed = unlabelled(rec)
             if isinstance(allowed, tuple):
-                skipped[allowed] += 1
+                reasons.append(allowed)
                 continue
             partial[len(rows)], label = allowed, -1
+        reasons.append(None)
+        where[i] = len(rows)
         rows.append(rec)
         labels.append(label)
     if not rows:
-        return empty_set(encoder.obs_dim, encoder.num_actions), skipped
+        return empty_set(encoder.obs_dim, encoder.num_actions), where, reasons
     obs = encoder.encode_batch(rows)
     masks = np.stack([encoder.action_mask(r) for r in rows])
     if masks.shape[1] != encoder.num_actions:
@@ -207,12 +221,182 @@ def encode_records(records: Iterable[Record], encoder: Encoder) -> tuple[Decisio
         if getattr(r, "policy", None) is not None:
             policy[i] = r.policy
     game_ids = np.asarray([r.game_id for r in rows], dtype=object)
-    return DecisionSet(obs, masks, label_arr, values, sources, game_ids, targets, policy), skipped
+    return DecisionSet(obs, masks, label_arr, values, sources, game_ids, targets, policy), where, reasons
 
 
-def _read_files(paths: list[Path], on_error: Callable[[DataFileError], None] | None = None) -> Iterable[Record]:
-    for path in paths:
-        yield from read_records(path, on_error=on_error)
+ENCODED_CACHE_FORMAT = 2
+"""Version of the encoded-batch cache entries (``EncodedCache``); bump it when their layout changes
+(2: the agent's ``policy`` of schema-2 PPO records)."""
+ENCODED_CACHE_ENV = "DISTILL_ENCODED_CACHE"
+"""Environment variable naming the encoded-batch cache folder (``off``: no cache)."""
+_CODE_FILES = ("dataset.py", "records.py", "record_schema.py")
+
+
+def default_cache_dir() -> Path | None:
+    """The encoded-batch cache folder of a stage: ``$DISTILL_ENCODED_CACHE`` (``off``: None),
+    else ``.dvc/tmp/encoded`` when the working directory is a DVC repository (git-ignored,
+    local to the clone, like DVC's own state), else None (no cache)."""
+    value = os.environ.get(ENCODED_CACHE_ENV)
+    if value:
+        return None if value == "off" else Path(value)
+    return Path(".dvc/tmp/encoded") if Path(".dvc").is_dir() else None
+
+
+@functools.lru_cache(maxsize=1)
+def code_digest() -> str:
+    """MD5 over the code and data that turn a record into arrays: ``ml/game`` (encoders,
+    labels, card pools) and this module, ``ml.records`` and ``ml.record_schema``."""
+    ml_dir = Path(__file__).resolve().parent
+    files = sorted(p for p in (ml_dir / "game").rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    files += [ml_dir / name for name in _CODE_FILES]
+    digest = hashlib.md5()
+    for f in files:
+        digest.update(f.relative_to(ml_dir).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class EncodedCache:
+    """A folder of encoded batches: one ``.npz`` per decision file, keyed by the file's MD5 and
+    ``key`` (the encoder, its inputs and the code, ``for_encoder``), so a JSONL file is parsed and
+    validated once, not once per stage per generation. Entries are written atomically; an
+    entry that cannot be read or does not match its key is rebuilt (never trusted), and
+    nothing else is ever read from it, so deleting the folder is always safe.
+
+    Attributes:
+        directory: the cache folder (created when first written).
+        key: hex digest of what the encoding depends on besides the file's bytes.
+    """
+
+    directory: Path
+    key: str
+
+    @classmethod
+    def for_encoder(cls, directory: Path, encoder: Encoder, context: str = "") -> EncodedCache:
+        """The cache of ``encoder``'s encodings: its class, sizes, ``code_digest()`` and
+        ``context`` (what else the encoder was built from: the game, a card table)."""
+        kind = f"{type(encoder).__module__}.{type(encoder).__qualname__}"
+        parts = [str(ENCODED_CACHE_FORMAT), kind, str(encoder.obs_dim), str(encoder.num_actions), code_digest(), context]
+        return cls(Path(directory), hashlib.md5("\n".join(parts).encode()).hexdigest())
+
+    def entry(self, md5: str) -> Path:
+        """The cache file of a decision file whose MD5 is ``md5``."""
+        return self.directory / f"{md5}-{self.key[:16]}.npz"
+
+
+@dataclass
+class EncodedFile:
+    """One decision file, encoded: the trainable records as a set, and per record (all ``R``
+    of them, in file order) what the loaders need to split, filter and count.
+
+    Attributes:
+        data: the trainable records (T rows), in file order.
+        game_id: str array [R].
+        episode_return: float64[R], nan where the record has none.
+        row: int64[R], the record's row in ``data``, -1 when not trainable.
+        skip_reason, skip_detail: str arrays [R], why a record is not trainable ('' when it is).
+        bad_lines: the bad lines left out (``file:line: field: problem``; tolerant reads only).
+    """
+
+    data: DecisionSet
+    game_id: np.ndarray
+    episode_return: np.ndarray
+    row: np.ndarray
+    skip_reason: np.ndarray
+    skip_detail: np.ndarray
+    bad_lines: list[str]
+
+    def skipped(self, which: np.ndarray) -> Counter[tuple[str, str]]:
+        """Non-trainable records among ``which`` (bool[R]) by ``(reason, detail)``."""
+        sel = which & (self.row < 0)
+        return Counter(zip(self.skip_reason[sel].tolist(), self.skip_detail[sel].tolist(), strict=True))
+
+
+def _encode_file(path: Path, encoder: Encoder, tolerant: bool) -> EncodedFile:
+    bad: list[DataFileError] = []
+    records = list(read_records(path, on_error=bad.append if tolerant else None))
+    data, row, reasons = _encode_indexed(records, encoder)
+    return EncodedFile(
+        data,
+        np.asarray([r.game_id for r in records], dtype=object),
+        np.asarray([np.nan if r.episode_return is None else r.episode_return for r in records], dtype=np.float64),
+        row,
+        np.asarray([r[0] if r else "" for r in reasons], dtype=object),
+        np.asarray([r[1] if r else "" for r in reasons], dtype=object),
+        [str(e) for e in bad],
+    )
+
+
+_SET_FIELDS = ("obs", "action_mask", "label", "value_target", "source", "game_id", "targets", "policy")
+_STR_FIELDS = {"data_source", "data_game_id", "game_id", "skip_reason", "skip_detail", "bad_lines"}
+
+
+def _save_entry(path: Path, enc: EncodedFile, md5: str, key: str) -> None:
+    arrays: dict[str, np.ndarray] = {f"data_{n}": a for n, a in zip(_SET_FIELDS, enc.data._fields(), strict=True)}
+    arrays.update(game_id=enc.game_id, episode_return=enc.episode_return, row=enc.row)
+    arrays.update(skip_reason=enc.skip_reason, skip_detail=enc.skip_detail, bad_lines=np.asarray(enc.bad_lines, dtype=object))
+    arrays = {n: a.astype(str) if n in _STR_FIELDS else a for n, a in arrays.items()}  # no pickled objects
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}{TMP_SUFFIX}")
+    try:
+        with tmp.open("wb") as f:
+            members: dict[str, Any] = {"md5": np.asarray(md5), "key": np.asarray(key), **arrays}
+            np.savez(f, **members)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _load_entry(path: Path, md5: str, key: str) -> EncodedFile:
+    """Raises ValueError (or what numpy/zipfile raise for a damaged file) unless the entry is whole and its own."""
+    with np.load(path, allow_pickle=False) as z:
+        if str(z["md5"]) != md5 or str(z["key"]) != key:
+            raise ValueError("entry of another file or encoder")
+        a = {n: z[n].astype(object) if n in _STR_FIELDS else z[n] for n in z.files}  # every member read: CRC-checked
+    data = DecisionSet(*(a[f"data_{n}"] for n in _SET_FIELDS))
+    n_rec, n_rows = len(a["game_id"]), len(data)
+    row = a["row"]
+    if not all(len(a[n]) == n_rec for n in ("episode_return", "row", "skip_reason", "skip_detail")):
+        raise ValueError("per-record arrays of different lengths")
+    if any(len(x) != n_rows for x in data._fields()) or not np.array_equal(row[row >= 0], np.arange(n_rows)):
+        raise ValueError("rows do not match the records")
+    return EncodedFile(data, a["game_id"], a["episode_return"], row, a["skip_reason"], a["skip_detail"], list(a["bad_lines"]))
+
+
+def encode_file(path: Path, encoder: Encoder, cache: EncodedCache | None = None, tolerant: bool = False) -> EncodedFile:
+    """A decision file, encoded (``encode_records`` per record), through the cache when given.
+
+    The file is parsed and validated only when ``cache`` has no good entry for its bytes;
+    the result is the same either way (the entry stores the arrays bit for bit).
+
+    Args:
+        path: the JSONL decision file.
+        encoder: the game's encoder (the cache's key must be its, ``EncodedCache.for_encoder``).
+        cache: the encoded-batch cache, or None (parse every time).
+        tolerant: leave bad lines out (``EncodedFile.bad_lines``) instead of raising (Forge files).
+
+    Raises:
+        ml.records.RecordError, ml.io.DataFileError: a bad line when not ``tolerant`` (nothing cached).
+        ValueError: a record of another game.
+        FileNotFoundError: no such file.
+    """
+    if cache is None:
+        return _encode_file(path, encoder, tolerant)
+    md5 = file_md5(path)
+    entry = cache.entry(md5)
+    if entry.exists():
+        try:
+            return _load_entry(entry, md5, cache.key)
+        except Exception as e:  # damaged, truncated or foreign: rebuilt, never trusted
+            logger.warning("%s: unreadable encoded-cache entry (%s); re-encoding %s", entry, e, path.name)
+    enc = _encode_file(path, encoder, tolerant)
+    try:
+        _save_entry(entry, enc, md5, cache.key)
+    except OSError as e:  # a full disk costs speed, never the stage
+        logger.warning("%s: could not write the encoded-cache entry (%s)", entry, e)
+    return enc
 
 
 def _skip_stats(skipped: Counter[tuple[str, str]], decisions: int, top: int = 10) -> dict:
@@ -237,8 +421,24 @@ def _skip_stats(skipped: Counter[tuple[str, str]], decisions: int, top: int = 10
     }
 
 
+def teacher_files(teacher_dirs: Sequence[Path], forge_dirs: Sequence[Path] = ()) -> tuple[list[Path], list[Path]]:
+    """The files ``load_teacher`` reads: the teacher batches and the imported Forge files."""
+    paths = [p for d in teacher_dirs for p in scan_batches(d, sources=("sim",))]
+    return paths, [p for d in forge_dirs for p in scan_batches(d, sources=(), include_forge=True)]
+
+
+def ppo_files(pool_dirs: Sequence[Path], window: int = 0) -> list[Path]:
+    """The PPO batches ``load_ppo`` reads: all of ``pool_dirs`` by name, the newest ``window`` (0: all)."""
+    paths = sorted((p for d in pool_dirs for p in scan_batches(d, sources=("ppo",))), key=lambda p: p.name)
+    return paths[-window:] if window else paths
+
+
 def load_teacher(
-    teacher_dirs: list[Path], holdout_fraction: float, encoder: Encoder, forge_dirs: Sequence[Path] = ()
+    teacher_dirs: list[Path],
+    holdout_fraction: float,
+    encoder: Encoder,
+    forge_dirs: Sequence[Path] = (),
+    cache: EncodedCache | None = None,
 ) -> tuple[DecisionSet, DecisionSet, dict]:
     """Teacher decisions split by game into (train, holdout).
 
@@ -250,6 +450,7 @@ def load_teacher(
         forge_dirs: folders of imported Forge files (``ml-decisions-<8 hex>[-tN].jsonl``,
             ``python loop.py import-forge``). A bad line there is logged
             (``file:line: field: problem``), counted and left out; the good lines are kept.
+        cache: the encoded-batch cache (``EncodedCache``), or None: each file parsed here.
 
     Returns:
         ``(train, holdout, stats)``; stats counts files, games and decisions (trainable,
@@ -259,38 +460,51 @@ def load_teacher(
     Raises:
         ml.records.RecordError: a malformed line in a teacher batch, naming file, line and field.
     """
-    paths = [p for d in teacher_dirs for p in scan_batches(d, sources=("sim",))]
-    forge_paths = [p for d in forge_dirs for p in scan_batches(d, sources=(), include_forge=True)]
+    paths, forge_paths = teacher_files(teacher_dirs, forge_dirs)
     stray = [p for d in teacher_dirs for p in scan_batches(d, sources=(), include_forge=True)]
     if stray:
         logger.warning(
             "%d Forge file(s) in %s left out: import them with `python loop.py import-forge`", len(stray), teacher_dirs[0]
         )
-    bad: list[DataFileError] = []
-    records = list(_read_files(paths)) + list(_read_files(forge_paths, on_error=bad.append))
-    for e in bad:
-        logger.warning("%s (left out)", e)
-    held = np.asarray([in_holdout(r.game_id, holdout_fraction) for r in records], dtype=bool)
-    train, skipped_train = encode_records([r for r, h in zip(records, held, strict=True) if not h], encoder)
-    holdout, skipped_hold = encode_records([r for r, h in zip(records, held, strict=True) if h], encoder)
-    games = {r.game_id for r in records}
-    held_games = {r.game_id for r, h in zip(records, held, strict=True) if h}
+    files = [encode_file(p, encoder, cache) for p in paths]
+    files += [encode_file(p, encoder, cache, tolerant=True) for p in forge_paths]
+    bad = [line for f in files for line in f.bad_lines]
+    for line in bad:
+        logger.warning("%s (left out)", line)
+    held_game = {g: in_holdout(g, holdout_fraction) for f in files for g in set(f.game_id.tolist())}
+    held = [np.asarray([held_game[g] for g in f.game_id.tolist()], dtype=bool) for f in files]
+    parts = [
+        (f.data.subset(f.row[~h & (f.row >= 0)]), f.data.subset(f.row[h & (f.row >= 0)]))
+        for f, h in zip(files, held, strict=True)
+    ]
+    empty = empty_set(encoder.obs_dim, encoder.num_actions)
+    train = DecisionSet.concat([empty, *(t for t, _ in parts)])
+    holdout = DecisionSet.concat([empty, *(h for _, h in parts)])
+    skipped: Counter[tuple[str, str]] = Counter()
+    for f, h in zip(files, held, strict=True):
+        skipped += f.skipped(np.ones(len(h), dtype=bool))
+    games = {g for f in files for g in f.game_id.tolist()}
+    held_games = {g for g in games if held_game[g]}
     stats = {
         "teacher_files": len(paths),
         "forge_files": len(forge_paths),
         "forge_bad_lines": len(bad),
         "teacher_games": len(games),
         "holdout_games": len(held_games),
-        "teacher_decisions": len(records),
+        "teacher_decisions": sum(len(f.game_id) for f in files),
         "trainable_decisions": len(train) + len(holdout),
         "partial_label_decisions": int((train.label < 0).sum() + (holdout.label < 0).sum()),
-        **_skip_stats(skipped_train + skipped_hold, len(records)),
+        **_skip_stats(skipped, sum(len(f.game_id) for f in files)),
     }
     return train, holdout, stats
 
 
 def load_ppo(
-    pool_dirs: list[Path], encoder: Encoder, min_reward_threshold: float, window: int = 0
+    pool_dirs: list[Path],
+    encoder: Encoder,
+    min_reward_threshold: float,
+    window: int = 0,
+    cache: EncodedCache | None = None,
 ) -> tuple[DecisionSet, dict]:
     """Accepted PPO decisions whose game's ``episode_return`` >= ``min_reward_threshold``.
 
@@ -299,23 +513,19 @@ def load_ppo(
         encoder: the game's record encoder.
         min_reward_threshold: games below this ``episode_return`` are dropped.
         window: keep only the newest ``window`` batches (by batch name, ``gen<NNN>-a<k>``:
-            the generation that produced them); 0 keeps all.
+            the generation that produced them); 0 keeps all. Only those files are read.
+        cache: the encoded-batch cache (``EncodedCache``), or None: each file parsed here.
 
     Returns:
         ``(set, stats)``; stats counts files, kept and filtered games.
     """
-    paths = sorted((p for d in pool_dirs for p in scan_batches(d, sources=("ppo",))), key=lambda p: p.name)
-    if window:
-        paths = paths[-window:]
-    kept: list[Record] = []
-    games, dropped = set(), set()
-    for rec in _read_files(paths):
-        games.add(rec.game_id)
-        if rec.episode_return is not None and rec.episode_return < min_reward_threshold:
-            dropped.add(rec.game_id)
-            continue
-        kept.append(rec)
-    data, _ = encode_records(kept, encoder)
+    paths = ppo_files(pool_dirs, window)
+    files = [encode_file(p, encoder, cache) for p in paths]
+    empty = empty_set(encoder.obs_dim, encoder.num_actions)
+    low = [f.episode_return < min_reward_threshold for f in files]  # nan (no return) is never below
+    data = DecisionSet.concat([empty, *(f.data.subset(f.row[~lo & (f.row >= 0)]) for f, lo in zip(files, low, strict=True))])
+    games = {g for f in files for g in f.game_id.tolist()}
+    dropped = {g for f, lo in zip(files, low, strict=True) for g in f.game_id[lo].tolist()}
     return data, {"ppo_files": len(paths), "ppo_games": len(games), "ppo_games_filtered": len(dropped)}
 
 

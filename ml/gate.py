@@ -297,6 +297,8 @@ def run_gate(
     progress: bool = False,
     on_deal: Callable[[int, dict[str, float]], None] | None = None,
     executor: Executor = LOCAL,
+    cache_dir: Path | None = None,
+    record: dict[str, Any] | None = None,
 ) -> tuple[PolicyNet, dict[str, Any]]:
     """The whole gate: checks (a) to (d) of the module docstring, then the verdict.
 
@@ -320,6 +322,10 @@ def run_gate(
         progress: show progress bars.
         on_deal: the SPRT's path, deal by deal (``ml.stats.sequential_test``).
         executor: where the pods of (a) and (c) are played (``ml.compute``; the figures are the same).
+        cache_dir: folder of the encoded-batch cache (``ml.dataset.EncodedCache``), or None.
+        record: if given, filled with the candidate student's training record
+            (``ml.supervised.build_and_train``): its checkpoint metadata, so that the next
+            generation's train stage can take it instead of training again.
 
     Returns:
         ``(candidate_student, metrics)``: the student trained with the batch, and the
@@ -345,8 +351,9 @@ def run_gate(
     strength = sequential_test(iter(shown), sprt, cfg.min_games, cfg.max_games, cfg.confidence, on_deal)
     shown.close()
     candidate, train_metrics, holdout = build_and_train(
-        train, game, teacher_dir, forge_dir, [pool_dir, candidate_dir], seed=train_seed, device=device, progress=progress
-    )
+        train, game, teacher_dir, forge_dir, [pool_dir, candidate_dir], seed=train_seed, device=device, progress=progress,
+        cache_dir=cache_dir, record=record,
+    )  # fmt: skip
     correct_current = holdout.correct(predict(current, holdout))  # a partial label: any allowed action is right
     correct_candidate = holdout.correct(predict(candidate, holdout))
     paired = mcnemar_regression(correct_current, correct_candidate, cfg.max_accuracy_drop, cfg.alpha)

@@ -20,6 +20,7 @@ Errors in user files raise :class:`DataFileError`, whose message reads
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -336,3 +337,25 @@ class JsonlWriter:
             self.close()
         else:
             self.abort()
+
+
+_MD5_MEMO: dict[tuple[str, int, int, int, int], str] = {}
+
+
+def file_md5(path: str | os.PathLike[str]) -> str:
+    """Hex MD5 of a file's bytes (DVC's content hash of a file); remembered in the process
+    while the file's device, inode, size and mtime stay the same.
+
+    Raises:
+        OSError: the file cannot be read (FileNotFoundError when missing).
+    """
+    path = Path(path)
+    st = path.stat()
+    memo = (str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if memo not in _MD5_MEMO:
+        digest = hashlib.md5()
+        with path.open("rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+        _MD5_MEMO[memo] = digest.hexdigest()
+    return _MD5_MEMO[memo]

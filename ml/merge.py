@@ -1,35 +1,58 @@
 """Merge: the data the next generation starts from, after the gate's verdict.
 
-The output folder holds four folders, each a full copy (never an update in place):
+The output folder holds five folders, each complete (never an update in place):
 ``pool`` (accepted PPO batches: the current pool, plus the candidate when accepted),
 ``rejected`` (rejected batches, kept for audit, never trained on), ``frozen`` (opponent
-checkpoints: plus this attempt's PPO agent as ``gen<G>.pt`` when accepted) and ``students``
-(each accepted generation's student, ``gen<G>.pt``, rated in the tournaments). ``loop.py``
-promotes them to ``data/<name>`` before the next attempt (a DVC pipeline cannot feed its
-own input).
+checkpoints: plus this attempt's PPO agent as ``gen<G>.pt`` when accepted), ``students``
+(each accepted generation's student, ``gen<G>.pt``, rated in the tournaments) and
+``next_student`` (``student.pt``: the gate's candidate student when accepted, which the next
+generation's train stage takes instead of training again when its data and params match,
+``ml.supervised.build_and_train``; else the current one, carried). ``loop.py`` promotes them
+to ``data/<name>`` before the next attempt (a DVC pipeline cannot feed its own input).
+
+Files are hard-linked, not copied (a copy where the file system has no hard links), so a
+merge costs the same whatever the size of the pool: batch files and checkpoints are written
+once, atomically under a new name, and never changed in place by any stage or the loop.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ml.io import TMP_SUFFIX
+from ml.io import TMP_SUFFIX, file_md5
 from ml.records import scan_batches
 
-FOLDERS = ("pool", "rejected", "frozen", "students")
+FOLDERS = ("pool", "rejected", "frozen", "students", "next_student")
 """The merged folders, in the order they are copied (``dvc.yaml`` stage ``merge``)."""
 
 
-def _copy_tree(src: Path, dst: Path) -> None:
-    """Copy the files of ``src`` (not ``*.tmp``, not subfolders) into ``dst``; a missing ``src`` is empty."""
+def link_file(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+    """Hard-link ``src`` as ``dst`` (a new name; ``dst`` must not exist), or copy it (with its
+    mtime) where hard links fail (another file system, no support).
+
+    Raises:
+        FileExistsError: ``dst`` exists.
+        OSError: neither a link nor a copy could be made.
+    """
+    try:
+        os.link(src, dst)
+    except FileExistsError:
+        raise
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def _link_tree(src: Path | None, dst: Path) -> None:
+    """Link the files of ``src`` (not ``*.tmp``, not subfolders) into ``dst``; a missing ``src`` (or None) is empty."""
     dst.mkdir(parents=True, exist_ok=True)
-    if src.is_dir():
+    if src is not None and src.is_dir():
         for f in sorted(src.iterdir()):
             if f.is_file() and not f.name.endswith(TMP_SUFFIX):
-                shutil.copy2(f, dst / f.name)
+                link_file(f, dst / f.name)
 
 
 def merge_generation(
@@ -40,8 +63,9 @@ def merge_generation(
     current: Mapping[str, Path],
     out: Path,
     generation: int,
+    candidate_student: Path | None = None,
 ) -> dict[str, Any]:
-    """Write ``out/{pool,rejected,frozen,students}``: the current folders plus this attempt's files.
+    """Write ``out/{pool,rejected,frozen,students,next_student}``: the current folders plus this attempt's files.
 
     Built in ``<out>.tmp`` and renamed to ``out`` (any older ``out`` is removed first).
 
@@ -50,9 +74,12 @@ def merge_generation(
         candidate_dir: folder holding the attempt's one PPO batch.
         model: the attempt's PPO checkpoint (frozen as ``gen<generation:03d>.pt`` when accepted).
         student: the attempt's student checkpoint (kept as ``gen<generation:03d>.pt`` when accepted).
-        current: the current folder of each name in :data:`FOLDERS`.
+        current: the current folder of each name in :data:`FOLDERS` (``next_student`` may be
+            left out: none yet).
         out: the output folder.
         generation: the attempt's generation.
+        candidate_student: the gate's candidate student (trained with the batch): the next
+            ``next_student/student.pt`` when accepted; None: no reuse (the folder is emptied).
 
     Returns:
         ``merge/…`` metrics: ``accepted`` and the counts (files) of ``pool_batches``,
@@ -60,19 +87,24 @@ def merge_generation(
 
     Raises:
         ValueError: ``candidate_dir`` does not hold exactly one PPO batch (nothing written).
-        KeyError: ``current`` lacks one of :data:`FOLDERS`.
+        KeyError: ``current`` lacks one of :data:`FOLDERS` but ``next_student``.
     """
     (candidate,) = scan_batches(candidate_dir, sources=("ppo",))
     tmp = out.with_name(out.name + TMP_SUFFIX)
     shutil.rmtree(tmp, ignore_errors=True)
     for name in FOLDERS:
-        _copy_tree(current[name], tmp / name)
+        if name == "next_student":  # replaced when accepted, carried when rejected, emptied without a candidate student
+            _link_tree(current.get(name) if not accepted and candidate_student is not None else None, tmp / name)
+        else:
+            _link_tree(current[name], tmp / name)
     if accepted:
-        shutil.copy2(candidate, tmp / "pool" / candidate.name)
-        shutil.copy2(model, tmp / "frozen" / f"gen{generation:03d}.pt")
-        shutil.copy2(student, tmp / "students" / f"gen{generation:03d}.pt")
+        link_file(candidate, tmp / "pool" / candidate.name)
+        link_file(model, tmp / "frozen" / f"gen{generation:03d}.pt")
+        link_file(student, tmp / "students" / f"gen{generation:03d}.pt")
+        if candidate_student is not None:
+            link_file(candidate_student, tmp / "next_student" / "student.pt")
     else:
-        shutil.copy2(candidate, tmp / "rejected" / candidate.name)
+        link_file(candidate, tmp / "rejected" / candidate.name)
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     return {
@@ -82,3 +114,48 @@ def merge_generation(
         "merge/frozen_opponents": len(list((out / "frozen").glob("*.pt"))),
         "merge/students": len(list((out / "students").glob("*.pt"))),
     }
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether ``b`` holds ``a``'s bytes: the same file (a hard link: nothing read), or equal size and MD5."""
+    if a.samefile(b):
+        return True
+    return a.stat().st_size == b.stat().st_size and file_md5(a) == file_md5(b)
+
+
+def promote_folders(
+    merged: Path, data: Path, names: Iterable[str], before_swap: Callable[[str], None] = lambda name: None
+) -> list[str]:
+    """Make ``data/<name>`` hold what ``merged/<name>`` holds, for each name, by hard links.
+
+    A folder whose files are all the same (``same_file``: for linked files a ``stat``, so the
+    cost does not grow with the pool) is left alone; another is rebuilt in ``<name>.tmp``
+    (hard links, ``link_file``) and swapped in (remove, rename). A kill anywhere leaves each
+    folder old, new or missing; running it again completes it. A missing ``merged/<name>``
+    is an empty folder.
+
+    Args:
+        merged: the merge output (``data/merged``).
+        data: the folder the names are promoted into (``data``).
+        names: the folders (``ml.driver.orchestrator.PROMOTED``).
+        before_swap: called with the name once its new folder is built, before the swap
+            (the driver's seam).
+
+    Returns:
+        The names whose folder was replaced.
+    """
+    replaced = []
+    for name in names:
+        src, dst = merged / name, data / name
+        want = {f.name: f for f in src.iterdir()} if src.is_dir() else {}
+        have = {f.name: f for f in dst.iterdir()} if dst.is_dir() else {}
+        if dst.is_dir() and want.keys() == have.keys() and all(same_file(want[k], have[k]) for k in want):
+            continue
+        tmp = dst.with_name(dst.name + TMP_SUFFIX)
+        shutil.rmtree(tmp, ignore_errors=True)
+        _link_tree(src, tmp)
+        before_swap(name)
+        shutil.rmtree(dst, ignore_errors=True)
+        tmp.rename(dst)
+        replaced.append(name)
+    return replaced

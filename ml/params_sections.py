@@ -16,7 +16,6 @@ from ml.curriculum import AbortIf
 class _Section(BaseModel):
     """Strict, frozen, documented: the base of every section."""
 
-
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, frozen=True, strict=True, allow_inf_nan=False)
 
 
@@ -240,7 +239,6 @@ class ComputeParams(_Section):
     (``tests/test_ray.py``), so ``dvc.yaml`` lists ``compute.chunk_games`` only and moving a run onto
     a cluster re-runs no stage.
     """
-
 
     backend: Literal["local", "ray"] = "local"
     """``local``: this machine (self-play in ``selfplay.workers`` processes, the other stages in process);

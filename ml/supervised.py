@@ -20,6 +20,8 @@ the source weights hold exactly as ratios.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -31,7 +33,17 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ml.dataset import DecisionSet, load_ppo, load_teacher, sample_mixture
+from ml.dataset import (
+    DecisionSet,
+    EncodedCache,
+    code_digest,
+    load_ppo,
+    load_teacher,
+    ppo_files,
+    sample_mixture,
+    teacher_files,
+)
+from ml.io import file_md5
 from ml.policy import MASKED_LOGIT, CheckpointError, PolicyNet, check_shape, load_policy
 from ml.progress import ProgressBar
 
@@ -209,6 +221,73 @@ def train_student(
     return net.cpu(), metrics
 
 
+TRAINING_FORMAT = 1
+"""Version of ``training_fingerprint``'s inputs; bump it when what a student depends on changes."""
+
+
+def _forge_dirs(forge_dir: Path | None) -> list[Path]:
+    return [forge_dir] if forge_dir is not None and forge_dir.is_dir() else []
+
+
+def _forge_extras(forge_dirs: list[Path], forge_paths: list[Path]) -> list[Path]:
+    """The files of the Forge folders other than the decision files (the card table)."""
+    return sorted(f for d in forge_dirs for f in d.iterdir() if f.is_file() and f not in forge_paths)
+
+
+def training_fingerprint(
+    cfg: TrainParams, game: GameSpec, teacher_dir: Path, forge_dir: Path | None, pool_dirs: list[Path], device: str
+) -> str:
+    """Hex MD5 of everything ``build_and_train`` makes a student from, but the seed.
+
+    The files it reads (name and MD5 of each teacher batch, Forge file, card table and of
+    the PPO batches of the window, in the order read), the warm start's MD5, the ``train``
+    params, the game, the device and torch thread count, torch and numpy versions and the
+    code (``ml.dataset.code_digest``, this module, ``ml.policy``). Two calls give the same
+    value exactly when the student would be trained on the same data in the same way.
+
+    Raises:
+        NotADirectoryError: ``teacher_dir`` or a pool folder is missing.
+    """
+    forge_dirs = _forge_dirs(forge_dir)
+    teacher, forge = teacher_files([teacher_dir], forge_dirs)
+    groups = {
+        "sim": teacher,
+        "forge": forge,
+        "forge_table": _forge_extras(forge_dirs, forge),
+        "ppo": ppo_files(pool_dirs, cfg.ppo_window),
+    }
+    ml_dir = Path(__file__).resolve().parent
+    doc = {
+        "format": TRAINING_FORMAT,
+        "train": cfg.model_dump(mode="json"),
+        "game": [game.name, game.num_players, [list(kv) for kv in game.openspiel_params]],
+        "device": str(device),
+        "threads": torch.get_num_threads(),
+        "versions": [torch.__version__, np.__version__],
+        "code": [code_digest(), file_md5(ml_dir / "supervised.py"), file_md5(ml_dir / "policy.py")],
+        "files": [[kind, p.name, file_md5(p)] for kind, paths in groups.items() for p in paths],
+        "init": file_md5(Path(cfg.init_checkpoint)) if cfg.init_checkpoint else None,
+    }
+    return hashlib.md5(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def reusable_student(path: Path | None, fingerprint: str) -> tuple[PolicyNet, dict[str, Any]] | None:
+    """The student checkpoint at ``path`` when it was trained as ``fingerprint`` says (its
+    ``train_fingerprint`` metadata, ``build_and_train``'s ``record``), else None (also for a
+    missing or unreadable file, said in the log)."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        net, meta = load_policy(path)
+    except CheckpointError as e:
+        logger.warning("%s is no reusable student (%s): training", path, e)
+        return None
+    if meta.get("train_fingerprint") != fingerprint:
+        logger.info("%s was trained on other data or params: training", path)
+        return None
+    return net, meta
+
+
 def build_and_train(
     cfg: TrainParams,
     game: GameSpec,
@@ -221,6 +300,9 @@ def build_and_train(
     progress: bool = False,
     nash_conv: bool = False,
     on_epoch: EpochLogger | None = None,
+    cache_dir: Path | None = None,
+    reuse: Path | None = None,
+    record: dict[str, Any] | None = None,
 ) -> tuple[PolicyNet, dict[str, Any], DecisionSet]:
     """Load the teacher, Forge and PPO data, and train a student on their mixture.
 
@@ -241,12 +323,23 @@ def build_and_train(
         nash_conv: also compute the exact NashConv figures (``ml.nashconv``; kuhn_poker and
             leduc_poker only, nothing for other games).
         on_epoch: learning-curve logger (``train_student``).
+        cache_dir: folder of the encoded-batch cache (``ml.dataset.EncodedCache``), or None.
+        reuse: a student checkpoint taken as the result instead of training when its
+            ``train_fingerprint`` is this call's (``training_fingerprint``): its metrics and
+            learning curve are those recorded when it was trained (``on_epoch`` replays them),
+            with ``train/reused`` true. None, missing or another fingerprint: trains.
+        record: if given, filled with what a checkpoint needs to be reused later:
+            ``train_fingerprint``, ``train_seed``, ``train_metrics`` and ``train_curve``
+            (``[[epoch, {name: value}], ...]``); store it as the checkpoint's metadata. It holds
+            no wall-clock figure (``train/samples_per_s`` is left out, and so missing from the
+            metrics of a reused student), so equal inputs give equal checkpoint bytes.
 
     Returns:
         ``(net, metrics, holdout)``: the trained student (on the CPU); ``train/…`` metrics
         (``train_student``'s, the dataset statistics, ``train/available_decisions`` per
-        source in decisions, the NashConv figures when asked); the teacher holdout
-        decisions (never trained on).
+        source in decisions, ``train/fingerprint``, ``train/reused``, ``train/seed`` (the seed
+        the student was trained with: ``seed``, or the reused one's), the NashConv figures
+        when asked); the teacher holdout decisions (never trained on).
 
     Raises:
         ml.records.RecordError: a malformed line in a teacher or PPO batch.
@@ -255,18 +348,48 @@ def build_and_train(
         ValueError: the mixture has no data.
     """
     encoder = game.teacher_encoder(forge_dir)
-    forge_dirs = [forge_dir] if forge_dir is not None and forge_dir.is_dir() else []
-    train, holdout, stats = load_teacher([teacher_dir], cfg.holdout_fraction, encoder, forge_dirs)
+    forge_dirs = _forge_dirs(forge_dir)
+    fingerprint = training_fingerprint(cfg, game, teacher_dir, forge_dir, pool_dirs, device)
+    cache = None
+    if cache_dir is not None:
+        tables = _forge_extras(forge_dirs, teacher_files([], forge_dirs)[1])
+        context = f"{game.name}|{game.num_players}|{game.openspiel_params}|{[file_md5(t) for t in tables]}"
+        cache = EncodedCache.for_encoder(cache_dir, encoder, context)
+    train, holdout, stats = load_teacher([teacher_dir], cfg.holdout_fraction, encoder, forge_dirs, cache=cache)
     if stats["forge_files"] and not cfg.source_weights.get("forge"):
         logger.warning("%s holds Forge decisions but train.source_weights gives forge no weight: not trained on", forge_dir)
-    ppo, ppo_stats = load_ppo(pool_dirs, encoder, cfg.min_reward_threshold, cfg.ppo_window)
-    student_cfg = StudentConfig(**cfg.model_dump(include=set(StudentConfig.__dataclass_fields__)))
-    init = load_policy(cfg.init_checkpoint)[0] if cfg.init_checkpoint else None
-    net, metrics = train_student(
-        DecisionSet.concat([train, ppo]), holdout, student_cfg, seed, progress, device, init, on_epoch
-    )
-    metrics.update({f"train/{k}": v for k, v in {**stats, **ppo_stats}.items()})
-    metrics["train/available_decisions"] = {"sim": 0, **train.source_counts(), "ppo": len(ppo)}
+    curve: list[list[Any]] = []
+    if (found := reusable_student(reuse, fingerprint)) is not None:
+        net, meta = found
+        metrics = {**meta["train_metrics"], "train/reused": True}
+        curve = meta.get("train_curve", [])
+        for epoch, values in curve:
+            if on_epoch is not None:
+                on_epoch(int(epoch), dict(values))
+        seed = int(meta.get("train_seed", seed))
+        logger.info("the student in %s was trained on this data with these params: reused, not trained again", reuse)
+    else:
+
+        def log_epoch(epoch: int, values: dict[str, float]) -> None:
+            curve.append([epoch, dict(values)])
+            if on_epoch is not None:
+                on_epoch(epoch, values)
+
+        ppo, ppo_stats = load_ppo(pool_dirs, encoder, cfg.min_reward_threshold, cfg.ppo_window, cache=cache)
+        student_cfg = StudentConfig(**cfg.model_dump(include=set(StudentConfig.__dataclass_fields__)))
+        init = load_policy(cfg.init_checkpoint)[0] if cfg.init_checkpoint else None
+        net, metrics = train_student(
+            DecisionSet.concat([train, ppo]), holdout, student_cfg, seed, progress, device, init, log_epoch
+        )
+        metrics.update({f"train/{k}": v for k, v in {**stats, **ppo_stats}.items()})
+        metrics["train/available_decisions"] = {"sim": 0, **train.source_counts(), "ppo": len(ppo)}
+        metrics["train/fingerprint"] = fingerprint
+        metrics["train/reused"] = False
+    metrics["train/seed"] = seed
+    if record is not None:
+        # not the wall-clock speed: the checkpoint's bytes must not depend on the machine's load
+        kept = {k: v for k, v in metrics.items() if k not in ("train/reused", "train/seed", "train/samples_per_s")}
+        record.update(train_fingerprint=fingerprint, train_seed=seed, train_metrics=kept, train_curve=curve)
     if nash_conv:
         from ml.nashconv import nash_conv_metrics  # lazy: loads open_spiel's algorithms only when asked
 

@@ -5,7 +5,10 @@ against heuristic teachers; (b) an exact McNemar test with a margin between the 
 trained with the batch and the current student on the teacher holdout; (c) the candidate
 student against the current student in pods (block only on a clear regression); (d)
 data-quality figures of the batch (``ml.gate.run_gate``). Writes the student trained with
-the batch and the verdict with every figure to ``metrics/gate.json``.
+the batch (with its training record: the next generation's train stage takes it as is when
+it would train on the same data, ``ml.supervised.build_and_train``) and the verdict with
+every figure to ``metrics/gate.json``. The candidate is trained with the current student's
+training seed (its checkpoint's ``train_seed``), so the holdout comparison is paired.
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ from pathlib import Path
 from ml.cli import stage_setup, write_metrics
 from ml.compute import ComputeError, open_executor
 from ml.curves import open_curves
+from ml.dataset import default_cache_dir
 from ml.game.registry import make_game
 from ml.gate import GateError, run_gate
-from ml.policy import save_policy
+from ml.policy import load_policy, save_policy
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -37,19 +41,23 @@ def _args(p: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("gate", __doc__, argv, _args)
     curves = open_curves(args.plots)
+    record: dict = {}
     try:
         with open_executor(params.compute, params.base.torch_threads) as executor:
             candidate_student, metrics = run_gate(
                 args.model, args.student, args.candidate, params.gate, params.train, make_game(params.game, params.teacher),
                 teacher_dir=args.teacher, forge_dir=args.forge, pool_dir=args.pool, pod_size=params.game.pod_size,
                 max_turns=params.game.max_turns, num_envs=params.selfplay.num_envs, seed=params.stage_seed("gate"),
-                train_seed=params.stage_seed("train"), device=params.base.torch_device, progress=args.progress,
-                on_deal=curves.log if curves else None, executor=executor,
+                train_seed=load_policy(args.student)[1].get("train_seed", params.stage_seed("train")),
+                device=params.base.torch_device, progress=args.progress, on_deal=curves.log if curves else None,
+                executor=executor, cache_dir=default_cache_dir(), record=record,
             )  # fmt: skip
     except (GateError, ComputeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    save_policy(candidate_student, args.out_student, {"role": "candidate_student", "generation": params.run.generation})
+    save_policy(
+        candidate_student, args.out_student, {"role": "candidate_student", "generation": params.run.generation, **record}
+    )
     if curves:
         curves.close()
     write_metrics(args.metrics, metrics, args, "gate")

@@ -7,6 +7,11 @@ mixture (``ml.supervised.build_and_train``) and writes the student checkpoint an
 ``metrics/train.json`` (holdout accuracy, realised source shares of the training set; for
 kuhn_poker and leduc_poker the exact NashConv of the student, the teacher and the uniform
 policy, ``ml.nashconv``).
+
+Trains once per data: when ``--reuse`` holds the gate's candidate student of the last accepted
+attempt and it was trained on exactly this stage's data and params (its recorded training
+fingerprint, ``ml.supervised.training_fingerprint``), that student is the result (metrics
+and learning curve as recorded, ``train/reused`` true); otherwise the stage trains.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from pathlib import Path
 
 from ml.cli import stage_setup, write_metrics
 from ml.curves import open_curves
+from ml.dataset import default_cache_dir
 from ml.game.registry import make_game
 from ml.policy import save_policy
 from ml.supervised import build_and_train
@@ -26,6 +32,7 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--teacher", type=Path, required=True, help="folder of teacher batches")
     p.add_argument("--forge", type=Path, help="folder of imported Forge files and their card table (data/forge)")
     p.add_argument("--pool", type=Path, required=True, help="folder of accepted PPO batches")
+    p.add_argument("--reuse", type=Path, help="folder of the last accepted candidate student (student.pt; data/next_student)")
     p.add_argument("--out", type=Path, required=True, help="student checkpoint to write")
     p.add_argument("--plots", type=Path, help="DVCLive folder of the learning curves (none: not logged)")
     p.add_argument("--metrics", type=Path, required=True, help="metrics JSON to write")
@@ -46,8 +53,11 @@ def main(argv: list[str] | None = None) -> int:
         progress=args.progress,
         nash_conv=True,  # kuhn_poker and leduc_poker only
         on_epoch=curves.log if curves else None,
+        cache_dir=default_cache_dir(),
+        reuse=args.reuse / "student.pt" if args.reuse else None,
     )
-    save_policy(net, args.out, {"role": "student", "generation": generation, "model_version": f"student-gen-{generation:03d}"})
+    meta = {"role": "student", "generation": generation, "model_version": f"student-gen-{generation:03d}"}
+    save_policy(net, args.out, {**meta, "train_seed": metrics["train/seed"]})  # the gate pairs its candidate with it
     if curves:
         curves.close()
     write_metrics(args.metrics, metrics, args, "train")

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
+# stages run in process write their encoded-batch cache here, not into this checkout's .dvc/tmp;
+# a loop run (run_loop) uses its own repository's default
+ENCODED_CACHE = os.environ.setdefault("DISTILL_ENCODED_CACHE", tempfile.mkdtemp(prefix="distill-encoded-"))
 
 TINY = {
     "teacher": {"games": 24},
@@ -101,8 +105,8 @@ class Pipeline:
 
     Attributes:
         root: the run's folder: ``params.yaml``, ``student.pt``, ``ppo.pt``, ``cand.pt``.
-        dirs: folder name -> path: teacher, pool, frozen, rejected, students, candidate, merged,
-            and ``m`` (each stage's metrics JSON).
+        dirs: folder name -> path: teacher, pool, frozen, rejected, students, next_student,
+            candidate, merged, and ``m`` (each stage's metrics JSON).
         common: ``--params ... --no-progress``.
         gate_args: gate's inputs and ``--out-student`` (no ``--metrics``).
         merge_args: merge's inputs (no ``--gate``, ``--out``, ``--metrics``).
@@ -124,18 +128,23 @@ def run_pipeline(root: Path, overrides: dict) -> Pipeline:
     from stages import export, gate, merge, selfplay, teacher, train
 
     (root / "params.yaml").write_text(yaml.safe_dump(tiny_params(overrides)))
-    d = {n: root / n for n in ("teacher", "pool", "frozen", "rejected", "students", "candidate", "merged", "m")}
-    for n in ("pool", "frozen", "rejected", "students"):
+    names = ("teacher", "pool", "frozen", "rejected", "students", "next_student", "candidate", "merged", "m")
+    d = {n: root / n for n in names}
+    for n in ("pool", "frozen", "rejected", "students", "next_student"):
         d[n].mkdir()
     c, m = ["--params", str(root / "params.yaml"), "--no-progress"], d["m"]
     student, ppo = str(root / "student.pt"), str(root / "ppo.pt")
     gate_args = ["--model", ppo, "--student", student, "--teacher", str(d["teacher"]), "--pool", str(d["pool"]),
                  "--candidate", str(d["candidate"]), "--out-student", str(root / "cand.pt")]  # fmt: skip
     merge_args = ["--candidate", str(d["candidate"]), "--model", ppo, "--student", student, "--pool", str(d["pool"]),
-                  "--rejected", str(d["rejected"]), "--frozen", str(d["frozen"]), "--students", str(d["students"])]  # fmt: skip
+                  "--rejected", str(d["rejected"]), "--frozen", str(d["frozen"]), "--students", str(d["students"]),
+                  "--candidate-student", str(root / "cand.pt"), "--next-student", str(d["next_student"])]  # fmt: skip
     runs = [
         (teacher, ["--out", str(d["teacher"])]),
-        (train, ["--teacher", str(d["teacher"]), "--pool", str(d["pool"]), "--out", student]),
+        (
+            train,
+            ["--teacher", str(d["teacher"]), "--pool", str(d["pool"]), "--reuse", str(d["next_student"]), "--out", student],
+        ),
         (selfplay, ["--student", student, "--frozen", str(d["frozen"]), "--out", ppo]),
         (export, ["--model", ppo, "--out", str(d["candidate"])]),
         (gate, gate_args),
@@ -159,6 +168,8 @@ def run_loop(repo: Path, *args: str, timeout: float = 900, env: dict | None = No
     """``python loop.py ARGS`` in ``repo``, in a session of its own (a fault-injection kill of
     its process group, ``ml.faults``, never reaches the test runner)."""
     env = {**os.environ, "DVC_NO_ANALYTICS": "1", "PYTHONHASHSEED": "0", **(env or {})}
+    if env.get("DISTILL_ENCODED_CACHE") == ENCODED_CACHE:
+        del env["DISTILL_ENCODED_CACHE"]
     return subprocess.run(
         [sys.executable, "loop.py", *args],
         cwd=repo, env=env, capture_output=True, text=True, timeout=timeout, start_new_session=True,

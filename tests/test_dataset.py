@@ -19,10 +19,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ml.dataset import DecisionSet, in_holdout, load_ppo, load_teacher, sample_mixture
+from ml.dataset import DecisionSet, EncodedCache, in_holdout, load_ppo, load_teacher, sample_mixture
 from ml.game.commander.actions import ACTION_INDEX, CAST_COMMANDER, attack_action
 from ml.game.commander.encoding import OBS_DIM, RecordEncoder, label_record
 from ml.game.commander.features import feature_index, feature_names
+from ml.game.commander.forge import ForgeEncoder
 from ml.records import read_records
 
 FORGE = Path(__file__).parent / "fixtures" / "forge"
@@ -161,6 +162,33 @@ def test_ppo_reward_filter(tmp_path, encoder):
     for window, files, games in ((0, 3, 3), (1, 1, 1), (2, 2, 2)):
         data, stats = load_ppo([newer, tmp_path], encoder, min_reward_threshold=0.5, window=window)
         assert (stats["ppo_files"], stats["ppo_games"]) == (files, games), window
+
+
+def _same_sets(a: DecisionSet, b: DecisionSet) -> None:
+    for x, y in zip(a._fields(), b._fields(), strict=True):
+        assert x.dtype == y.dtype and x.shape == y.shape and (x == y).all()
+
+
+def test_encoded_cache_is_exact_and_never_trusted(tmp_path, encoder, monkeypatch):
+    _write_teacher(tmp_path / "t", 60)
+    forge_encoder = ForgeEncoder(encoder)
+    cache = EncodedCache.for_encoder(tmp_path / "cache", forge_encoder)
+    want = load_teacher([tmp_path / "t"], 0.12, forge_encoder, [FORGE])
+    cold = load_teacher([tmp_path / "t"], 0.12, forge_encoder, [FORGE], cache=cache)
+    entries = sorted(cache.directory.glob("*.npz"))
+    assert len(entries) == 1 + len(list(FORGE.glob("ml-decisions-*.jsonl")))
+    with monkeypatch.context() as m:  # a warm cache parses nothing
+        m.setattr("ml.dataset.read_records", lambda *a, **k: pytest.fail("parsed a cached file"))
+        warm = load_teacher([tmp_path / "t"], 0.12, forge_encoder, [FORGE], cache=cache)
+    for got in (cold, warm):
+        _same_sets(got[0], want[0])
+        _same_sets(got[1], want[1])
+        assert got[2] == want[2]
+    # a damaged entry is rebuilt, not trusted; another encoder (key) never reads this one's entries
+    entries[0].write_bytes(entries[0].read_bytes()[:-50])
+    _same_sets(load_teacher([tmp_path / "t"], 0.12, forge_encoder, [FORGE], cache=cache)[0], want[0])
+    assert sorted(cache.directory.glob("*.npz")) == entries and not list(cache.directory.glob("*.tmp"))
+    assert EncodedCache.for_encoder(cache.directory, forge_encoder, "cards: other").key != cache.key
 
 
 def test_combat_features_follow_the_block_rule_and_tapped_state(encoder):

@@ -64,8 +64,9 @@ def test_two_generations_commit_and_restore(finished_run):
     assert state["status"] == "done" and [e["verdict"] for e in state["log"]] == ["accepted", "accepted"]
     history = json.loads((project / "state/eval_history.json").read_text())
     assert [h["generation"] for h in history] == [0, 1]
-    # generation 1 trained on generation 0's accepted batch
+    # generation 1 trained on generation 0's accepted batch, once: its student is the gate's candidate of gen 0
     assert history[1]["metrics"]["train"]["train/ppo_files"] == 1
+    assert [h["metrics"]["train"]["train/reused"] for h in history] == [False, True]
     elo = json.loads((project / "state/elo_history.json").read_text())
     assert [e["generation"] for e in elo] == [0, 1] and elo[1]["gain"]["new"] == "gen001"
     rows = {r["player"]: r for r in elo[1]["table"]}

@@ -120,7 +120,10 @@ def test_yaml_12_floats(tmp_path: Path):
     p, params = _load(tmp_path, text)
     assert (params.train.lr, params.train.min_reward_threshold, params.rating.prior_sigma_elo) == (1e-3, -2.5e-4, 1e5)
     assert params.train.epochs == 6 and isinstance(params.train.epochs, int)  # integers stay integers
-    assert load_params(ROOT / "params.yaml").selfplay.total_steps == yaml.safe_load((ROOT / "params.yaml").read_text())["selfplay"]["total_steps"]
+    assert (
+        load_params(ROOT / "params.yaml").selfplay.total_steps
+        == yaml.safe_load((ROOT / "params.yaml").read_text())["selfplay"]["total_steps"]
+    )
     new, changed = overrides_text(p, {"train": {"epochs": 7}})  # the writer keeps and checks them the same way
     assert changed == ["train.epochs=7"] and new == text.replace("epochs: 6", "epochs: 7")
 

@@ -6,8 +6,8 @@ An attempt goes through these steps; each is idempotent, so a run killed anywher
 1. ``begin``: pick (generation, attempt), record it as in flight in
    ``state/curriculum_state.json`` together with the hash of the params it will use,
    then write the ``run`` section of ``params.yaml`` (generation, attempt, seed).
-2. ``promote``: copy the previous attempt's ``data/merged/{pool,rejected,frozen,students}`` to
-   ``data/{pool,rejected,frozen,students}`` and ``dvc add`` them (a DVC pipeline cannot feed its own
+2. ``promote``: hard-link the previous attempt's ``data/merged/<name>`` folders (``PROMOTED``)
+   to ``data/<name>`` and ``dvc add`` them (a DVC pipeline cannot feed its own
    input; design.md "Things that bite").
 3. ``dvc repro``: DVC skips stages whose deps and params did not change and re-runs the
    one that was interrupted.
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import shutil
 import time
 from datetime import datetime
 from typing import NamedTuple
@@ -52,13 +51,14 @@ from ml.driver.workspace import DVC, OWNED_PATHS, LoopError, Workspace
 from ml.game.registry import make_game
 from ml.gate import GateVerdict
 from ml.io import atomic_write_json, atomic_write_text, read_json
+from ml.merge import promote_folders
 from ml.params import Params, load_params
 from ml.policy import load_policy
 from ml.ratings import format_table, rate_generation
 
 logger = logging.getLogger(__name__)
 
-PROMOTED = ("pool", "rejected", "frozen", "students")
+PROMOTED = ("pool", "rejected", "frozen", "students", "next_student")
 TRACKED_INPUTS = (*PROMOTED, "seed", "forge")
 """DVC-tracked input folders created empty on a fresh clone (``seed`` holds a --seed-checkpoint)."""
 
@@ -216,10 +216,13 @@ class Loop(Workspace):
         """Make the last merge's outputs the inputs of this attempt, once (journalled).
 
         Runs only before the attempt's first stage (``InFlight.promoted`` unset): then
-        ``data/merged`` is still the previous attempt's merge output. Each folder is copied
-        only when it differs, and all of them are ``dvc add``-ed every time, so a run killed
-        or failed between the copy and ``dvc add`` converges to pointers that match the data.
-        Once done, the flag is saved; a resumed attempt never promotes its own merge output.
+        ``data/merged`` is still the previous attempt's merge output. Each folder is replaced
+        (by hard links to the merged files, ``ml.merge.promote_folders``) only when it differs, and all
+        of them are ``dvc add``-ed every time, so a run killed or failed between the links and
+        ``dvc add`` converges to pointers that match the data. A file counts as unchanged when it
+        is the same file (a link: no read), so the cost does not grow with the pool, and the
+        unchanged files keep their inode and mtime: DVC's hash state answers for them (no
+        rehash). Once done, the flag is saved; a resumed attempt never promotes its own merge output.
 
         Raises:
             LoopError: ``dvc add`` failed (DVC's own message).
@@ -227,18 +230,8 @@ class Loop(Workspace):
         if flight.promoted:
             return
         merged = self.path("data/merged")
-        for name in PROMOTED if merged.is_dir() else ():
-            src, dst = merged / name, self.path(f"data/{name}")
-            want = {f.name: f for f in src.iterdir()} if src.is_dir() else {}
-            have = {f.name: f for f in dst.iterdir()} if dst.is_dir() else {}
-            if want.keys() == have.keys() and all(sha256_file(want[k]) == sha256_file(have[k]) for k in want):
-                continue
-            tmp = dst.with_name(dst.name + ".tmp")
-            shutil.rmtree(tmp, ignore_errors=True)
-            shutil.copytree(src, tmp)
-            self.seam(f"promote.copy.{name}")
-            shutil.rmtree(dst, ignore_errors=True)
-            tmp.rename(dst)
+        if merged.is_dir():
+            promote_folders(merged, self.path("data"), PROMOTED, before_swap=lambda name: self.seam(f"promote.copy.{name}"))
         self.seam("promote.dvc_add")
         self.run([*DVC, "add", *(f"data/{name}" for name in PROMOTED)], label="promote.dvc_add")
         self.seam("promote.added")
