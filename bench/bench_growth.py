@@ -294,7 +294,8 @@ def growth(args: argparse.Namespace) -> None:
 
 def teacher_load(args: argparse.Namespace) -> None:
     sys.path.insert(0, str(ROOT))
-    from ml.dataset import EncodedCache, load_teacher
+    from ml.dataset import load_teacher
+    from ml.encoded_cache import EncodedCache
     from ml.game.registry import make_game
     from ml.params import load_params
 

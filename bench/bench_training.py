@@ -16,7 +16,7 @@ import time
 import numpy as np
 import torch
 
-from ml.dataset import DecisionSet
+from ml.decisions import DecisionSet
 from ml.game.commander.actions import NUM_ACTIONS
 from ml.game.commander.encoding import OBS_DIM
 from ml.policy import PolicyNet

@@ -322,7 +322,7 @@ def run_gate(
         progress: show progress bars.
         on_deal: the SPRT's path, deal by deal (``ml.stats.sequential_test``).
         executor: where the pods of (a) and (c) are played (``ml.compute``; the figures are the same).
-        cache_dir: folder of the encoded-batch cache (``ml.dataset.EncodedCache``), or None.
+        cache_dir: folder of the encoded-batch cache (``ml.encoded_cache.EncodedCache``), or None.
         record: if given, filled with the candidate student's training record
             (``ml.supervised.build_and_train``): its checkpoint metadata, so that the next
             generation's train stage can take it instead of training again.

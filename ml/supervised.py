@@ -6,7 +6,7 @@ Loss per decision, by what the record gives:
   total probability (masked softmax) of the actions the record allows,
   ``-log sum_{a in targets} p(a)``: the cross-entropy against the recorded macro action for
   a full label, and for a partial one (a Forge attack without a target) the probability of
-  attacking anyone (``ml.dataset.DecisionSet.targets``; References: Jin & Ghahramani 2002,
+  attacking anyone (``ml.decisions.DecisionSet.targets``; References: Jin & Ghahramani 2002,
   "Learning with multiple labels");
 * the agent's distribution (PPO records of schema 2 under ``distill: kl``): the KL
   divergence ``KL(pi_agent || p_student) = sum_a pi(a) (log pi(a) - log p(a))`` over the
@@ -14,7 +14,7 @@ Loss per decision, by what the record gives:
   KL loss with temperature 1);
 
 plus ``value_coef`` times the squared error of the value head against the acting seat's game result. Each epoch draws
-``samples_per_epoch`` decisions from the source mixture (``ml.dataset.sample_mixture``), so
+``samples_per_epoch`` decisions from the source mixture (``ml.decisions.sample_mixture``), so
 the source weights hold exactly as ratios.
 """
 
@@ -33,16 +33,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ml.dataset import (
-    DecisionSet,
-    EncodedCache,
-    code_digest,
-    load_ppo,
-    load_teacher,
-    ppo_files,
-    sample_mixture,
-    teacher_files,
-)
+from ml.dataset import load_ppo, load_teacher, ppo_files, teacher_files
+from ml.decisions import DecisionSet, sample_mixture
+from ml.encoded_cache import EncodedCache, code_digest
 from ml.io import file_md5
 from ml.policy import MASKED_LOGIT, CheckpointError, PolicyNet, check_shape, load_policy
 from ml.progress import ProgressBar
@@ -242,7 +235,7 @@ def training_fingerprint(
     The files it reads (name and MD5 of each teacher batch, Forge file, card table and of
     the PPO batches of the window, in the order read), the warm start's MD5, the ``train``
     params, the game, the device and torch thread count, torch and numpy versions and the
-    code (``ml.dataset.code_digest``, this module, ``ml.policy``). Two calls give the same
+    code (``ml.encoded_cache.code_digest``, this module, ``ml.policy``). Two calls give the same
     value exactly when the student would be trained on the same data in the same way.
 
     Raises:
@@ -323,7 +316,7 @@ def build_and_train(
         nash_conv: also compute the exact NashConv figures (``ml.nashconv``; kuhn_poker and
             leduc_poker only, nothing for other games).
         on_epoch: learning-curve logger (``train_student``).
-        cache_dir: folder of the encoded-batch cache (``ml.dataset.EncodedCache``), or None.
+        cache_dir: folder of the encoded-batch cache (``ml.encoded_cache.EncodedCache``), or None.
         reuse: a student checkpoint taken as the result instead of training when its
             ``train_fingerprint`` is this call's (``training_fingerprint``): its metrics and
             learning curve are those recorded when it was trained (``on_epoch`` replays them),

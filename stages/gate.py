@@ -20,7 +20,7 @@ from pathlib import Path
 from ml.cli import stage_setup, write_metrics
 from ml.compute import ComputeError, open_executor
 from ml.curves import open_curves
-from ml.dataset import default_cache_dir
+from ml.encoded_cache import default_cache_dir
 from ml.game.registry import make_game
 from ml.gate import GateError, run_gate
 from ml.policy import load_policy, save_policy

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ml.cli import stage_setup, write_metrics
 from ml.curves import open_curves
-from ml.dataset import default_cache_dir
+from ml.encoded_cache import default_cache_dir
 from ml.game.registry import make_game
 from ml.policy import save_policy
 from ml.supervised import build_and_train

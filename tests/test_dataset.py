@@ -19,7 +19,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ml.dataset import DecisionSet, EncodedCache, in_holdout, load_ppo, load_teacher, sample_mixture
+from ml.dataset import load_ppo, load_teacher
+from ml.decisions import DecisionSet, in_holdout, sample_mixture
+from ml.encoded_cache import EncodedCache
 from ml.game.commander.actions import ACTION_INDEX, CAST_COMMANDER, attack_action
 from ml.game.commander.encoding import OBS_DIM, RecordEncoder, label_record
 from ml.game.commander.features import feature_index, feature_names
@@ -178,7 +180,7 @@ def test_encoded_cache_is_exact_and_never_trusted(tmp_path, encoder, monkeypatch
     entries = sorted(cache.directory.glob("*.npz"))
     assert len(entries) == 1 + len(list(FORGE.glob("ml-decisions-*.jsonl")))
     with monkeypatch.context() as m:  # a warm cache parses nothing
-        m.setattr("ml.dataset.read_records", lambda *a, **k: pytest.fail("parsed a cached file"))
+        m.setattr("ml.encoded_cache.read_records", lambda *a, **k: pytest.fail("parsed a cached file"))
         warm = load_teacher([tmp_path / "t"], 0.12, forge_encoder, [FORGE], cache=cache)
     for got in (cold, warm):
         _same_sets(got[0], want[0])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ml.dataset import DecisionSet
+from ml.decisions import DecisionSet
 from ml.policy import MASKED_LOGIT
 from ml.supervised import StudentConfig, imitation_loss, train_student
 

@@ -44,7 +44,8 @@ import torch
 import yaml
 
 import loop
-from ml.dataset import DecisionSet, encode_records, load_teacher
+from ml.dataset import load_teacher
+from ml.decisions import DecisionSet, encode_records
 from ml.driver.forge_import import FORGE_DIR, foreign_teacher_files, format_report, import_command, import_files
 from ml.game.commander.actions import NUM_ACTIONS, attack_action
 from ml.game.commander.encoding import RecordEncoder, label_record

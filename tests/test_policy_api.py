@@ -26,7 +26,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from ml.api.policy import add_policy_routes
-from ml.dataset import in_holdout
+from ml.decisions import in_holdout
 from ml.game.commander.actions import ACTION_INDEX, MACRO_ACTIONS, MAX_POD
 from ml.game.commander.encoding import OBS_DIM, RecordEncoder
 from ml.game.commander.features import feature_names

@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from ml import progress
-from ml.dataset import sample_mixture
+from ml.decisions import sample_mixture
 from ml.driver.workspace import LoopError, Workspace
 from ml.progress import LINE_EVERY_ENV, DvcOutputFilter, ProgressBar, line_interval_s, progress_line
 from tests.conftest import ROOT, git, tiny_params
