@@ -1,7 +1,7 @@
 """Measurement: the heuristic teacher against random players, by pod size (issue 2's 60% item).
 
 Prints, for each pod size, the heuristic's first places against ``pod_size - 1`` random
-players in seat-rotated duplicate deals (``ml.gate.pod_win_rate``: the same deal replayed
+players in seat-rotated duplicate deals (``ml.deals.pod_win_rate``: the same deal replayed
 with the heuristic in every seat), with the 95% interval by deal, the draw share and the
 parity reference ``1 / pod_size`` measured by the same function in the same run
 (a random player against random players). Not a speed benchmark: it reproduces the table
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import argparse
 
+from ml.deals import pod_win_rate
 from ml.game.commander.actions import MAX_POD
 from ml.game.commander.rules import MIN_POD
-from ml.gate import pod_win_rate
 from ml.rollout import Controller
 
 TARGET = 0.60

@@ -28,22 +28,21 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterator
-from itertools import count, islice
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
-import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from ml.compute import LOCAL, Executor, chunk_seed
+from ml.compute import LOCAL, Executor
+from ml.deals import duplicate_deal_outcomes
 from ml.game.registry import GameSpec
 from ml.policy import PolicyNet, load_policy
 from ml.progress import ProgressBar
 from ml.records import iter_games, read_records, scan_batches
-from ml.rollout import Controller, play_games, rotated_seatings
-from ml.stats import SPRT, DealTally, mcnemar_regression, sequential_test, student_non_inferiority
+from ml.rollout import Controller
+from ml.stats import SPRT, mcnemar_regression, sequential_test, student_non_inferiority
 from ml.supervised import build_and_train, predict
 
 if TYPE_CHECKING:
@@ -62,76 +61,6 @@ class _PodArgs(TypedDict):
     num_envs: int
     game: GameSpec
     executor: Executor
-
-
-def _deal_chunk(task: tuple[list[int], int], setup: tuple) -> list[list[bool | None]]:
-    """Play one chunk of duplicate deals (``duplicate_deal_outcomes``): per deal, the candidate's first places."""
-    deal_seeds, torch_seed = task
-    controllers, pod_size, max_turns, num_envs, encoder, game = setup
-    seeds = [s for s in deal_seeds for _ in range(pod_size)]
-    seatings = rotated_seatings(len(seeds), pod_size, "candidate", lambda g: ["opponent"] * (pod_size - 1))
-    results = sorted(
-        play_games(
-            seatings, seeds, controllers, pod_size=pod_size, max_turns=max_turns, num_envs=num_envs, encoder=encoder,
-            generator=torch.Generator().manual_seed(torch_seed), game=game,
-        ),
-        key=lambda r: r.index,
-    )  # fmt: skip
-    deals = [results[d * pod_size : (d + 1) * pod_size] for d in range(len(deal_seeds))]
-    return [[None if r.winner is None else r.winner == r.seats.index("candidate") for r in deal] for deal in deals]
-
-
-def duplicate_deal_outcomes(
-    candidate: Controller,
-    opponent: Controller,
-    *,
-    pod_size: int,
-    max_turns: int = 30,
-    num_envs: int,
-    seed: int,
-    encoder: Any = None,
-    deals_per_chunk: int = 16,
-    game: GameSpec | None = None,
-    executor: Executor = LOCAL,
-) -> Iterator[list[bool | None]]:
-    """Seat-rotated duplicate deals: each deal (one game seed: same shuffled decks and seat
-    order, or the same chance outcomes of an OpenSpiel game) is replayed ``pod_size`` times
-    with the candidate in each seat and ``opponent`` in the others. Yields, per deal in order,
-    the candidate's first places. Endless: the caller stops (chunks of ``deals_per_chunk``
-    deals are played at once, batched, chunk ``k`` sampling with ``ml.compute.chunk_seed(seed, k)``;
-    the executor plays chunks ahead, here or on a Ray cluster, with the same outcomes).
-    ``game`` (``ml.game.registry``) defaults to the commander of ``pod_size`` and ``max_turns``;
-    its players must number ``pod_size``.
-
-    Args:
-        candidate: the controller measured.
-        opponent: the controller of every other seat.
-        pod_size: players per game (games per deal).
-        max_turns: turn cap in rounds (commander only).
-        num_envs: games played at once.
-        seed: seeds the deal seeds and the action sampling.
-        encoder: the commander's observation encoder (None: a new one).
-        deals_per_chunk: deals played per batch of games.
-        game: the game (None: the commander).
-        executor: where the chunks are played (``ml.compute.make_executor``); the controllers go
-            to it once.
-
-    Returns:
-        An endless iterator of ``list[bool | None]`` of length ``pod_size`` per deal: True
-        for a first place of the candidate, False for another's, None for a draw.
-
-    Raises:
-        ml.compute.ComputeError: the Ray cluster was lost mid-stage.
-    """
-    setup = executor.share(({"candidate": candidate, "opponent": opponent}, pod_size, max_turns, num_envs, encoder, game))
-
-    def tasks() -> Iterator[tuple[list[int], int]]:
-        rng = np.random.default_rng(seed)
-        for k in count():
-            yield [int(x) for x in rng.integers(0, 2**31 - 1, size=deals_per_chunk)], chunk_seed(seed, k)
-
-    for chunk in executor.imap(_deal_chunk, tasks(), setup):
-        yield from chunk
 
 
 def batch_quality(batch: Path) -> dict:
@@ -372,45 +301,3 @@ def run_gate(
     metrics["gate/candidate_batch"] = batches[0].name
     metrics["gate/candidate_sampled_share"] = train_metrics["train/sampled_share"]
     return candidate, metrics
-
-
-def pod_win_rate(
-    candidate: Controller,
-    opponent: Controller,
-    *,
-    games: int,
-    pod_size: int,
-    max_turns: int,
-    num_envs: int,
-    seed: int,
-    game: GameSpec | None = None,
-    progress: bool = False,
-    label: str = "",
-    executor: Executor = LOCAL,
-) -> dict:
-    """First places of ``candidate`` in pods against ``pod_size - 1`` copies of ``opponent``.
-
-    Seat-rotated duplicate deals (``duplicate_deal_outcomes``): ``games`` is rounded
-    down to whole deals of ``pod_size`` games (at least one deal); a draw is no first place.
-    ``game`` (``ml.game.registry.GameSpec``) defaults to the commander; ``executor``
-    (``ml.compute``) plays the deals, here or on a Ray cluster, with the same figures.
-
-    Returns:
-        ``games``, ``wins``, ``draws``, ``deals``, ``win_rate``, ``low``, ``high`` (95% interval
-        by deal: Wilson on the Rao-Scott effective sample size, ``ml.stats.DealTally``) and
-        ``design_effect``.
-    """
-    deals = duplicate_deal_outcomes(
-        candidate, opponent, pod_size=pod_size, max_turns=max_turns, num_envs=num_envs, seed=seed, encoder=None, game=game,
-        executor=executor,
-    )  # fmt: skip
-    n_deals = max(1, games // pod_size)
-    tally, draws = DealTally(), 0
-    for deal in ProgressBar(islice(deals, n_deals), total=n_deals, desc=label, unit="deal", disable=not progress):
-        tally.add(sum(1 for x in deal if x), len(deal))
-        draws += sum(1 for x in deal if x is None)
-    low, high = tally.interval()
-    return {
-        "games": tally.trials, "wins": tally.successes, "draws": draws, "deals": tally.deals,
-        "win_rate": tally.rate, "low": low, "high": high, "design_effect": tally.design_effect(),
-    }  # fmt: skip

@@ -24,9 +24,9 @@ ray = pytest.importorskip("ray", reason='Ray is not installed: pip install -e ".
 
 from ml.collect import Collector, CollectSettings  # noqa: E402
 from ml.compute import ComputeError, make_executor  # noqa: E402
+from ml.deals import duplicate_deal_outcomes  # noqa: E402
 from ml.export import export_batch  # noqa: E402
 from ml.game.registry import commander  # noqa: E402
-from ml.gate import duplicate_deal_outcomes  # noqa: E402
 from ml.params import SelfplayParams  # noqa: E402
 from ml.params_sections import ComputeParams  # noqa: E402
 from ml.policy import PolicyNet  # noqa: E402

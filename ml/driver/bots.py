@@ -4,7 +4,7 @@
 ``dvc.lock`` recorded) to ``bots/promoted/<name>.pt``: the policy checkpoint format
 (``ml.policy.CHECKPOINT_FORMAT``) plus ``bot_format`` and the provenance in its meta, and
 ``dvc add``s the folder. ``final_report`` plays the final student against every promoted
-bot in seat-rotated duplicate deals (informational: it decides nothing); ``ml.gate.pod_win_rate``
+bot in seat-rotated duplicate deals (informational: it decides nothing); ``ml.deals.pod_win_rate``
 is that measurement for any two controllers (``loop.py eval`` uses it against the teacher).
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from ml.compute import LOCAL, Executor
-from ml.gate import pod_win_rate
+from ml.deals import pod_win_rate
 from ml.policy import PolicyNet, load_policy, save_policy
 from ml.rollout import Controller
 

@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 from ml.compute import open_executor
+from ml.deals import pod_win_rate
 from ml.driver import history
 from ml.driver.orchestrator import Loop
 from ml.driver.state import HISTORY_FILE
 from ml.game.registry import make_game
-from ml.gate import pod_win_rate
 from ml.io import atomic_write_json, read_json
 from ml.params import load_params
 from ml.policy import CheckpointError, check_shape, load_policy
