@@ -216,7 +216,6 @@ class Run:
 
     def load(self, pool_dirs: list[Path]) -> float:
         """Seconds ``build_and_train`` takes with training skipped (a fresh process's memos cleared)."""
-        import ml.dataset as dataset
         import ml.supervised as supervised
         from ml.game.registry import make_game
         from ml.params import load_params
@@ -225,7 +224,9 @@ class Run:
         params = load_params(self.root / "params.yaml")
         cfg = params.train.model_copy(update={"ppo_window": 1})
         game = make_game(params.game, params.teacher)
-        getattr(dataset, "_MD5_MEMO", {}).clear()
+        import ml.io
+
+        getattr(ml.io, "_MD5_MEMO", {}).clear()
         saved = supervised.train_student
         supervised.train_student = lambda train, *a, **k: (
             PolicyNet(train.obs.shape[1], (8,), train.action_mask.shape[1]),
@@ -294,6 +295,7 @@ def growth(args: argparse.Namespace) -> None:
 
 def teacher_load(args: argparse.Namespace) -> None:
     sys.path.insert(0, str(ROOT))
+    import ml.io
     from ml.dataset import EncodedCache, load_teacher
     from ml.game.registry import make_game
     from ml.params import load_params
@@ -311,6 +313,7 @@ def teacher_load(args: argparse.Namespace) -> None:
     print(f"teacher batch {path.stat().st_size / 1e6:.0f} MB")
     rows = []
     for label, c in (("parsed (no cache, as before)", None), ("first load (parse + cache)", cache), ("cached", cache)):
+        ml.io._MD5_MEMO.clear()  # a stage is a fresh process: it hashes the file again
         s = time.perf_counter()
         train, hold, _ = load_teacher([folder], params.train.holdout_fraction, encoder, cache=c)
         rows.append((label, time.perf_counter() - s))
