@@ -2,7 +2,8 @@
 
 Fills a run with 1, 10 and 100 accepted PPO batches of realistic size (``--batch-mb``, 35 MB
 of JSONL each: a real export batch of an untrained agent, replicated with new game ids, so
-the benchmark stays fast), then times attempts as the loop runs them:
+the benchmark stays fast; won games only, as ``export.only_wins`` writes them), then times
+attempts as the loop runs them:
 
 * ``merge``: ``dvc repro --single-item merge`` (the merge stage of ``dvc.yaml``, in a
   pipeline of its own: DVC checks its deps, runs it and commits ``data/merged``),
@@ -67,7 +68,7 @@ def _seed_lines(tmp: Path, source: str, code: Path) -> list[tuple[str, str, str]
         from ml.policy import PolicyNet
 
         net = PolicyNet(game.obs_dim, (64,), game.num_actions)
-        export_batch(net, out, batch_id="seed", model_version="gen-000-a1", generation=0, games=24, only_wins=False,
+        export_batch(net, out, batch_id="seed", model_version="gen-000-a1", generation=0, games=48, only_wins=True,
                      pod_size=4, max_turns=30, num_envs=8, seed=1, progress=False, game=game)  # fmt: skip
     else:
         from ml.teacher import write_teacher_batch
@@ -265,7 +266,7 @@ def growth(args: argparse.Namespace) -> None:
             seed = seed or _seed_lines(work, "ppo", code)
             write_batch(path, seed, f"b{i}", args.batch_mb)
         batches.append(path)
-    teacher = shared / f"ml-decisions-sim-teacher-{args.teacher_mb}mb.jsonl"
+    teacher = shared / f"ml-decisions-sim-teacher-{round(args.teacher_mb)}mb.jsonl"  # a name ml.records reads
     if not teacher.exists():
         write_batch(teacher, _seed_lines(work, "sim", code), "t", args.teacher_mb)
     print(f"code: {code}  batch: {batches[0].stat().st_size / 1e6:.1f} MB  teacher: {teacher.stat().st_size / 1e6:.1f} MB")
