@@ -2,7 +2,8 @@
 
 Fills a run with 1, 10 and 100 accepted PPO batches of realistic size (``--batch-mb``, 35 MB
 of JSONL each: a real export batch of an untrained agent, replicated with new game ids, so
-the benchmark stays fast), then times attempts as the loop runs them:
+the benchmark stays fast; won games only, as ``export.only_wins`` writes them), then times
+attempts as the loop runs them:
 
 * ``merge``: ``dvc repro --single-item merge`` (the merge stage of ``dvc.yaml``, in a
   pipeline of its own: DVC checks its deps, runs it and commits ``data/merged``),
@@ -67,7 +68,7 @@ def _seed_lines(tmp: Path, source: str, code: Path) -> list[tuple[str, str, str]
         from ml.policy import PolicyNet
 
         net = PolicyNet(game.obs_dim, (64,), game.num_actions)
-        export_batch(net, out, batch_id="seed", model_version="gen-000-a1", generation=0, games=24, only_wins=False,
+        export_batch(net, out, batch_id="seed", model_version="gen-000-a1", generation=0, games=48, only_wins=True,
                      pod_size=4, max_turns=30, num_envs=8, seed=1, progress=False, game=game)  # fmt: skip
     else:
         from ml.teacher import write_teacher_batch
@@ -216,7 +217,6 @@ class Run:
 
     def load(self, pool_dirs: list[Path]) -> float:
         """Seconds ``build_and_train`` takes with training skipped (a fresh process's memos cleared)."""
-        import ml.dataset as dataset
         import ml.supervised as supervised
         from ml.game.registry import make_game
         from ml.params import load_params
@@ -225,7 +225,9 @@ class Run:
         params = load_params(self.root / "params.yaml")
         cfg = params.train.model_copy(update={"ppo_window": 1})
         game = make_game(params.game, params.teacher)
-        getattr(dataset, "_MD5_MEMO", {}).clear()
+        import ml.io
+
+        getattr(ml.io, "_MD5_MEMO", {}).clear()
         saved = supervised.train_student
         supervised.train_student = lambda train, *a, **k: (
             PolicyNet(train.obs.shape[1], (8,), train.action_mask.shape[1]),
@@ -264,7 +266,7 @@ def growth(args: argparse.Namespace) -> None:
             seed = seed or _seed_lines(work, "ppo", code)
             write_batch(path, seed, f"b{i}", args.batch_mb)
         batches.append(path)
-    teacher = shared / f"ml-decisions-sim-teacher-{args.teacher_mb}mb.jsonl"
+    teacher = shared / f"ml-decisions-sim-teacher-{round(args.teacher_mb)}mb.jsonl"  # a name ml.records reads
     if not teacher.exists():
         write_batch(teacher, _seed_lines(work, "sim", code), "t", args.teacher_mb)
     print(f"code: {code}  batch: {batches[0].stat().st_size / 1e6:.1f} MB  teacher: {teacher.stat().st_size / 1e6:.1f} MB")
@@ -294,6 +296,7 @@ def growth(args: argparse.Namespace) -> None:
 
 def teacher_load(args: argparse.Namespace) -> None:
     sys.path.insert(0, str(ROOT))
+    import ml.io
     from ml.dataset import load_teacher
     from ml.encoded_cache import EncodedCache
     from ml.game.registry import make_game
@@ -312,6 +315,7 @@ def teacher_load(args: argparse.Namespace) -> None:
     print(f"teacher batch {path.stat().st_size / 1e6:.0f} MB")
     rows = []
     for label, c in (("parsed (no cache, as before)", None), ("first load (parse + cache)", cache), ("cached", cache)):
+        ml.io._MD5_MEMO.clear()  # a stage is a fresh process: it hashes the file again
         s = time.perf_counter()
         train, hold, _ = load_teacher([folder], params.train.holdout_fraction, encoder, cache=c)
         rows.append((label, time.perf_counter() - s))

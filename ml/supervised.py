@@ -382,7 +382,10 @@ def build_and_train(
     if record is not None:
         # not the wall-clock speed: the checkpoint's bytes must not depend on the machine's load
         kept = {k: v for k, v in metrics.items() if k not in ("train/reused", "train/seed", "train/samples_per_s")}
-        record.update(train_fingerprint=fingerprint, train_seed=seed, train_metrics=kept, train_curve=curve)
+        doc = {"train_fingerprint": fingerprint, "train_seed": seed, "train_metrics": kept, "train_curve": curve}
+        # through JSON: plain values without shared objects, so the pickled checkpoint's bytes do
+        # not depend on which strings happened to be one object (a cached or a parsed dataset)
+        record.update(json.loads(json.dumps(doc)))
     if nash_conv:
         from ml.nashconv import nash_conv_metrics  # lazy: loads open_spiel's algorithms only when asked
 
