@@ -203,7 +203,7 @@ def test_stages_with_stderr_on_a_pipe_print_progress_lines(tmp_path: Path):
 
 def test_renormalising_is_said_once(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
     monkeypatch.setattr(progress, "_said", set())
-    caplog.set_level(logging.INFO, logger="ml.dataset")
+    caplog.set_level(logging.INFO, logger="ml.decisions")
     data = _fake_set({"sim": 100})
     for epoch in range(6):
         sample_mixture(data, {"sim": 1.0, "ppo": 0.5}, 100, np.random.default_rng(epoch))
