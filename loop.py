@@ -60,7 +60,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="win rate of each accepted generation's student (greedy) in pods against the teacher",
         description="Plays each accepted generation's student greedily in seat-rotated duplicate deals against "
         "pod_size - 1 teachers, on deals no stage ever played (seed: base.seed), and prints the win rate with its 95% "
-        "Wilson interval, the gate's win rate of that generation's PPO agent, the student's Elo and the PPO share of "
+        "interval by deal, the gate's win rate of that generation's PPO agent, the student's Elo and the PPO share of "
         "its training set. Reads the run's params.yaml and state; changes nothing. "
         "(--repo goes before the subcommand: python loop.py --repo PATH eval.)",
     )

@@ -29,7 +29,7 @@ from ml.collect import Collector, CollectSettings
 from ml.compute import make_executor
 from ml.game.registry import commander
 from ml.params import SelfplayParams
-from ml.params_compute import ComputeParams
+from ml.params_sections import ComputeParams
 from ml.policy import PolicyNet
 from ml.ppo import PPOConfig, train_ppo
 

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from ml.params_compute import ComputeParams
+    from ml.params_sections import ComputeParams
 
 logger = logging.getLogger(__name__)
 

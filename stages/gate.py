@@ -23,6 +23,7 @@ from ml.curves import open_curves
 from ml.encoded_cache import default_cache_dir
 from ml.game.registry import make_game
 from ml.gate import GateError, run_gate
+from ml.io import DataFileError
 from ml.policy import load_policy, save_policy
 
 
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
                 device=params.base.torch_device, progress=args.progress, on_deal=curves.log if curves else None,
                 executor=executor, cache_dir=default_cache_dir(), record=record,
             )  # fmt: skip
-    except (GateError, ComputeError) as e:
+    except (GateError, ComputeError, DataFileError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     save_policy(

@@ -24,7 +24,8 @@ from ml.cli import stage_setup, write_metrics
 from ml.curves import open_curves
 from ml.encoded_cache import default_cache_dir
 from ml.game.registry import make_game
-from ml.policy import save_policy
+from ml.io import DataFileError
+from ml.policy import CheckpointError, save_policy
 from ml.supervised import build_and_train
 
 
@@ -42,20 +43,24 @@ def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("train", __doc__, argv, _args)
     curves = open_curves(args.plots)
     generation = params.run.generation
-    net, metrics, _ = build_and_train(
-        params.train,
-        make_game(params.game, params.teacher),
-        args.teacher,
-        args.forge,
-        [args.pool],
-        seed=params.stage_seed("train"),
-        device=params.base.torch_device,
-        progress=args.progress,
-        nash_conv=True,  # kuhn_poker and leduc_poker only
-        on_epoch=curves.log if curves else None,
-        cache_dir=default_cache_dir(),
-        reuse=args.reuse / "student.pt" if args.reuse else None,
-    )
+    try:
+        net, metrics, _ = build_and_train(
+            params.train,
+            make_game(params.game, params.teacher),
+            args.teacher,
+            args.forge,
+            [args.pool],
+            seed=params.stage_seed("train"),
+            device=params.base.torch_device,
+            progress=args.progress,
+            nash_conv=True,  # kuhn_poker and leduc_poker only
+            on_epoch=curves.log if curves else None,
+            cache_dir=default_cache_dir(),
+            reuse=args.reuse / "student.pt" if args.reuse else None,
+        )
+    except (DataFileError, CheckpointError, ValueError) as e:  # a bad record, checkpoint or mixture: one line
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     meta = {"role": "student", "generation": generation, "model_version": f"student-gen-{generation:03d}"}
     save_policy(net, args.out, {**meta, "train_seed": metrics["train/seed"]})  # the gate pairs its candidate with it
     if curves:
