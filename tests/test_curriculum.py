@@ -395,7 +395,9 @@ def test_params_after_the_curriculum_are_byte_identical(tmp_path: Path, style: s
             assert params.train.init_checkpoint == "data/seed/seed.pt" and params.selfplay.total_steps == 100000
         if state.phase_name == "gauntlet":
             assert params.selfplay.frozen_names == ["gen001"] and params.train.init_checkpoint is None
-            assert params.selfplay.total_steps == base.selfplay.total_steps and params.train.ppo_window == base.train.ppo_window  # restored
+            assert (
+                params.selfplay.total_steps == base.selfplay.total_steps and params.train.ppo_window == base.train.ppo_window
+            )  # restored
         state = after_attempt(state, generation, attempt, accepted, params, [])
         if not accepted:
             state.nudges = {"selfplay.total_steps": 250_000}  # the suggester, for the retry
