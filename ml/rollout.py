@@ -178,7 +178,9 @@ def play_games(
     slots: list[_Slot] = []
     tracked = 0
     while pending or slots:
-        while pending and len(slots) < num_envs and (budget is None or tracked < budget):
+        if budget is not None and tracked >= budget:
+            pending.clear()  # no new game; the games in flight play on
+        while pending and len(slots) < num_envs:
             slots.append(_start(pending.pop(), seatings, game_seeds, controllers, game, encoder, log_seats, track_seats))
         groups: dict[str, list[_Slot]] = {}
         still: list[_Slot] = []
@@ -190,8 +192,6 @@ def play_games(
             else:
                 yield _finish(slot)
         slots = still
-        if not slots and budget is not None and tracked >= budget:
-            break
         for key in sorted(groups):
             tracked += _decide(controllers[key], groups[key], generator)
 

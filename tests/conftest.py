@@ -32,6 +32,8 @@ TINY = {
     "rating": {"games": 16, "report_games": 8},
     "loop": {"max_generations": 2, "max_retries": 1},
 }
+REJECTING_GATE = {**TINY["gate"], "gated": True, "target_win_rate": 0.9}
+"""The TINY gate, gated, with a strength target no tiny PPO agent reaches: every batch is rejected."""
 
 
 def tiny_params(overrides: dict | None = None) -> dict:

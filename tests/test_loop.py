@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from ml.driver.state import RUNTIME_DIR
-from tests.conftest import attempt_commits, git, make_project_copy, out_hashes, run_loop, tiny_params
+from tests.conftest import REJECTING_GATE, attempt_commits, git, make_project_copy, out_hashes, run_loop, tiny_params
 
 pytestmark = pytest.mark.expensive
 DVC = [sys.executable, "-m", "dvc"]
@@ -105,18 +105,7 @@ def test_two_generations_commit_and_restore(finished_run):
 def test_rejection_blocks_and_overrides(tmp_path: Path):
     repo = make_project_copy(
         tmp_path / "repo",
-        tiny_params(
-            {
-                "gate": {
-                    "gated": True,
-                    "target_win_rate": 0.9,
-                    "min_games": 8,
-                    "max_games": 40,
-                    "student_games": 16,
-                    "student_min_games": 8,
-                }
-            }
-        ),
+        tiny_params({"gate": REJECTING_GATE}),
     )
     res = run_loop(repo)
     assert res.returncode == 3 and "BLOCKED" in res.stdout, res.stdout[-2000:] + res.stderr[-2000:]

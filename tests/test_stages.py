@@ -23,7 +23,7 @@ from ml.game.commander.encoding import RecordEncoder, label_record
 from ml.policy import load_policy
 from ml.records import read_records, scan_batches
 from stages import gate, merge, teacher, train
-from tests.conftest import TINY, Pipeline, tiny_params
+from tests.conftest import REJECTING_GATE, TINY, Pipeline, tiny_params
 
 
 def _params(tmp: Path, **over) -> Path:
@@ -82,17 +82,7 @@ def test_merge_accepted_and_rejected(pipeline: Pipeline, tmp_path):
     assert [p.name for p in (d["merged"] / "frozen").iterdir()] == ["gen000.pt"]
     assert [p.name for p in (d["merged"] / "students").iterdir()] == ["gen000.pt"]
     assert not list((d["merged"] / "rejected").iterdir())
-    strict = _params(
-        tmp_path,
-        gate={
-            "gated": True,
-            "target_win_rate": 0.9,
-            "min_games": 8,
-            "max_games": 40,
-            "student_games": 16,
-            "student_min_games": 8,
-        },
-    )
+    strict = _params(tmp_path, gate=REJECTING_GATE)
     gate_json = tmp_path / "gate.json"
     assert gate.main(["--params", str(strict), "--no-progress", *gate_args, "--metrics", str(gate_json)]) == 0
     verdict = json.loads(gate_json.read_text())
