@@ -134,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     except (LoopError, PromoteError, ParamsError) as e:
         print(f"loop.py: {e}", file=sys.stderr)
         if running:  # a refused command line (bad profile, dirty tree, promote) leaves the run's status as it was
-            loop.write_status("error", message=str(e)[-2000:])
+            detail = getattr(e, "detail", "")
+            loop.write_status("error", message=(f"{e}\n{detail}" if detail else str(e))[-2000:])
         return 2
     except KeyboardInterrupt:
         print("\ninterrupted: run `python loop.py` again to resume where it stopped.", file=sys.stderr)

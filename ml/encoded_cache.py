@@ -33,6 +33,11 @@ ENCODED_CACHE_FORMAT = 2
 (2: the agent's ``policy`` of schema-2 PPO records)."""
 ENCODED_CACHE_ENV = "DISTILL_ENCODED_CACHE"
 """Environment variable naming the encoded-batch cache folder (``off``: no cache)."""
+ENCODED_CACHE_MAX_MB_ENV = "DISTILL_ENCODED_CACHE_MAX_MB"
+"""Environment variable: the cache's size cap in MiB (default ``DEFAULT_MAX_MB``)."""
+DEFAULT_MAX_MB = 4096
+"""Default cap of the cache folder, MiB: room for the `full` profile's teacher batch (~120 MiB
+encoded), the newest PPO batches and a few code versions; least recently used entries go first."""
 _CODE_FILES = ("decisions.py", "encoded_cache.py", "dataset.py", "records.py", "record_schema.py")
 
 
@@ -86,6 +91,54 @@ class EncodedCache:
     def entry(self, md5: str) -> Path:
         """The cache file of a decision file whose MD5 is ``md5``."""
         return self.directory / f"{md5}-{self.key[:16]}.npz"
+
+    def prune(self, max_bytes: int, keep: Path | None = None) -> list[Path]:
+        """Delete the least recently used entries (by mtime: a read touches its entry) until the
+        folder's entries total at most ``max_bytes``; ``keep`` is never deleted. Entries of
+        other keys (older code, other encoders) count and go the same way, so the cache stays
+        flat however many generations a run accepts.
+
+        Returns:
+            the deleted entries, oldest first.
+        """
+        entries = []
+        for p in self.directory.glob("*.npz"):
+            try:
+                st = p.stat()
+            except FileNotFoundError:  # another stage pruned it
+                continue
+            entries.append((st.st_mtime_ns, st.st_size, p))
+        total = sum(size for _, size, _ in entries)
+        deleted = []
+        for _, size, p in sorted(entries, key=lambda e: (e[0], e[2].name)):
+            if total <= max_bytes:
+                break
+            if keep is not None and p == keep:
+                continue
+            p.unlink(missing_ok=True)
+            total -= size
+            deleted.append(p)
+        if deleted:
+            logger.info(
+                "encoded cache: %d least recently used entries deleted (cap %.0f MiB)", len(deleted), max_bytes / 2**20
+            )
+        return deleted
+
+
+def max_cache_bytes() -> int:
+    """The cache's size cap in bytes: ``$DISTILL_ENCODED_CACHE_MAX_MB`` MiB, else ``DEFAULT_MAX_MB``.
+
+    Raises:
+        ValueError: the variable is not a non-negative number.
+    """
+    raw = os.environ.get(ENCODED_CACHE_MAX_MB_ENV, "")
+    try:
+        mb = float(raw) if raw else float(DEFAULT_MAX_MB)
+    except ValueError:
+        mb = -1.0
+    if not mb >= 0:
+        raise ValueError(f"{ENCODED_CACHE_MAX_MB_ENV}={raw!r}: expected a size in MiB (a number >= 0)")
+    return int(mb * 2**20)
 
 
 @dataclass
@@ -192,12 +245,15 @@ def encode_file(path: Path, encoder: Encoder, cache: EncodedCache | None = None,
     entry = cache.entry(md5)
     if entry.exists():
         try:
-            return _load_entry(entry, md5, cache.key)
+            enc = _load_entry(entry, md5, cache.key)
+            os.utime(entry)  # recently used: pruned last
+            return enc
         except Exception as e:  # damaged, truncated or foreign: rebuilt, never trusted
             logger.warning("%s: unreadable encoded-cache entry (%s); re-encoding %s", entry, e, path.name)
     enc = _encode_file(path, encoder, tolerant)
     try:
         _save_entry(entry, enc, md5, cache.key)
+        cache.prune(max_cache_bytes(), keep=entry)
     except OSError as e:  # a full disk costs speed, never the stage
         logger.warning("%s: could not write the encoded-cache entry (%s)", entry, e)
     return enc

@@ -27,6 +27,9 @@ from ml.io import TMP_SUFFIX, file_md5
 from ml.records import scan_batches
 
 FOLDERS = ("pool", "rejected", "frozen", "students", "next_student")
+APPEND_ONLY = ("pool", "rejected", "frozen", "students")
+"""Folders the merge only adds to (it carries every current file forward): a file of one that
+is missing from the merge output was put there by hand after the merge."""
 """The merged folders, in the order they are copied (``dvc.yaml`` stage ``merge``)."""
 
 
@@ -121,6 +124,21 @@ def same_file(a: Path, b: Path) -> bool:
     if a.samefile(b):
         return True
     return a.stat().st_size == b.stat().st_size and file_md5(a) == file_md5(b)
+
+
+def unmerged_files(merged: Path, data: Path, names: Iterable[str] = APPEND_ONLY) -> list[Path]:
+    """Files of ``data/<name>`` that ``merged/<name>`` lacks, for the append-only folders among ``names``:
+    files put there by hand since the last merge, which promotion would delete (sorted).
+    Empty when ``merged`` does not exist (no merge yet: nothing is promoted)."""
+    if not merged.is_dir():
+        return []
+    out = []
+    for name in names:
+        src, dst = merged / name, data / name
+        if name in APPEND_ONLY and dst.is_dir():
+            want = {f.name for f in src.iterdir()} if src.is_dir() else set()
+            out += sorted(f for f in dst.iterdir() if f.name not in want)
+    return out
 
 
 def promote_folders(

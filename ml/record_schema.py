@@ -154,16 +154,28 @@ def check_schema_version(v: int | None) -> int | None:
     return v
 
 
-def check_policy(policy: list[float] | None, mask: list[int] | None, num_actions: int | None) -> None:
-    """Raise FieldProblem unless ``policy`` is a distribution over the legal actions.
+POLICY_SINCE_VERSION = 2
+"""The first ``schema_version`` whose records may carry ``policy``."""
+
+
+def check_policy(
+    policy: list[float] | None, mask: list[int] | None, num_actions: int | None, schema_version: int | None = None
+) -> None:
+    """Raise FieldProblem unless ``policy`` is a distribution over the legal actions, in a record
+    whose version has the field.
 
     Args:
         policy: float[num_actions] probabilities, or None (no check).
         mask: int[num_actions] legal actions of the record, or None.
         num_actions: the game's action count (None: the mask's length, if any).
+        schema_version: the record's version (None: unversioned, as a Forge line; not checked).
     """
     if policy is None:
         return
+    if schema_version is not None and schema_version < POLICY_SINCE_VERSION:
+        raise FieldProblem(
+            "policy", f"schema_version {schema_version} has no policy (added in version {POLICY_SINCE_VERSION})"
+        )
     size = num_actions if num_actions is not None else (len(mask) if mask is not None else len(policy))
     if len(policy) != size:
         raise FieldProblem("policy", f"{len(policy)} probabilities, the game has {size} actions")
@@ -249,7 +261,7 @@ class OpenSpielRecord(RecordModel):
             raise FieldProblem("game_outcome", f"{self.game_outcome!r} in a game of {self.num_players} players")
         if self.source == "ppo":
             check_complete(self, OPENSPIEL_PPO_REQUIRED)
-        check_policy(self.policy, self.action_mask, None)
+        check_policy(self.policy, self.action_mask, None, self.schema_version)
         if self.action_mask is not None:
             if self.action.action_idx >= len(self.action_mask):
                 raise FieldProblem(

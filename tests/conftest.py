@@ -21,7 +21,14 @@ ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 # stages run in process write their encoded-batch cache here, not into this checkout's .dvc/tmp;
 # a loop run (run_loop) uses its own repository's default
+_OWN_CACHE = "DISTILL_ENCODED_CACHE" not in os.environ  # this process made the folder: it removes it
 ENCODED_CACHE = os.environ.setdefault("DISTILL_ENCODED_CACHE", tempfile.mkdtemp(prefix="distill-encoded-"))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _OWN_CACHE:
+        shutil.rmtree(ENCODED_CACHE, ignore_errors=True)
+
 
 TINY = {
     "teacher": {"games": 24},

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -21,11 +22,12 @@ import pytest
 
 from ml.dataset import load_ppo, load_teacher
 from ml.decisions import DecisionSet, in_holdout, sample_mixture
-from ml.encoded_cache import EncodedCache
+from ml.encoded_cache import EncodedCache, encode_file
 from ml.game.commander.actions import ACTION_INDEX, CAST_COMMANDER, attack_action
 from ml.game.commander.encoding import OBS_DIM, RecordEncoder, label_record
 from ml.game.commander.features import feature_index, feature_names
 from ml.game.commander.forge import ForgeEncoder
+from ml.io import file_md5
 from ml.records import read_records
 
 FORGE = Path(__file__).parent / "fixtures" / "forge"
@@ -191,6 +193,34 @@ def test_encoded_cache_is_exact_and_never_trusted(tmp_path, encoder, monkeypatch
     _same_sets(load_teacher([tmp_path / "t"], 0.12, forge_encoder, [FORGE], cache=cache)[0], want[0])
     assert sorted(cache.directory.glob("*.npz")) == entries and not list(cache.directory.glob("*.tmp"))
     assert EncodedCache.for_encoder(cache.directory, forge_encoder, "cards: other").key != cache.key
+
+
+def test_encoded_cache_keeps_the_recently_used_entries_under_its_cap(tmp_path, encoder, monkeypatch):
+    """The cache stays flat as a run grows: past its cap the least recently used entries go,
+    a read entry counts as used, and the entry just written always stays."""
+    forge_encoder = ForgeEncoder(encoder)
+    cache = EncodedCache.for_encoder(tmp_path / "cache", forge_encoder)
+    files = []
+    for i in range(3):
+        _write_teacher(tmp_path / f"t{i}", 20, start=100 * i)
+        files += sorted((tmp_path / f"t{i}").glob("*.jsonl"))
+    first = encode_file(files[0], forge_encoder, cache)
+    size = next(cache.directory.glob("*.npz")).stat().st_size
+    monkeypatch.setenv("DISTILL_ENCODED_CACHE_MAX_MB", str(2.5 * size / 2**20))  # room for two entries
+    encode_file(files[1], forge_encoder, cache)
+    time.sleep(0.01)
+    encode_file(files[0], forge_encoder, cache)  # read: now more recent than files[1]'s entry
+    time.sleep(0.01)
+    encode_file(files[2], forge_encoder, cache)  # a third entry: the least recently used goes
+    kept = {p.name.split("-")[0] for p in cache.directory.glob("*.npz")}
+    assert kept == {file_md5(files[0]), file_md5(files[2])}
+    _same_sets(encode_file(files[0], forge_encoder, cache).data, first.data)
+    monkeypatch.setenv("DISTILL_ENCODED_CACHE_MAX_MB", "0")  # a cap below one entry keeps the newest only
+    encode_file(files[1], forge_encoder, cache)
+    assert [p.name.split("-")[0] for p in cache.directory.glob("*.npz")] == [file_md5(files[1])]
+    monkeypatch.setenv("DISTILL_ENCODED_CACHE_MAX_MB", "lots")
+    with pytest.raises(ValueError, match="DISTILL_ENCODED_CACHE_MAX_MB='lots'"):
+        encode_file(files[2], forge_encoder, cache)
 
 
 def test_combat_features_follow_the_block_rule_and_tapped_state(encoder):

@@ -272,7 +272,10 @@ def test_streamed_dvc_output_is_filtered(tmp_path: Path, capsys: pytest.CaptureF
     assert re.findall(r"dvc: (.*?) (?:is|are) empty", capsys.readouterr().out) == ["data/merged/pool"]  # once per loop
     with pytest.raises(LoopError) as err:
         ws.run(_say(DVC_FAILED, rc=1), stream=True)
-    tail = str(err.value).split("run loop.py again to resume.\n", 1)[1]  # after the command line
+    shown = capsys.readouterr().out
+    assert shown.count("ERROR: failed to reproduce 'train'") == 1  # printed once, as it came
+    assert str(err.value).endswith("its output is above); the attempt stays in flight, run loop.py again to resume.")
+    tail = err.value.detail  # kept for the dashboard's status
     assert (
         tail.endswith("boom\nERROR: failed to reproduce 'train': failed to run: sh u.sh, exited with 3")
         and "empty" not in tail

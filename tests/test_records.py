@@ -431,3 +431,8 @@ def test_policy_is_read_and_checked(tmp_path: Path) -> None:
             list(read_records(path))
         assert info.value.field == "policy", name
         assert f"{path.name}:1" in str(info.value), name
+    path = tmp_path / "ml-decisions-ppo-v1.jsonl"  # a version-1 line cannot carry the version-2 field
+    path.write_text(json.dumps(_ppo_record(schema_version=1, action_mask=mask, policy=policy)) + "\n", encoding="utf-8")
+    with pytest.raises(RecordError, match="schema_version 1 has no policy") as info:
+        list(read_records(path))
+    assert info.value.field == "policy" and f"{path.name}:1" in str(info.value)

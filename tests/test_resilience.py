@@ -75,6 +75,25 @@ def test_promotion_converges_and_never_feeds_an_attempt_its_own_output(loop: Loo
     assert sorted(p.name for p in (repo / "data/pool").iterdir()) == ["ml-decisions-ppo-gen000-a1.jsonl"]
 
 
+def test_promotion_refuses_to_delete_a_file_put_in_by_hand(loop: Loop):
+    """A file dropped into data/pool after the merge is not in data/merged/pool: promotion
+    would delete it, so it refuses, names it, and changes nothing."""
+    repo = loop.root
+    loop.ensure_data_dirs()
+    _merged_output(repo)
+    mine = repo / "data/pool/ml-decisions-mine.jsonl"
+    mine.write_text("my own batch\n")
+    flight = loop.begin(loop.load_state())
+    with pytest.raises(LoopError, match=r"data/pool/ml-decisions-mine.jsonl\n.*promotion would delete them") as err:
+        loop.promote(flight)
+    assert "import-forge" in str(err.value)
+    assert mine.read_text() == "my own batch\n" and not (repo / "data/pool/ml-decisions-ppo-gen000-a1.jsonl").exists()
+    assert not loop.load_state().in_flight.promoted
+    mine.unlink()  # moved out: the next run promotes
+    loop.promote(loop.load_state().in_flight)
+    assert [p.name for p in (repo / "data/pool").iterdir()] == ["ml-decisions-ppo-gen000-a1.jsonl"]
+
+
 def test_stale_index_lock_is_cleared_at_start(loop: Loop):
     lock = loop.root / ".git/index.lock"
     lock.touch()

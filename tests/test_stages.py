@@ -153,3 +153,24 @@ def test_bad_params_exit_2(tmp_path, capsys):
         teacher.main(["--params", str(bad), "--out", str(tmp_path / "t"), "--metrics", str(tmp_path / "m.json")])
     assert e.value.code == 2
     assert "teacher.games" in capsys.readouterr().err
+
+
+def test_bad_record_in_the_pool_is_one_line_exit_2(pipeline: Pipeline, tmp_path, capsys):
+    """A PPO batch with a bad line stops the train stage with one line naming file, line and
+    field (no traceback), and writes no student."""
+    (batch,) = sorted((pipeline.dirs["merged"] / "pool").glob("*.jsonl"))
+    lines = batch.read_text(encoding="utf-8").splitlines()
+    rec = json.loads(lines[2])
+    rec["policy"] = [0.5] * len(rec["policy"])
+    pool = tmp_path / "pool"
+    pool.mkdir()
+    bad = pool / batch.name
+    bad.write_text("\n".join([*lines[:2], json.dumps(rec), *lines[3:]]) + "\n", encoding="utf-8")
+    out = tmp_path / "student.pt"
+    args = ["--teacher", str(pipeline.dirs["teacher"]), "--pool", str(pool), "--out", str(out)]
+    code = train.main(
+        ["--params", str(pipeline.root / "params.yaml"), "--no-progress", *args, "--metrics", str(tmp_path / "m.json")]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and not out.exists()
+    assert len(err) == 1 and err[0].startswith("error: ") and f"{batch.name}:3: policy: probabilities sum to" in err[0], err

@@ -122,6 +122,7 @@ def test_finished_without_curriculum():
     assert finished(LoopState(generation=3), params, 3) == (
         "3 generations accepted (max 3)", " Raise loop.max_generations (or --max-generations) to go on.",
     )  # fmt: skip
+    assert finished(LoopState(generation=1), params, 1)[0] == "1 generation accepted (max 1)"
     converged = LoopState(generation=1, status="done", stop_reason="converged: Elo gain within +-10.0 for 2 generations")
     assert finished(converged, params, 3) == (converged.stop_reason, "")
     assert status_after(LoopState(failures=2), params, []) == ("blocked", None)

@@ -51,7 +51,7 @@ from ml.driver.workspace import DVC, OWNED_PATHS, LoopError, Workspace
 from ml.game.registry import make_game
 from ml.gate import GateVerdict
 from ml.io import atomic_write_json, atomic_write_text, read_json
-from ml.merge import promote_folders
+from ml.merge import promote_folders, unmerged_files
 from ml.params import Params, load_params
 from ml.policy import load_policy
 from ml.ratings import format_table, rate_generation
@@ -225,11 +225,19 @@ class Loop(Workspace):
         rehash). Once done, the flag is saved; a resumed attempt never promotes its own merge output.
 
         Raises:
-            LoopError: ``dvc add`` failed (DVC's own message).
+            LoopError: ``dvc add`` failed (DVC's own message); or a promoted folder holds a file
+                the last merge lacks (put there by hand: promotion would delete it; nothing changed).
         """
         if flight.promoted:
             return
         merged = self.path("data/merged")
+        if foreign := unmerged_files(merged, self.path("data"), PROMOTED):
+            listed = "\n  ".join(str(p.relative_to(self.root)) for p in foreign)
+            raise LoopError(
+                f"files the loop did not put there (not in the last merge, data/merged):\n  {listed}\n"
+                "promotion would delete them: move them out of data/ and run again "
+                "(teacher data goes in with `python loop.py import-forge PATH`)."
+            )
         if merged.is_dir():
             promote_folders(merged, self.path("data"), PROMOTED, before_swap=lambda name: self.seam(f"promote.copy.{name}"))
         self.seam("promote.dvc_add")

@@ -40,7 +40,8 @@ def status_after(state: LoopState, params: Params, elo_history: list[dict]) -> t
     if converged(elo_history, params.loop.convergence_elo, params.loop.convergence_window):
         return (
             "done",
-            f"converged: Elo gain within +-{params.loop.convergence_elo} for {params.loop.convergence_window} generations",
+            f"converged: Elo gain within +-{params.loop.convergence_elo} for {params.loop.convergence_window} "
+            f"generation{'' if params.loop.convergence_window == 1 else 's'}",
         )
     return "running", None
 
@@ -170,7 +171,8 @@ def finished(state: LoopState, params: Params, max_generations: int) -> tuple[st
         reason = state.stop_reason or f"curriculum finished ({len(params.curriculum)} phases)"
         return reason, " Append a phase to `curriculum` in params.yaml to go on."
     if state.generation >= max_generations:
-        reason = f"{state.generation} generations accepted (max {max_generations})"
+        n = state.generation
+        reason = f"{n} generation{'' if n == 1 else 's'} accepted (max {max_generations})"
         return reason, " Raise loop.max_generations (or --max-generations) to go on."
     if state.status == "done" and "converged" in (state.stop_reason or ""):
         return state.stop_reason or "", ""

@@ -43,7 +43,16 @@ DEFAULT_IDENTITY = ("distill-loop", "distill-loop@localhost")
 
 
 class LoopError(RuntimeError):
-    """The loop cannot go on; the message says why and what to do."""
+    """The loop cannot go on; the message says why and what to do.
+
+    Attributes:
+        detail: output the user has already seen (a failed stage's last lines, streamed as it
+            ran): kept for the dashboard's status, not printed again.
+    """
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail
 
 
 class Workspace:
@@ -120,7 +129,7 @@ class Workspace:
             (``Running stage 'x':`` marks a start; empty when it ran none).
 
         Raises:
-            LoopError: it failed; the message ends with the last 40 lines shown.
+            LoopError: it failed; its ``detail`` holds the last 40 lines shown (printed once, as they came).
         """
         env = {
             **self.env,
@@ -146,9 +155,10 @@ class Workspace:
                 break
         lines.append((time.perf_counter(), pending))
         if proc.wait():
-            tail = "\n".join(shown.shown)
             raise LoopError(
-                f"{' '.join(cmd)} failed ({proc.returncode}); the attempt stays in flight, run loop.py again to resume.\n{tail}"
+                f"{' '.join(cmd)} failed ({proc.returncode}; its output is above); "
+                "the attempt stays in flight, run loop.py again to resume.",
+                detail="\n".join(shown.shown),
             )
         return "\n".join(line for _, line in lines), _stage_times(lines)
 

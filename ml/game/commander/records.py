@@ -157,7 +157,7 @@ class DecisionRecord(RecordModel):
     def _ppo_complete(self) -> DecisionRecord:
         if self.source == "ppo":
             check_complete(self, PPO_REQUIRED)
-        check_policy(self.policy, self.action_mask, NUM_ACTIONS)
+        check_policy(self.policy, self.action_mask, NUM_ACTIONS, self.schema_version)
         if (
             self.action_mask is not None
             and self.action.action_idx is not None
