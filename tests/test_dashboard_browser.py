@@ -156,7 +156,7 @@ def test_dashboard_drives_a_real_loop(tmp_path: Path, capsys: pytest.CaptureFixt
     )  # fmt: skip
     driver = None
     try:
-        wait_for(lambda: get_json(f"{base}/api/ml/distill/status"), 30, "the API server")
+        wait_for(lambda: get_json(f"{base}/api/ml/distill/status"), 120, "the API server")  # a loaded CI machine
         driver = browser(tmp_path / "chromium-profile")
         driver.get(base)
         assert page_state(driver) == "idle"
@@ -164,7 +164,7 @@ def test_dashboard_drives_a_real_loop(tmp_path: Path, capsys: pytest.CaptureFixt
         click(driver, "btn-start")
         WebDriverWait(driver, 10).until(ec.text_to_be_present_in_element((By.ID, "action-result"), "start: ok"))
         status = lambda: get_json(f"{base}/api/ml/distill/status")  # noqa: E731
-        wait_for(lambda: status()["running"], 30, "the loop to start")
+        wait_for(lambda: status()["running"], 120, "the loop to start")
         check_live_curve(driver)
         history = lambda: get_json(f"{base}/api/ml/distill/history?metrics=false")  # noqa: E731
         wait_for(lambda: len(history()) >= 2 or status()["state"] in ("error", "done"), LOOP_TIMEOUT_S, "two attempts", 1.0)

@@ -34,7 +34,7 @@ from ml.ppo import PPOConfig, train_ppo  # noqa: E402
 from ml.rollout import Controller  # noqa: E402
 from ml.teacher import write_teacher_batch  # noqa: E402
 
-pytestmark = pytest.mark.expensive
+pytestmark = [pytest.mark.expensive, pytest.mark.xdist_group("ray")]  # one cluster per run: one worker takes them all
 MB = 2**20
 
 
