@@ -44,12 +44,17 @@ def cluster():
     from ray.cluster_utils import Cluster
 
     torch.set_num_threads(1)  # as a stage does (base.torch_threads)
-    c = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 1, "object_store_memory": 100 * MB, "include_dashboard": False},
-    )
-    second = c.add_node(num_cpus=1, object_store_memory=100 * MB)
-    c.wait_for_nodes()
+    for attempt in range(3):  # Ray gives a raylet 30 s to register (ray._private.node); a loaded machine may need longer
+        c = Cluster()
+        try:
+            c.add_node(num_cpus=1, object_store_memory=100 * MB, include_dashboard=False)
+            second = c.add_node(num_cpus=1, object_store_memory=100 * MB)
+            c.wait_for_nodes()
+            break
+        except Exception as e:
+            c.shutdown()
+            if "timed out during startup" not in str(e) or attempt == 2:
+                raise
     executor = make_executor(ComputeParams(backend="ray", address=c.address, max_retries=3))
     assert executor.slots == 2
     yield c, second, executor
