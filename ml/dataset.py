@@ -139,6 +139,7 @@ def load_ppo(
     min_reward_threshold: float,
     window: int = 0,
     cache: EncodedCache | None = None,
+    recency: float = 1.0,
 ) -> tuple[DecisionSet, dict]:
     """Accepted PPO decisions whose game's ``episode_return`` >= ``min_reward_threshold``.
 
@@ -149,6 +150,8 @@ def load_ppo(
         window: keep only the newest ``window`` batches (by batch name, ``gen<NNN>-a<k>``:
             the generation that produced them); 0 keeps all. Only those files are read.
         cache: the encoded-batch cache (``EncodedCache``), or None: each file parsed here.
+        recency: the rows of the batch ``k`` places older than the newest weigh ``recency**k``
+            (``DecisionSet.weight``: their chance to be drawn among the PPO rows); 1: all alike.
 
     Returns:
         ``(set, stats)``; stats counts files, kept and filtered games.
@@ -157,7 +160,10 @@ def load_ppo(
     files = [encode_file(p, encoder, cache) for p in paths]
     empty = empty_set(encoder.obs_dim, encoder.num_actions)
     low = [f.episode_return < min_reward_threshold for f in files]  # nan (no return) is never below
-    data = DecisionSet.concat([empty, *(f.data.subset(f.row[~lo & (f.row >= 0)]) for f, lo in zip(files, low, strict=True))])
+    parts = [f.data.subset(f.row[~lo & (f.row >= 0)]) for f, lo in zip(files, low, strict=True)]
+    for age, part in enumerate(reversed(parts)):
+        part.row_weight[:] = recency**age
+    data = DecisionSet.concat([empty, *parts])
     games = {g for f in files for g in f.game_id.tolist()}
     dropped = {g for f, lo in zip(files, low, strict=True) for g in f.game_id[lo].tolist()}
     return data, {"ppo_files": len(paths), "ppo_games": len(games), "ppo_games_filtered": len(dropped)}

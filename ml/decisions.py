@@ -51,6 +51,8 @@ class DecisionSet:
         policy: float32[N, num_actions], the acting policy's probabilities stored with the
             record (PPO records of schema 2, ``policy``); all-zero rows where a record has none.
             Zeros when not given.
+        weight: float64[N], relative chance of a row to be drawn among its source's rows
+            (``sample_mixture``; the loaders' recency weighting of PPO batches). Ones when not given.
     """
 
     obs: np.ndarray
@@ -61,6 +63,7 @@ class DecisionSet:
     game_id: np.ndarray
     targets: np.ndarray | None = None
     policy: np.ndarray | None = None
+    weight: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.targets is None:
@@ -69,6 +72,8 @@ class DecisionSet:
             self.targets[np.arange(len(self.label)), self.label] = True
         if self.policy is None:
             self.policy = np.zeros(self.action_mask.shape, dtype=np.float32)
+        if self.weight is None:
+            self.weight = np.ones(len(self.label), dtype=np.float64)
 
     def __len__(self) -> int:
         return len(self.label)
@@ -84,10 +89,16 @@ class DecisionSet:
         assert self.policy is not None, "__post_init__ builds policy when it is not given"
         return self.policy
 
+    @property
+    def row_weight(self) -> np.ndarray:
+        """float64[N]: ``weight`` (ones where not given)."""
+        assert self.weight is not None, "__post_init__ builds weight when it is not given"
+        return self.weight
+
     def _fields(self) -> tuple[np.ndarray, ...]:
         return (
             self.obs, self.action_mask, self.label, self.value_target, self.source, self.game_id, self._targets,
-            self.soft_policy,
+            self.soft_policy, self.row_weight,
         )  # fmt: skip
 
     def subset(self, idx: np.ndarray) -> DecisionSet:
@@ -215,7 +226,8 @@ def sample_mixture(data: DecisionSet, source_weights: dict[str, float], n: int, 
     """Row indices of a training sample whose source shares follow ``source_weights``.
 
     Each of the ``n`` draws first picks a source with probability ``w_s / sum(w)`` over
-    the sources that have data, then a row of that source uniformly (with replacement).
+    the sources that have data, then a row of that source (with replacement): uniformly, or
+    in proportion to ``data.weight`` where a source's rows weigh differently (recency).
     Sources with a weight but no data are left out and the rest renormalised (logged).
 
     Args:
@@ -242,6 +254,10 @@ def sample_mixture(data: DecisionSet, source_weights: dict[str, float], n: int, 
     choice = rng.choice(len(names), size=n, p=weights / weights.sum())
     out = np.empty(n, dtype=np.int64)
     for i, s in enumerate(names):
-        slots = np.flatnonzero(choice == i)
-        out[slots] = present[s][rng.integers(0, len(present[s]), size=len(slots))]
+        slots, rows = np.flatnonzero(choice == i), present[s]
+        w = data.row_weight[rows]
+        if (w == w[0]).all():  # uniform: the draws of every run before row weights existed
+            out[slots] = rows[rng.integers(0, len(rows), size=len(slots))]
+        else:
+            out[slots] = rows[rng.choice(len(rows), size=len(slots), p=w / w.sum())]
     return out

@@ -28,9 +28,9 @@ from ml.records import read_records
 logger = logging.getLogger(__name__)
 
 
-ENCODED_CACHE_FORMAT = 2
+ENCODED_CACHE_FORMAT = 3
 """Version of the encoded-batch cache entries (``EncodedCache``); bump it when their layout changes
-(2: the agent's ``policy`` of schema-2 PPO records)."""
+(2: the agent's ``policy`` of schema-2 PPO records; 3: the rows' sampling ``weight``)."""
 ENCODED_CACHE_ENV = "DISTILL_ENCODED_CACHE"
 """Environment variable naming the encoded-batch cache folder (``off``: no cache)."""
 ENCODED_CACHE_MAX_MB_ENV = "DISTILL_ENCODED_CACHE_MAX_MB"
@@ -184,7 +184,7 @@ def _encode_file(path: Path, encoder: Encoder, tolerant: bool) -> EncodedFile:
     )
 
 
-_SET_FIELDS = ("obs", "action_mask", "label", "value_target", "source", "game_id", "targets", "policy")
+_SET_FIELDS = ("obs", "action_mask", "label", "value_target", "source", "game_id", "targets", "policy", "weight")
 _STR_FIELDS = {"data_source", "data_game_id", "game_id", "skip_reason", "skip_detail", "bad_lines"}
 
 

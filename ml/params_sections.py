@@ -106,6 +106,9 @@ class TrainParams(_Section):
     ppo_window: int = Field(0, ge=0)
     """Newest accepted PPO batches the student learns from (by generation); 0: all of them.
     Older batches come from weaker agents and dilute the newest (docs/measurements.md)."""
+    ppo_recency: float = Field(1.0, gt=0, le=1)
+    """Recency weighting of the window's batches: each older batch's decisions weigh this times
+    the next newer one's (1: every PPO decision alike; docs/measurements.md, "Data window")."""
     init_checkpoint: str | None = None
     """Warm start: a checkpoint (repo-relative path) the student starts from instead of random weights (``--seed-checkpoint``)."""
     value_coef: float = Field(0.5, ge=0)

@@ -368,7 +368,9 @@ def build_and_train(
             if on_epoch is not None:
                 on_epoch(epoch, values)
 
-        ppo, ppo_stats = load_ppo(pool_dirs, encoder, cfg.min_reward_threshold, cfg.ppo_window, cache=cache)
+        ppo, ppo_stats = load_ppo(
+            pool_dirs, encoder, cfg.min_reward_threshold, cfg.ppo_window, cache=cache, recency=cfg.ppo_recency
+        )
         student_cfg = StudentConfig(**cfg.model_dump(include=set(StudentConfig.__dataclass_fields__)))
         init = load_policy(cfg.init_checkpoint)[0] if cfg.init_checkpoint else None
         net, metrics = train_student(

@@ -166,6 +166,30 @@ def test_ppo_reward_filter(tmp_path, encoder):
     for window, files, games in ((0, 3, 3), (1, 1, 1), (2, 2, 2)):
         data, stats = load_ppo([newer, tmp_path], encoder, min_reward_threshold=0.5, window=window)
         assert (stats["ppo_files"], stats["ppo_games"]) == (files, games), window
+    # recency: batch k places older than the newest weighs recency**k among the PPO rows
+    data, _ = load_ppo([newer, tmp_path], encoder, min_reward_threshold=0.5, recency=0.5)
+    by_game = {(g, w) for g, w in zip(data.game_id.tolist(), data.row_weight.tolist(), strict=True)}
+    assert by_game == {("game-0-1", 0.25), ("game-2-1", 0.25), ("game-0-1", 0.5), ("game-2-1", 0.5), ("game-0-1", 1.0)}
+    assert (load_ppo([newer, tmp_path], encoder, min_reward_threshold=0.5)[0].row_weight == 1.0).all()
+
+
+def test_row_weights_shape_the_draws_within_a_source():
+    """``sample_mixture`` draws a source's rows in proportion to their weights; equal weights
+    give exactly the uniform draws (same generator stream), so recency 1 changes no run."""
+    n = 300
+    data = DecisionSet(
+        np.zeros((n, 2), np.float32), np.ones((n, 3), bool), np.zeros(n, np.int64), np.zeros(n, np.float32),
+        np.asarray(["sim"] * 100 + ["ppo"] * 200, dtype=object), np.asarray([f"g{i}" for i in range(n)], dtype=object),
+    )  # fmt: skip
+    uniform = sample_mixture(data, {"sim": 1.0, "ppo": 1.0}, 20_000, np.random.default_rng(3))
+    data.row_weight[:] = 7.0  # equal weights, another value: the same draws
+    assert (sample_mixture(data, {"sim": 1.0, "ppo": 1.0}, 20_000, np.random.default_rng(3)) == uniform).all()
+    data.row_weight[100:200] = 1.0  # older PPO batch
+    data.row_weight[200:] = 3.0  # newer batch: three times as likely per row
+    idx = sample_mixture(data, {"sim": 1.0, "ppo": 1.0}, 20_000, np.random.default_rng(3))
+    ppo = idx[idx >= 100]
+    assert abs((ppo >= 200).mean() - 0.75) < 0.02  # 100 rows x 3 against 100 rows x 1
+    assert abs((idx < 100).mean() - 0.5) < 0.02  # the source shares are untouched
 
 
 def _same_sets(a: DecisionSet, b: DecisionSet) -> None:

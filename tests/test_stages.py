@@ -174,3 +174,29 @@ def test_bad_record_in_the_pool_is_one_line_exit_2(pipeline: Pipeline, tmp_path,
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and not out.exists()
     assert len(err) == 1 and err[0].startswith("error: ") and f"{batch.name}:3: policy: probabilities sum to" in err[0], err
+
+
+def test_ppo_recency_changes_the_student(pipeline: Pipeline, tmp_path):
+    """``train.ppo_recency`` reaches the sampler: with two batches in the window, weighting the
+    older one down trains another student; with one batch it changes nothing."""
+    (batch,) = sorted((pipeline.dirs["merged"] / "pool").glob("*.jsonl"))
+    pool = tmp_path / "pool"
+    pool.mkdir()
+    lines = batch.read_text(encoding="utf-8").splitlines()
+    (pool / "ml-decisions-ppo-gen000-a1.jsonl").write_text("\n".join(lines[: len(lines) // 2]) + "\n", encoding="utf-8")
+    (pool / "ml-decisions-ppo-gen001-a1.jsonl").write_text("\n".join(lines[len(lines) // 2 :]) + "\n", encoding="utf-8")
+
+    def student(name: str, recency: float, folder: Path) -> dict:
+        (tmp_path / name).mkdir()
+        params = _params(tmp_path / name, train={**TINY["train"], "ppo_window": 0, "ppo_recency": recency})
+        out = tmp_path / name / "student.pt"
+        args = ["--teacher", str(pipeline.dirs["teacher"]), "--pool", str(folder), "--out", str(out)]
+        assert train.main(["--params", str(params), "--no-progress", *args, "--metrics", str(tmp_path / name / "m.json")]) == 0
+        return load_policy(out)[0].state_dict()
+
+    same = lambda a, b: all(torch.equal(x, y) for x, y in zip(a.values(), b.values(), strict=True))  # noqa: E731
+    assert not same(student("alike", 1.0, pool), student("recent", 0.05, pool))
+    assert same(
+        student("one-alike", 1.0, pipeline.dirs["merged"] / "pool"),
+        student("one-recent", 0.05, pipeline.dirs["merged"] / "pool"),
+    )
