@@ -29,6 +29,7 @@ from ml.driver.forge_import import TEACHER_DIR, foreign_files_message, foreign_t
 from ml.driver.onnx_cmd import add_export_parser, export_command
 from ml.driver.orchestrator import Loop
 from ml.driver.workspace import LoopError, acquire_lock
+from ml.encoded_cache import max_cache_bytes
 from ml.params import ParamsError, load_params
 
 
@@ -92,6 +93,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def check_cache_cap() -> None:
+    """Refuse a bad ``$DISTILL_ENCODED_CACHE_MAX_MB`` before any work (``ml.encoded_cache.max_cache_bytes``).
+
+    Raises:
+        LoopError: the value is not a number >= 0 (or inf).
+    """
+    try:
+        max_cache_bytes()
+    except ValueError as e:
+        raise LoopError(str(e)) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``loop.py`` with ``argv``; returns the exit status (0 ok, 2 refused or failed, 3 blocked, 130 interrupted)."""
     args = parse_args(argv)
@@ -115,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         loop.finish_pending_commit()
         state = loop.load_state()
         load_params(loop.path("params.yaml"))  # a bad value is named before any dirty-tree complaint
+        check_cache_cap()
         if args.command == "import-forge":  # before check_tree: the files may sit in data/teacher
             return import_command(loop, args.paths, args.cards, args.weight)
         if args.command is None and (foreign := foreign_teacher_files(loop.path(TEACHER_DIR))):

@@ -41,14 +41,27 @@ encoded), the newest PPO batches and a few code versions; least recently used en
 _CODE_FILES = ("decisions.py", "encoded_cache.py", "dataset.py", "records.py", "record_schema.py")
 
 
+class CacheConfigError(ValueError):
+    """A bad cache setting in the environment (``$DISTILL_ENCODED_CACHE_MAX_MB``)."""
+
+
 def default_cache_dir() -> Path | None:
     """The encoded-batch cache folder of a stage: ``$DISTILL_ENCODED_CACHE`` (``off``: None),
     else ``.dvc/tmp/encoded`` when the working directory is a DVC repository (git-ignored,
-    local to the clone, like DVC's own state), else None (no cache)."""
+    local to the clone, like DVC's own state), else None (no cache). The stages call it before
+    any work, so it also checks the cap (``max_cache_bytes``) whatever the cache holds.
+
+    Raises:
+        CacheConfigError: a bad ``$DISTILL_ENCODED_CACHE_MAX_MB``.
+    """
     value = os.environ.get(ENCODED_CACHE_ENV)
     if value:
-        return None if value == "off" else Path(value)
-    return Path(".dvc/tmp/encoded") if Path(".dvc").is_dir() else None
+        folder = None if value == "off" else Path(value)
+    else:
+        folder = Path(".dvc/tmp/encoded") if Path(".dvc").is_dir() else None
+    if folder is not None:
+        max_cache_bytes()
+    return folder
 
 
 @functools.lru_cache(maxsize=1)
@@ -126,10 +139,11 @@ class EncodedCache:
 
 
 def max_cache_bytes() -> int:
-    """The cache's size cap in bytes: ``$DISTILL_ENCODED_CACHE_MAX_MB`` MiB, else ``DEFAULT_MAX_MB``.
+    """The cache's size cap in bytes: ``$DISTILL_ENCODED_CACHE_MAX_MB`` MiB (``inf``: no cap),
+    else ``DEFAULT_MAX_MB``.
 
     Raises:
-        ValueError: the variable is not a non-negative number.
+        CacheConfigError: the variable is not a number >= 0.
     """
     raw = os.environ.get(ENCODED_CACHE_MAX_MB_ENV, "")
     try:
@@ -137,8 +151,8 @@ def max_cache_bytes() -> int:
     except ValueError:
         mb = -1.0
     if not mb >= 0:
-        raise ValueError(f"{ENCODED_CACHE_MAX_MB_ENV}={raw!r}: expected a size in MiB (a number >= 0)")
-    return int(mb * 2**20)
+        raise CacheConfigError(f"{ENCODED_CACHE_MAX_MB_ENV}={raw!r}: expected a size in MiB (a number >= 0, or inf: no cap)")
+    return int(min(mb, 2.0**43) * 2**20)  # inf and beyond: 8 EiB, more than any disk
 
 
 @dataclass
@@ -237,10 +251,12 @@ def encode_file(path: Path, encoder: Encoder, cache: EncodedCache | None = None,
     Raises:
         ml.records.RecordError, ml.io.DataFileError: a bad line when not ``tolerant`` (nothing cached).
         ValueError: a record of another game.
+        CacheConfigError: a bad ``$DISTILL_ENCODED_CACHE_MAX_MB`` (``max_cache_bytes``).
         FileNotFoundError: no such file.
     """
     if cache is None:
         return _encode_file(path, encoder, tolerant)
+    cap = max_cache_bytes()  # a bad value fails before any work, cached or not
     md5 = file_md5(path)
     entry = cache.entry(md5)
     if entry.exists():
@@ -253,7 +269,7 @@ def encode_file(path: Path, encoder: Encoder, cache: EncodedCache | None = None,
     enc = _encode_file(path, encoder, tolerant)
     try:
         _save_entry(entry, enc, md5, cache.key)
-        cache.prune(max_cache_bytes(), keep=entry)
+        cache.prune(cap, keep=entry)
     except OSError as e:  # a full disk costs speed, never the stage
         logger.warning("%s: could not write the encoded-cache entry (%s)", entry, e)
     return enc

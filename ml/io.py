@@ -186,7 +186,8 @@ def _parse_line(path: Path, line_no: int, raw: bytes) -> dict[str, Any]:
     try:
         obj = json.loads(text, strict=False)
     except json.JSONDecodeError as e:
-        raise DataFileError(path, line_no, None, f"invalid JSON: {e.msg} (column {e.colno})") from None
+        # e.colno restarts after the line's own newline: a line cut short would read "column 1"
+        raise DataFileError(path, line_no, None, f"invalid JSON: {e.msg} (column {e.pos + 1})") from None
     if not isinstance(obj, dict):
         raise DataFileError(path, line_no, None, f"expected a JSON object, got {type(obj).__name__}")
     return obj

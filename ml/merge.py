@@ -126,18 +126,32 @@ def same_file(a: Path, b: Path) -> bool:
     return a.stat().st_size == b.stat().st_size and file_md5(a) == file_md5(b)
 
 
-def unmerged_files(merged: Path, data: Path, names: Iterable[str] = APPEND_ONLY) -> list[Path]:
-    """Files of ``data/<name>`` that ``merged/<name>`` lacks, for the append-only folders among ``names``:
-    files put there by hand since the last merge, which promotion would delete (sorted).
-    Empty when ``merged`` does not exist (no merge yet: nothing is promoted)."""
+def hand_made_changes(merged: Path, data: Path, names: Iterable[str] = APPEND_ONLY) -> list[tuple[Path, str]]:
+    """What was changed by hand in the append-only folders among ``names`` since the last merge.
+
+    Between merges ``data/<name>`` holds links to (a subset of) ``merged/<name>``'s files: the
+    previous merge's output is promoted, and the next merge carries every file forward. So a
+    file of ``data/<name>`` that ``merged/<name>`` lacks was put there by hand (promotion would
+    delete it, the merge would carry it into the record), and one whose bytes differ was edited
+    by hand (promotion would revert it). Cost: a ``stat`` per linked file (``same_file``).
+
+    Returns:
+        ``(path, "added" | "edited")`` sorted by path; empty when ``merged`` does not exist
+        (no merge yet: nothing is promoted).
+    """
     if not merged.is_dir():
         return []
     out = []
     for name in names:
         src, dst = merged / name, data / name
-        if name in APPEND_ONLY and dst.is_dir():
-            want = {f.name for f in src.iterdir()} if src.is_dir() else set()
-            out += sorted(f for f in dst.iterdir() if f.name not in want)
+        if name not in APPEND_ONLY or not dst.is_dir():
+            continue
+        for f in sorted(dst.iterdir()):
+            twin = src / f.name
+            if not twin.exists():
+                out.append((f, "added"))
+            elif f.is_file() and not same_file(twin, f):
+                out.append((f, "edited"))
     return out
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from ml.cli import stage_setup, write_metrics
 from ml.compute import ComputeError, open_executor
 from ml.curves import open_curves
-from ml.encoded_cache import default_cache_dir
+from ml.encoded_cache import CacheConfigError, default_cache_dir
 from ml.game.registry import make_game
 from ml.gate import GateError, run_gate
 from ml.io import DataFileError
@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     curves = open_curves(args.plots)
     record: dict = {}
     try:
+        cache_dir = default_cache_dir()
         with open_executor(params.compute, params.base.torch_threads) as executor:
             candidate_student, metrics = run_gate(
                 args.model, args.student, args.candidate, params.gate, params.train, make_game(params.game, params.teacher),
@@ -51,9 +52,9 @@ def main(argv: list[str] | None = None) -> int:
                 max_turns=params.game.max_turns, num_envs=params.selfplay.num_envs, seed=params.stage_seed("gate"),
                 train_seed=load_policy(args.student)[1].get("train_seed", params.stage_seed("train")),
                 device=params.base.torch_device, progress=args.progress, on_deal=curves.log if curves else None,
-                executor=executor, cache_dir=default_cache_dir(), record=record,
+                executor=executor, cache_dir=cache_dir, record=record,
             )  # fmt: skip
-    except (GateError, ComputeError, DataFileError) as e:
+    except (GateError, ComputeError, DataFileError, CacheConfigError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     save_policy(

@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     curves = open_curves(args.plots)
     generation = params.run.generation
     try:
+        cache_dir = default_cache_dir()
         net, metrics, _ = build_and_train(
             params.train,
             make_game(params.game, params.teacher),
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             progress=args.progress,
             nash_conv=True,  # kuhn_poker and leduc_poker only
             on_epoch=curves.log if curves else None,
-            cache_dir=default_cache_dir(),
+            cache_dir=cache_dir,
             reuse=args.reuse / "student.pt" if args.reuse else None,
         )
     except (DataFileError, CheckpointError, ValueError) as e:  # a bad record, checkpoint or mixture: one line

@@ -242,9 +242,12 @@ def test_encoded_cache_keeps_the_recently_used_entries_under_its_cap(tmp_path, e
     monkeypatch.setenv("DISTILL_ENCODED_CACHE_MAX_MB", "0")  # a cap below one entry keeps the newest only
     encode_file(files[1], forge_encoder, cache)
     assert [p.name.split("-")[0] for p in cache.directory.glob("*.npz")] == [file_md5(files[1])]
-    monkeypatch.setenv("DISTILL_ENCODED_CACHE_MAX_MB", "lots")
+    monkeypatch.setenv("DISTILL_ENCODED_CACHE_MAX_MB", "lots")  # refused before any work, even for a cached file
     with pytest.raises(ValueError, match="DISTILL_ENCODED_CACHE_MAX_MB='lots'"):
-        encode_file(files[2], forge_encoder, cache)
+        encode_file(files[1], forge_encoder, cache)
+    monkeypatch.setenv("DISTILL_ENCODED_CACHE_MAX_MB", "inf")  # no cap: nothing deleted
+    encode_file(files[2], forge_encoder, cache)
+    assert len(list(cache.directory.glob("*.npz"))) == 2
 
 
 def test_combat_features_follow_the_block_rule_and_tapped_state(encoder):

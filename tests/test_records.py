@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -134,7 +135,12 @@ def test_bad_line_mid_file_is_never_skipped(tmp_path: Path) -> None:
     good = FORGE_MAIN.read_text(encoding="utf-8").splitlines()
     path = tmp_path / "ml-decisions-sim-x.jsonl"
     path.write_text(good[0] + "\n" + good[1][:50] + "\n\n" + good[2] + "\n", encoding="utf-8")
-    with pytest.raises(DataFileError, match=r"ml-decisions-sim-x\.jsonl:2: invalid JSON"):
+    with pytest.raises(DataFileError, match=r"ml-decisions-sim-x\.jsonl:2: invalid JSON: .* \(column (\d+)\)") as info:
+        list(iter_jsonl(path))
+    column = int(re.search(r"column (\d+)", str(info.value)).group(1))
+    assert 40 <= column <= 51  # where the cut line stops, not "column 1" of the line after its newline
+    path.write_text('{"game_id": "g", "turn": 1,\n', encoding="utf-8")  # cut after a comma: JSON's error lies past the newline
+    with pytest.raises(DataFileError, match=r":1: invalid JSON: Expecting property name .* \(column 29\)"):
         list(iter_jsonl(path))
 
 

@@ -75,23 +75,36 @@ def test_promotion_converges_and_never_feeds_an_attempt_its_own_output(loop: Loo
     assert sorted(p.name for p in (repo / "data/pool").iterdir()) == ["ml-decisions-ppo-gen000-a1.jsonl"]
 
 
-def test_promotion_refuses_to_delete_a_file_put_in_by_hand(loop: Loop):
-    """A file dropped into data/pool after the merge is not in data/merged/pool: promotion
-    would delete it, so it refuses, names it, and changes nothing."""
+def test_files_added_or_edited_by_hand_are_refused_and_kept(loop: Loop):
+    """A file dropped into data/pool, or a tracked file edited in place, is refused before
+    promotion (which would delete or revert it) and before every stage of an attempt in flight
+    (which would read it into the record); nothing is changed, and once undone the loop goes on."""
     repo = loop.root
     loop.ensure_data_dirs()
     _merged_output(repo)
     mine = repo / "data/pool/ml-decisions-mine.jsonl"
     mine.write_text("my own batch\n")
     flight = loop.begin(loop.load_state())
-    with pytest.raises(LoopError, match=r"data/pool/ml-decisions-mine.jsonl\n.*promotion would delete them") as err:
+    with pytest.raises(LoopError, match=r"data/pool/ml-decisions-mine.jsonl \(added\)\n.*would delete or revert them") as err:
         loop.promote(flight)
-    assert "import-forge" in str(err.value)
+    assert "import-forge" in str(err.value) and "dvc checkout" in str(err.value)
     assert mine.read_text() == "my own batch\n" and not (repo / "data/pool/ml-decisions-ppo-gen000-a1.jsonl").exists()
     assert not loop.load_state().in_flight.promoted
     mine.unlink()  # moved out: the next run promotes
     loop.promote(loop.load_state().in_flight)
-    assert [p.name for p in (repo / "data/pool").iterdir()] == ["ml-decisions-ppo-gen000-a1.jsonl"]
+    batch = repo / "data/pool/ml-decisions-ppo-gen000-a1.jsonl"
+    assert [p.name for p in (repo / "data/pool").iterdir()] == [batch.name]
+    # in flight, after promotion: a dropped file stops the attempt before its next stage
+    mine.write_text("my own batch\n")
+    with pytest.raises(LoopError, match=r"ml-decisions-mine.jsonl \(added\)"):
+        loop.repro(loop.load_state().in_flight)
+    mine.unlink()
+    # an edit in place (after `dvc unprotect`: a copy, not the cache's link) is refused too
+    _dvc(repo, "unprotect", str(batch.relative_to(repo)))
+    batch.write_text("edited\n")
+    with pytest.raises(LoopError, match=r"ml-decisions-ppo-gen000-a1.jsonl \(edited\)"):
+        loop.repro(loop.load_state().in_flight)
+    assert batch.read_text() == "edited\n"
 
 
 def test_stale_index_lock_is_cleared_at_start(loop: Loop):

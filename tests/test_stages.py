@@ -155,6 +155,20 @@ def test_bad_params_exit_2(tmp_path, capsys):
     assert "teacher.games" in capsys.readouterr().err
 
 
+def test_bad_cache_cap_stops_the_reading_stages_at_start(pipeline: Pipeline, tmp_path, capsys, monkeypatch):
+    """The stages that read decision files (train, gate) refuse a bad cache cap before any work,
+    in one line, whatever the cache holds."""
+    monkeypatch.setenv("DISTILL_ENCODED_CACHE_MAX_MB", "lots")
+    want = "error: DISTILL_ENCODED_CACHE_MAX_MB='lots': expected a size in MiB (a number >= 0, or inf: no cap)"
+    common = ["--params", str(pipeline.root / "params.yaml"), "--no-progress", "--metrics", str(tmp_path / "m.json")]
+    args = ["--teacher", str(pipeline.dirs["teacher"]), "--pool", str(pipeline.dirs["pool"]), "--out", str(tmp_path / "s.pt")]
+    assert train.main([*common, *args]) == 2 and not (tmp_path / "s.pt").exists()
+    assert capsys.readouterr().err.strip().splitlines() == [want]
+    gate_args = [a if a != str(pipeline.root / "cand.pt") else str(tmp_path / "cand.pt") for a in pipeline.gate_args]
+    assert gate.main([*common, *gate_args]) == 2 and not (tmp_path / "cand.pt").exists()
+    assert capsys.readouterr().err.strip().splitlines() == [want]
+
+
 def test_bad_record_in_the_pool_is_one_line_exit_2(pipeline: Pipeline, tmp_path, capsys):
     """A PPO batch with a bad line stops the train stage with one line naming file, line and
     field (no traceback), and writes no student."""

@@ -51,7 +51,7 @@ from ml.driver.workspace import DVC, OWNED_PATHS, LoopError, Workspace
 from ml.game.registry import make_game
 from ml.gate import GateVerdict
 from ml.io import atomic_write_json, atomic_write_text, read_json
-from ml.merge import promote_folders, unmerged_files
+from ml.merge import hand_made_changes, promote_folders
 from ml.params import Params, load_params
 from ml.policy import load_policy
 from ml.ratings import format_table, rate_generation
@@ -226,18 +226,12 @@ class Loop(Workspace):
 
         Raises:
             LoopError: ``dvc add`` failed (DVC's own message); or a promoted folder holds a file
-                the last merge lacks (put there by hand: promotion would delete it; nothing changed).
+                added or edited by hand (``check_hand_made``; nothing changed).
         """
         if flight.promoted:
             return
         merged = self.path("data/merged")
-        if foreign := unmerged_files(merged, self.path("data"), PROMOTED):
-            listed = "\n  ".join(str(p.relative_to(self.root)) for p in foreign)
-            raise LoopError(
-                f"files the loop did not put there (not in the last merge, data/merged):\n  {listed}\n"
-                "promotion would delete them: move them out of data/ and run again "
-                "(teacher data goes in with `python loop.py import-forge PATH`)."
-            )
+        self.check_hand_made()
         if merged.is_dir():
             promote_folders(merged, self.path("data"), PROMOTED, before_swap=lambda name: self.seam(f"promote.copy.{name}"))
         self.seam("promote.dvc_add")
@@ -248,6 +242,25 @@ class Loop(Workspace):
         state.in_flight.promoted = flight.promoted = True
         self.save_state(state)
         self.seam("promote.done")
+
+    def check_hand_made(self) -> None:
+        """Refuse files added to or edited in ``data/{pool,rejected,frozen,students}`` by hand
+        (``ml.merge.hand_made_changes``): promotion would delete or revert them, and a stage
+        would read them into the record. Checked before promotion and before every stage.
+
+        Raises:
+            LoopError: naming each such file and what to do; nothing is changed.
+        """
+        changes = hand_made_changes(self.path("data/merged"), self.path("data"), PROMOTED)
+        if not changes:
+            return
+        listed = "\n  ".join(f"{p.relative_to(self.root)} ({how})" for p, how in changes)
+        raise LoopError(
+            f"files added or edited by hand in the loop's data folders (they differ from the last merge, data/merged):\n"
+            f"  {listed}\nthe loop would delete or revert them: move added files out of data/ and restore edited ones "
+            "(`dvc checkout data/<folder>`), then run again. Batches join the pool only through the gate; "
+            "teacher data goes in with `python loop.py import-forge PATH`."
+        )
 
     def stages(self) -> list[str]:
         """Stage names of ``dvc.yaml`` in pipeline order."""
@@ -265,7 +278,8 @@ class Loop(Workspace):
             None when stopped.
 
         Raises:
-            LoopError: a stage failed (the attempt stays in flight).
+            LoopError: a stage failed (the attempt stays in flight); or a file of the loop's
+                data folders was added or edited by hand (``check_hand_made``).
         """
         times: dict[str, float] = {}
         stages = self.stages()
@@ -273,6 +287,7 @@ class Loop(Workspace):
             if self.wait_while_paused(flight) == "stop":
                 return None
             self.write_status("running", flight, stage=stage, stage_index=i, stages=stages)
+            self.check_hand_made()
             self.seam(f"repro.{stage}")
             _, stage_times = self.run_timed([*DVC, "repro", "--single-item", stage])
             self.seam(f"repro.{stage}.done")
