@@ -44,6 +44,7 @@ def test_suggest_follows_the_failed_check_within_bounds():
     holdout = suggest(["holdout"], params)
     assert holdout == {"train.source_weights.ppo": 0.35}
     assert suggest([], params) == {}
+    assert suggest(["student"], params) == {}  # a fallen-back student: a new seed, not less PPO data
     at_bounds = Params().model_dump(mode="json")
     at_bounds["selfplay"].update(total_steps=2_000_000, ent_coef=0.05, lr=1e-5)
     assert suggest(["strength"], at_bounds) == {}

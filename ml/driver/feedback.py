@@ -122,9 +122,11 @@ RULES: tuple[Rule, ...] = (
     Rule("strength", "selfplay.total_steps", factor=1.5, high=2_000_000, integer=True),
     Rule("strength", "selfplay.ent_coef", step=0.005, high=0.05),
     Rule("strength", "selfplay.lr", factor=0.7, low=1e-5),
-    # The batch pulled the student away from the teacher: give PPO data less weight.
+    # The student's basic play collapsed (the holdout check guards only that): give PPO data less weight.
     Rule("holdout", "train.source_weights.ppo", factor=0.7, low=0.1),
-    Rule("student", "train.source_weights.ppo", factor=0.7, low=0.1),
+    # No rule for "student" (the candidate student fell back): the retry's new seed plays a new
+    # batch. Lowering the PPO weight there starved later students of PPO data: the share is what
+    # makes them strong (docs/measurements.md, "The PPO share is the lever").
     # Nothing to export: play more export games.
     Rule("empty", "export.games", factor=2.0, high=5000, integer=True),
 )
