@@ -27,10 +27,10 @@ from ml.io import TMP_SUFFIX, file_md5
 from ml.records import scan_batches
 
 FOLDERS = ("pool", "rejected", "frozen", "students", "next_student")
+"""The merged folders, in the order they are copied (``dvc.yaml`` stage ``merge``)."""
 APPEND_ONLY = ("pool", "rejected", "frozen", "students")
 """Folders the merge only adds to (it carries every current file forward): a file of one that
 is missing from the merge output was put there by hand after the merge."""
-"""The merged folders, in the order they are copied (``dvc.yaml`` stage ``merge``)."""
 
 
 def link_file(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
@@ -169,7 +169,7 @@ def promote_folders(
     Args:
         merged: the merge output (``data/merged``).
         data: the folder the names are promoted into (``data``).
-        names: the folders (``ml.driver.orchestrator.PROMOTED``).
+        names: the folders (``ml.driver.promotion.PROMOTED``).
         before_swap: called with the name once its new folder is built, before the swap
             (the driver's seam).
 

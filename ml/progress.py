@@ -273,3 +273,10 @@ class DvcOutputFilter:
         self._blanks = 0
         self.shown.extend(out)
         return out
+
+
+def stage_times(lines: list[tuple[float, str]]) -> dict[str, float]:
+    """Wall seconds per stage from ``dvc repro`` output ("Running stage 'x':" marks a start)."""
+    marks = [(t, line.split("'")[1]) for t, line in lines if line.startswith("Running stage '")]
+    end = lines[-1][0] if lines else 0.0
+    return {name: round((marks[i + 1][0] if i + 1 < len(marks) else end) - t, 1) for i, (t, name) in enumerate(marks)}

@@ -35,6 +35,7 @@ from ml.driver import generations, history, transitions
 from ml.driver.feedback import LEDGER, append_record, read_ledger, suggest
 from ml.driver.messages import pending_message
 from ml.driver.params_file import attempt_params_text, overrides_text
+from ml.driver.promotion import PROMOTED, TRACKED_INPUTS, refuse_hand_made
 from ml.driver.state import (
     HISTORY_FILE,
     POLL_S,
@@ -51,16 +52,12 @@ from ml.driver.workspace import DVC, OWNED_PATHS, LoopError, Workspace
 from ml.game.registry import make_game
 from ml.gate import GateVerdict
 from ml.io import atomic_write_json, atomic_write_text, read_json
-from ml.merge import hand_made_changes, promote_folders
+from ml.merge import promote_folders
 from ml.params import Params, load_params
 from ml.policy import load_policy
 from ml.ratings import format_table, rate_generation
 
 logger = logging.getLogger(__name__)
-
-PROMOTED = ("pool", "rejected", "frozen", "students", "next_student")
-TRACKED_INPUTS = (*PROMOTED, "seed", "forge")
-"""DVC-tracked input folders created empty on a fresh clone (``seed`` holds a --seed-checkpoint)."""
 
 
 class Repro(NamedTuple):
@@ -226,12 +223,12 @@ class Loop(Workspace):
 
         Raises:
             LoopError: ``dvc add`` failed (DVC's own message); or a promoted folder holds a file
-                added or edited by hand (``check_hand_made``; nothing changed).
+                added or edited by hand (``ml.driver.promotion.refuse_hand_made``; nothing changed).
         """
         if flight.promoted:
             return
         merged = self.path("data/merged")
-        self.check_hand_made()
+        refuse_hand_made(self.root)
         if merged.is_dir():
             promote_folders(merged, self.path("data"), PROMOTED, before_swap=lambda name: self.seam(f"promote.copy.{name}"))
         self.seam("promote.dvc_add")
@@ -242,25 +239,6 @@ class Loop(Workspace):
         state.in_flight.promoted = flight.promoted = True
         self.save_state(state)
         self.seam("promote.done")
-
-    def check_hand_made(self) -> None:
-        """Refuse files added to or edited in ``data/{pool,rejected,frozen,students}`` by hand
-        (``ml.merge.hand_made_changes``): promotion would delete or revert them, and a stage
-        would read them into the record. Checked before promotion and before every stage.
-
-        Raises:
-            LoopError: naming each such file and what to do; nothing is changed.
-        """
-        changes = hand_made_changes(self.path("data/merged"), self.path("data"), PROMOTED)
-        if not changes:
-            return
-        listed = "\n  ".join(f"{p.relative_to(self.root)} ({how})" for p, how in changes)
-        raise LoopError(
-            f"files added or edited by hand in the loop's data folders (they differ from the last merge, data/merged):\n"
-            f"  {listed}\nthe loop would delete or revert them: move added files out of data/ and restore edited ones "
-            "(`dvc checkout data/<folder>`), then run again. Batches join the pool only through the gate; "
-            "teacher data goes in with `python loop.py import-forge PATH`."
-        )
 
     def stages(self) -> list[str]:
         """Stage names of ``dvc.yaml`` in pipeline order."""
@@ -279,7 +257,7 @@ class Loop(Workspace):
 
         Raises:
             LoopError: a stage failed (the attempt stays in flight); or a file of the loop's
-                data folders was added or edited by hand (``check_hand_made``).
+                data folders was added or edited by hand (``ml.driver.promotion.refuse_hand_made``).
         """
         times: dict[str, float] = {}
         stages = self.stages()
@@ -287,7 +265,7 @@ class Loop(Workspace):
             if self.wait_while_paused(flight) == "stop":
                 return None
             self.write_status("running", flight, stage=stage, stage_index=i, stages=stages)
-            self.check_hand_made()
+            refuse_hand_made(self.root)
             self.seam(f"repro.{stage}")
             _, stage_times = self.run_timed([*DVC, "repro", "--single-item", stage])
             self.seam(f"repro.{stage}.done")

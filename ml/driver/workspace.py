@@ -26,7 +26,7 @@ from git import InvalidGitRepositoryError, NoSuchPathError, Repo
 from ml.driver.state import LOCK_FILE, PROGRESS_FILE, RUNTIME_DIR
 from ml.faults import during, kill_group, seam
 from ml.io import atomic_write_json, read_json
-from ml.progress import PROGRESS_FILE_ENV, DvcOutputFilter
+from ml.progress import PROGRESS_FILE_ENV, DvcOutputFilter, stage_times
 
 logger = logging.getLogger(__name__)
 
@@ -160,7 +160,7 @@ class Workspace:
                 "the attempt stays in flight, run loop.py again to resume.",
                 detail="\n".join(shown.shown),
             )
-        return "\n".join(line for _, line in lines), _stage_times(lines)
+        return "\n".join(line for _, line in lines), stage_times(lines)
 
     def git(self, *args: str) -> str:
         """A git command, retried briefly while another process holds ``index.lock``."""
@@ -376,13 +376,6 @@ def _shown(cmd: list[str]) -> str:
     if tuple(cmd[: len(DVC)]) == DVC:
         return " ".join(["dvc", *cmd[len(DVC) :]])
     return " ".join(cmd)
-
-
-def _stage_times(lines: list[tuple[float, str]]) -> dict[str, float]:
-    """Wall seconds per stage from ``dvc repro`` output ("Running stage 'x':" marks a start)."""
-    marks = [(t, line.split("'")[1]) for t, line in lines if line.startswith("Running stage '")]
-    end = lines[-1][0] if lines else 0.0
-    return {name: round((marks[i + 1][0] if i + 1 < len(marks) else end) - t, 1) for i, (t, name) in enumerate(marks)}
 
 
 def acquire_lock(root: Path) -> FileLock:
