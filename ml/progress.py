@@ -195,12 +195,17 @@ DVC_HINT_HEADERS = ("To track the changes with git, run:", "To enable auto stagi
 DVC_HINT_LINES = ("Use `dvc push` to send your updates to remote storage.",)
 _DVC_EMPTY = re.compile(r"^WARNING: '(?P<path>.+)' is empty\.$")  # once per empty dep/out and check
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+SHUTDOWN_NOISE = ("/dulwich/",)
+"""A path in a traceback that marks an ``Exception ignored in: ...`` block as shutdown noise:
+dulwich's ``Pack.__del__`` runs after ``sys.meta_path`` is gone when DVC exits after an error."""
 
 
 class DvcOutputFilter:
     """What the loop shows of ``dvc repro`` output: DVC's git/autostage/push hints left out and
     its ``WARNING: '<path>' is empty.`` lines (one per empty directory at every check, 36 an
-    attempt early in a run) said once per path in a summary line; every other line (the
+    attempt early in a run) said once per path in a summary line; the interpreter's
+    ``Exception ignored in: ...`` blocks whose traceback runs through a ``SHUTDOWN_NOISE``
+    path left out (others are held until they end, then shown whole); every other line (the
     stage's own, DVC's errors and stage lines) passes through unchanged.
 
     Feed it decoded text as it comes (``feed``), then ``close`` it at the end of the command.
@@ -223,6 +228,7 @@ class DvcOutputFilter:
         self._pending_shown = 0  # characters of it already passed through
         self._blanks = 0  # blank lines held back: they may open a hint
         self._in_hint = False
+        self._ignored: list[str] | None = None  # an "Exception ignored in:" block being read
 
     def feed(self, text: str) -> str:
         """The part of ``text`` (with what came before) to show now."""
@@ -244,6 +250,8 @@ class DvcOutputFilter:
         """What is left to show at the end of the command: its unfinished last line and the
         summary of the "is empty" warnings about paths not named before (or "")."""
         out = self.feed("\n") if self._pending else ""
+        if self._ignored is not None:  # the command ended inside the block
+            out += "".join(kept + "\n" for kept in self._end_ignored())
         self._blanks, self._in_hint = 0, False  # trailing blank lines are DVC's
         new = [p for p in self._empty if p not in self.named]
         if new:
@@ -257,6 +265,14 @@ class DvcOutputFilter:
     def _line(self, line: str) -> list[str]:
         """The lines to show for one complete line of output (held blank lines included)."""
         bare = _ANSI.sub("", line).rstrip("\r")
+        if self._ignored is not None:
+            self._ignored.append(line)
+            if bare.startswith((" ", "\t", "Traceback (most recent call last):")):
+                return []
+            return self._end_ignored()  # its last line: the exception
+        if bare.startswith("Exception ignored in: "):
+            self._ignored = [line]
+            return []
         if self._in_hint and (not bare.strip() or bare.startswith("\t")):
             return []
         self._in_hint = False
@@ -270,6 +286,16 @@ class DvcOutputFilter:
             self._empty[m["path"]] = self._empty.get(m["path"], 0) + 1
             return []
         out = [""] * self._blanks + [line]
+        self._blanks = 0
+        self.shown.extend(out)
+        return out
+
+    def _end_ignored(self) -> list[str]:
+        """The lines to show of the ``Exception ignored in:`` block just read: none if it is shutdown noise."""
+        block, self._ignored = self._ignored or [], None
+        if any(noise in line for line in block for noise in SHUTDOWN_NOISE):
+            return []
+        out = [""] * self._blanks + block
         self._blanks = 0
         self.shown.extend(out)
         return out

@@ -28,7 +28,7 @@ import yaml
 
 from ml import progress
 from ml.decisions import sample_mixture
-from ml.driver.workspace import LoopError, Workspace
+from ml.driver.workspace import DVC, LoopError, Workspace
 from ml.progress import LINE_EVERY_ENV, DvcOutputFilter, ProgressBar, line_interval_s, progress_line
 from tests.conftest import ROOT, git, tiny_params
 from tests.test_dataset import _fake_set
@@ -248,6 +248,26 @@ def test_dvc_filter_keeps_errors_blank_lines_and_progress_bars():
     assert bar.feed("partial") == "" and bar.close() == "partial\n"  # other partial lines wait for their newline
 
 
+PACK_DEL = """Exception ignored in: <function Pack.__del__ at 0x7f3a2c1e8d60>
+Traceback (most recent call last):
+  File "/venv/lib/python3.11/site-packages/dulwich/pack.py", line 2331, in __del__
+    self.close()
+ImportError: sys.meta_path is None, Python is likely shutting down
+"""
+
+
+def test_dvc_filter_drops_dulwich_shutdown_noise_and_keeps_other_ignored_exceptions():
+    f = DvcOutputFilter()
+    shown = _filtered(f, DVC_FAILED + PACK_DEL + PACK_DEL + "after\n")
+    assert "Exception ignored" not in shown and "dulwich" not in shown and "meta_path" not in shown
+    assert "exited with 3\nafter\n" in shown and list(f.shown)[-1] == "after"
+    other = PACK_DEL.replace("dulwich/pack.py", "mystage/io.py")
+    assert _filtered(DvcOutputFilter(), other + "after\n") == other + "after\n"  # not ours to hide
+    unended = DvcOutputFilter()  # the command ends inside a block: what was held is shown
+    assert unended.feed("Exception ignored in: x\nTraceback (most recent call last):\n") == ""
+    assert unended.close() == "Exception ignored in: x\nTraceback (most recent call last):\n"
+
+
 def _workspace(tmp_path: Path) -> Workspace:
     root = tmp_path / "ws"
     root.mkdir()
@@ -280,3 +300,6 @@ def test_streamed_dvc_output_is_filtered(tmp_path: Path, capsys: pytest.CaptureF
         tail.endswith("boom\nERROR: failed to reproduce 'train': failed to run: sh u.sh, exited with 3")
         and "empty" not in tail
     )
+    with pytest.raises(LoopError) as err:  # not a DVC repository: named as a user types it
+        ws.run_timed([*DVC, "status"])
+    assert str(err.value).startswith("dvc status failed (")

@@ -156,7 +156,7 @@ class Workspace:
         lines.append((time.perf_counter(), pending))
         if proc.wait():
             raise LoopError(
-                f"{' '.join(cmd)} failed ({proc.returncode}; its output is above); "
+                f"{_shown(cmd)} failed ({proc.returncode}; its output is above); "
                 "the attempt stays in flight, run loop.py again to resume.",
                 detail="\n".join(shown.shown),
             )
