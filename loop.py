@@ -55,7 +55,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     over.add_argument("--force-retry", action="store_true", help="unblock a blocked generation and retry it (after a fix)")
     over.add_argument("--skip-to-next-stage", action="store_true", help="leave a blocked generation and start the next one")
     sub = p.add_subparsers(dest="command", metavar="{elo,eval,promote,import-forge,export-onnx}")
-    sub.add_parser("elo", help="print the latest Elo table (state/elo_history.json)")
+    sub.add_parser(
+        "elo",
+        help="print the latest Elo table (state/elo_history.json)",
+        description="Prints the latest tournament's Elo table (state/elo_history.json): each accepted student, the heuristic "
+        "teacher (anchored at 1500) and a random player, with its Elo (Plackett-Luce fit), 95% interval and games, and the "
+        "newest student's gain over the one before. Changes nothing. "
+        "(--repo goes before the subcommand: python loop.py --repo PATH elo.)",
+    )
     ev = sub.add_parser(
         "eval",
         help="win rate of each accepted generation's student (greedy) in pods against the teacher",
@@ -65,7 +72,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "its training set. Reads the run's params.yaml and state; changes nothing. "
         "(--repo goes before the subcommand: python loop.py --repo PATH eval.)",
     )
-    games = "games per student, rounded down to whole deals of pod_size games (default 2000)"
+    games = "games per student, rounded down to whole deals of pod_size games, at least one deal (default 2000)"
     ev.add_argument("--games", type=int, default=2000, help=games)
     ev.add_argument("--json", type=Path, help="also write the rows to this JSON file")
     prom = sub.add_parser("promote", help="copy an attempt's student to bots/promoted/<name>.pt and commit it")

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ml.curriculum import AbortIf
+from ml.record_schema import SOURCES
 
 
 class _Section(BaseModel):
@@ -100,7 +101,8 @@ class TrainParams(_Section):
     holdout_fraction: float = Field(0.12, ge=0.10, le=0.15)
     """Share of teacher *games* held out for evaluation (issue 2: 10-15%, split by game)."""
     source_weights: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=lambda: {"sim": 1.0, "ppo": 0.5})
-    """Mixture ratios of the sampled training set per source; {sim: 1, ppo: 0.5} makes PPO a third."""
+    """Mixture ratios of the sampled training set per record ``source`` (``sim``, ``ppo``, ``forge``; another
+    name is refused: a misspelt one would silently train without that source); {sim: 1, ppo: 0.5} makes PPO a third."""
     min_reward_threshold: float = 0.0
     """PPO games whose ``episode_return`` is below this are dropped from training."""
     ppo_window: int = Field(0, ge=0)
@@ -115,6 +117,13 @@ class TrainParams(_Section):
     """Weight of the value (game outcome) loss next to the imitation cross-entropy."""
     distill: Literal["kl", "hard"] = "kl"
     """PPO records with the agent's ``policy``: fit it by KL divergence (``kl``, Rusu et al. 2016) or the chosen action only (``hard``)."""
+
+    @field_validator("source_weights")
+    @classmethod
+    def _known_sources(cls, weights: dict[str, float]) -> dict[str, float]:
+        if unknown := sorted(set(weights) - set(SOURCES)):
+            raise ValueError(f"unknown source {', '.join(map(repr, unknown))} (records name {', '.join(SOURCES)})")
+        return weights
 
     @model_validator(mode="after")
     def _check_weights(self) -> TrainParams:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -42,6 +42,8 @@ POLICY_SUM_TOLERANCE = 1e-3
 """``policy`` must sum to 1 within this (the writer rounds each probability to 6 decimals)."""
 
 Source = Literal["forge", "sim", "ppo"]
+SOURCES: tuple[str, ...] = get_args(Source)
+"""The record ``source`` names, which ``train.source_weights`` may weigh."""
 OUTCOME_RE = re.compile(r"^(?:draw|win_seat_(\d+))$")
 """``game_outcome``: ``draw`` or ``win_seat_<k>`` (0-based seat)."""
 

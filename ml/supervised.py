@@ -162,8 +162,11 @@ def train_student(
     obs, mask = torch.from_numpy(train.obs).to(device), torch.from_numpy(train.action_mask).to(device)
     targets, value_target = torch.from_numpy(train.targets).to(device), torch.from_numpy(train.value_target).to(device)
     soft = torch.from_numpy(train.soft_policy).to(device)
+    no_policy = int(((train.source == "ppo") & (train.soft_policy.sum(axis=1) == 0)).sum())
     if cfg.distill == "hard":
         soft = torch.zeros_like(soft)
+    elif no_policy:  # version-1 records, or a writer that left `policy` out: trained as under `hard`
+        logger.warning("%d PPO decisions carry no `policy`: fitted to their chosen action, not distilled", no_policy)
     started = time.perf_counter()
     samples = 0
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
@@ -210,6 +213,7 @@ def train_student(
         "train/samples_per_s": samples / train_s if train_s > 0 else 0.0,
         "train/device": str(device),
         "train/sampled_share": {s: c / total for s, c in sorted(sampled_sources.items())},
+        "train/ppo_decisions_without_policy": no_policy,
     }
     return net.cpu(), metrics
 

@@ -59,3 +59,17 @@ def test_distill_kl_learns_the_agents_distribution_and_hard_its_samples():
     # with sampling noise), not the distribution; the two fits differ
     assert not np.allclose(kl, hard, atol=1e-3)
     assert hard[:2].sum() > 0.97
+
+
+def test_ppo_rows_without_a_policy_are_counted_and_fitted_as_hard_labels(caplog):
+    data = _ppo_set()
+    data.policy[:150] = 0.0  # records that left `policy` out (a writer of schema 2, or version 1)
+    cfg = StudentConfig(epochs=2, batch_size=64, lr=0.01, hidden_sizes=(8,), samples_per_epoch=200,
+                        source_weights={"ppo": 1.0}, value_coef=0.0, distill="kl")  # fmt: skip
+    with caplog.at_level("WARNING", logger="ml.supervised"):
+        _, metrics = train_student(data, _ppo_set(0), cfg, seed=1, progress=False)
+    assert metrics["train/ppo_decisions_without_policy"] == 150
+    assert "150 PPO decisions carry no `policy`" in caplog.text
+    caplog.clear()
+    _, metrics = train_student(_ppo_set(), _ppo_set(0), cfg, seed=1, progress=False)
+    assert metrics["train/ppo_decisions_without_policy"] == 0 and "carry no" not in caplog.text

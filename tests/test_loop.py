@@ -82,6 +82,8 @@ def test_two_generations_commit_and_restore(finished_run):
     assert table[1]["ppo_share"] > 0 == table[0]["ppo_share"]  # gen001 learned from gen000's batch
     assert table[1]["elo"] == rows["gen001"]["elo"] and table[0]["agent_win_rate"] == history[0]["figures"]["win_rate"]
     assert git(project, "status", "--porcelain") == ""  # eval changes nothing in the repo
+    res = run_loop(project, "eval", "--games", "3")  # less than one deal of a 4-pod
+    assert res.returncode == 2 and "--games must be at least 4" in res.stderr, res.stderr
     res = run_loop(project, "promote", "gen000-a1", "--name", "first-bot")
     assert res.returncode == 0, res.stderr
     assert (project / "bots/promoted/first-bot.pt").is_file() and git(project, "status", "--porcelain") == ""
@@ -129,6 +131,11 @@ def test_rejection_blocks_and_overrides(tmp_path: Path):
     last = history[-1]
     assert last["generation"] == 1 and last["metrics"]["train"]["train/ppo_files"] == 0  # rejected batches never trained on
     assert "override: skip-to-next-stage" in git(repo, "log", "--format=%s")
+    head = git(repo, "rev-parse", "HEAD")
+    for flag in ("--force-retry", "--skip-to-next-stage"):  # the loop is not blocked now: refused, nothing written
+        res = run_loop(repo, flag)
+        assert res.returncode == 2 and f"{flag} unblocks a BLOCKED loop" in res.stderr, res.stderr[-2000:]
+    assert git(repo, "rev-parse", "HEAD") == head and git(repo, "status", "--porcelain") == ""
 
 
 def test_refuses_second_instance_and_dirty_tree(project: Path):

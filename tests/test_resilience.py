@@ -23,6 +23,7 @@ import pytest
 
 from ml.driver.feedback import LEDGER, FeedbackRecord, append_record, read_ledger
 from ml.driver.orchestrator import Loop
+from ml.driver.promotion import refuse_hand_made
 from ml.driver.state import HISTORY_FILE, AttemptLog, LoopState
 from ml.driver.workspace import LoopError
 from ml.params import load_params
@@ -105,6 +106,10 @@ def test_files_added_or_edited_by_hand_are_refused_and_kept(loop: Loop):
     with pytest.raises(LoopError, match=r"ml-decisions-ppo-gen000-a1.jsonl \(edited\)"):
         loop.repro(loop.load_state().in_flight)
     assert batch.read_text() == "edited\n"
+    mine.write_text("my own batch\n")
+    _dvc(repo, "checkout", "--force", "data/pool")  # the fix the message gives
+    assert not mine.exists() and batch.read_text() != "edited\n"
+    refuse_hand_made(repo)  # nothing left to refuse
 
 
 def test_stale_index_lock_is_cleared_at_start(loop: Loop):

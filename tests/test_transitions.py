@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from ml.driver.params_file import get_dotted, set_dotted
-from ml.driver.state import LoopState
+from ml.driver.state import AttemptLog, LoopState
 from ml.driver.transitions import after_attempt, after_override, enter_phase, finished, leave_curriculum, status_after
 from ml.params import params_from_dict
 
@@ -123,6 +123,15 @@ def test_finished_without_curriculum():
         "3 generations accepted (max 3)", " Raise loop.max_generations (or --max-generations) to go on.",
     )  # fmt: skip
     assert finished(LoopState(generation=1), params, 1)[0] == "1 generation accepted (max 1)"
+    skip = AttemptLog(attempt_id="x-override-skip-to-next-stage", generation=1, attempt=3, verdict="override",
+                      reasons=["skip-to-next-stage"])  # fmt: skip
+    retry = skip.model_copy(update={"reasons": ["force-retry"]})
+    assert finished(LoopState(generation=3, log=[retry, skip]), params, 3) is None  # 2 accepted, 1 given up
+    assert (
+        finished(LoopState(generation=4, log=[skip]), params, 3)[0]
+        == "3 generations accepted (max 3), 1 skipped by --skip-to-next-stage"
+    )
+    assert status_after(LoopState(generation=3, log=[skip]), params, [])[0] == "running"
     converged = LoopState(generation=1, status="done", stop_reason="converged: Elo gain within +-10.0 for 2 generations")
     assert finished(converged, params, 3) == (converged.stop_reason, "")
     assert status_after(LoopState(failures=2), params, []) == ("blocked", None)

@@ -99,13 +99,19 @@ def apply_override(loop: Loop, skip: bool) -> None:
     """Record a human override (``--force-retry``, or ``--skip-to-next-stage`` when ``skip``) in the state and commit it.
 
     Raises:
-        LoopError: an attempt is in flight.
+        LoopError: an attempt is in flight, or the loop is not blocked.
         ParamsError: params.yaml does not validate.
     """
     state = loop.load_state()
     if state.in_flight is not None:
         raise LoopError(f"attempt {state.in_flight.attempt_id} is in flight; let it finish (run loop.py) before an override")
     kind = "skip-to-next-stage" if skip else "force-retry"
+    if state.status != "blocked":
+        now = f"done ({state.stop_reason})" if state.status == "done" else state.status
+        raise LoopError(
+            f"--{kind} unblocks a BLOCKED loop; this one is {now}, so nothing was changed. "
+            "Run `python loop.py` to go on (with --max-generations N to run further)."
+        )
     entry = AttemptLog(
         attempt_id=f"{time.strftime('%Y%m%d-%H%M%S')}-override-{kind}",
         generation=state.generation,

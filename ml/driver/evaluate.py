@@ -42,18 +42,16 @@ def evaluate(loop: Loop, games: int, out: Path | None) -> int:
 
     Args:
         loop: the loop of the run.
-        games: games per student (rounded down to whole deals of ``game.pod_size`` games).
+        games: games per student (rounded down to whole deals of ``game.pod_size`` games; at least one deal).
         out: also write the rows to this JSON file (None: do not).
 
     Returns:
         The exit status: 0, or 2 for a bad ``games``/``out`` or a checkpoint that does not fit the game.
+        A row's ``ppo_share`` is None for a student with no accepted history entry (not yet committed).
 
     Raises:
         ParamsError: params.yaml does not validate.
     """
-    if games < 1:
-        print("loop.py eval: --games must be >= 1", file=sys.stderr)
-        return 2
     if out is not None and out.is_dir():
         print(f"loop.py eval: --json {out} is a directory; give a file path", file=sys.stderr)
         return 2
@@ -70,7 +68,10 @@ def evaluate(loop: Loop, games: int, out: Path | None) -> int:
     elo = {r["player"]: r for r in (elo_runs[-1]["table"] if elo_runs else [])}
     game = make_game(params.game, params.teacher)
     n = params.game.pod_size
-    played = max(1, games // n) * n  # whole duplicate deals
+    if games < n:
+        print(f"loop.py eval: --games must be at least {n}: one duplicate deal is pod_size = {n} games", file=sys.stderr)
+        return 2
+    played = games // n * n  # whole duplicate deals
     print(
         f"students (greedy) in pods against {n - 1} teachers ({game.teacher_name}), {played} games each "
         f"({played // n} deals); parity {1 / n:.3f}\n"
@@ -93,16 +94,17 @@ def evaluate(loop: Loop, games: int, out: Path | None) -> int:
             fig = accepted.get(int(path.stem[3:]), {}).get("figures", {}) if path.stem[3:].isdigit() else {}
             rating = elo.get(path.stem)
             row = {
-                "student": path.stem, **row, "ppo_share": fig.get("sampled_share", {}).get("ppo", 0.0),
+                "student": path.stem, **row, "ppo_share": fig.get("sampled_share", {}).get("ppo", 0.0) if fig else None,
                 "agent_win_rate": fig.get("win_rate"), "agent_low": fig.get("win_rate_low"), "agent_high": fig.get("win_rate_high"),
                 "elo": rating and rating["elo"], "elo_low": rating and rating["low"], "elo_high": rating and rating["high"],
             }  # fmt: skip
             rows.append(row)
             agent = f"{row['agent_win_rate']:.3f} [{row['agent_low']:.3f}, {row['agent_high']:.3f}]" if fig else "-"
             rated = f"{row['elo']:.0f} [{row['elo_low']:.0f}, {row['elo_high']:.0f}]" if rating else "-"
+            share = f"{row['ppo_share']:.3f}" if row["ppo_share"] is not None else "-"  # no accepted entry (yet)
             print(
                 f"{path.stem:8s} {row['win_rate']:.3f} [{row['low']:.3f}, {row['high']:.3f}]".ljust(33)
-                + f" {row['draws']:6d} {agent:>26s} {rated:>20s} {row['ppo_share']:9.3f}",
+                + f" {row['draws']:6d} {agent:>26s} {rated:>20s} {share:>9s}",
                 flush=True,
             )
     if out is not None:

@@ -75,7 +75,8 @@ class LoopState(BaseModel):
     Attributes:
         status: ``idle`` (fresh), ``running``, ``blocked`` (waits for a human override),
             ``done`` (``loop.max_generations`` reached).
-        generation: the generation being worked on (accepted generations so far).
+        generation: the generation being worked on (accepted generations so far, plus any given
+            up by ``--skip-to-next-stage``: ``ml.driver.transitions.accepted_generations``).
         attempt: the next attempt number in this generation (1-based).
         failures: rejected attempts of this generation since the last override.
         in_flight: the attempt being run, if any.

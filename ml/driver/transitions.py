@@ -33,7 +33,7 @@ def status_after(state: LoopState, params: Params, elo_history: list[dict]) -> t
     """
     if params.curriculum and state.phase >= len(params.curriculum):
         return "done", f"curriculum finished ({len(params.curriculum)} phases)"
-    if not params.curriculum and state.generation >= params.loop.max_generations:
+    if not params.curriculum and accepted_generations(state) >= params.loop.max_generations:
         return "done", f"loop.max_generations ({params.loop.max_generations}) reached"
     if state.failures > params.loop.max_retries:
         return "blocked", None
@@ -70,8 +70,14 @@ def after_attempt(
     return new
 
 
+def accepted_generations(state: LoopState) -> int:
+    """Generations accepted so far: ``state.generation`` less those given up by ``--skip-to-next-stage``."""
+    return state.generation - sum(e.verdict == "override" and e.reasons[:1] == ["skip-to-next-stage"] for e in state.log)
+
+
 def after_override(state: LoopState, params: Params, skip: bool, elo_history: list[dict]) -> tuple[LoopState, str | None]:
-    """The state after ``--force-retry`` (``skip`` False) or ``--skip-to-next-stage`` (``skip`` True).
+    """The state after ``--force-retry`` (``skip`` False) or ``--skip-to-next-stage`` (``skip`` True)
+    of a ``blocked`` loop (``ml.driver.commands.apply_override`` refuses any other).
 
     Both reset the failures. Skipping starts the next generation without the queued nudges
     (they were for the retry given up on) and, with a curriculum, leaves the blocked phase.
@@ -170,9 +176,10 @@ def finished(state: LoopState, params: Params, max_generations: int) -> tuple[st
             return None
         reason = state.stop_reason or f"curriculum finished ({len(params.curriculum)} phases)"
         return reason, " Append a phase to `curriculum` in params.yaml to go on."
-    if state.generation >= max_generations:
-        n = state.generation
+    if (n := accepted_generations(state)) >= max_generations:
+        skipped = state.generation - n
         reason = f"{n} generation{'' if n == 1 else 's'} accepted (max {max_generations})"
+        reason += f", {skipped} skipped by --skip-to-next-stage" if skipped else ""
         return reason, " Raise loop.max_generations (or --max-generations) to go on."
     if state.status == "done" and "converged" in (state.stop_reason or ""):
         return state.stop_reason or "", ""
