@@ -28,6 +28,7 @@ from ml.driver.evaluate import evaluate
 from ml.driver.forge_import import TEACHER_DIR, foreign_files_message, foreign_teacher_files, forge_weight, import_command
 from ml.driver.onnx_cmd import add_export_parser, export_command
 from ml.driver.orchestrator import Loop
+from ml.driver.promotion import refuse_hand_made
 from ml.driver.workspace import LoopError, acquire_lock
 from ml.encoded_cache import max_cache_bytes
 from ml.params import ParamsError, load_params
@@ -140,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
             return import_command(loop, args.paths, args.cards, args.weight)
         if args.command is None and (foreign := foreign_teacher_files(loop.path(TEACHER_DIR))):
             raise LoopError(foreign_files_message(foreign, loop.root))
+        if args.command != "promote":
+            refuse_hand_made(loop.root)  # before an override or a new attempt writes anything
         loop.check_tree(state)
         loop.check_records(state)
         if args.command == "promote":

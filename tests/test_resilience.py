@@ -85,10 +85,15 @@ def test_files_added_or_edited_by_hand_are_refused_and_kept(loop: Loop):
     _merged_output(repo)
     mine = repo / "data/pool/ml-decisions-mine.jsonl"
     mine.write_text("my own batch\n")
+    params_before = (repo / "params.yaml").read_text()
+    for flags in ([], ["--max-generations", "3"]):  # loop.py refuses before anything is written
+        res = run_loop(repo, *flags)
+        assert res.returncode == 2 and "ml-decisions-mine.jsonl (added)" in res.stderr, res.stdout[-2000:] + res.stderr[-2000:]
+        assert loop.load_state().in_flight is None and (repo / "params.yaml").read_text() == params_before
     flight = loop.begin(loop.load_state())
     with pytest.raises(LoopError, match=r"data/pool/ml-decisions-mine.jsonl \(added\)\n.*would delete or revert them") as err:
         loop.promote(flight)
-    assert "import-forge" in str(err.value) and "dvc checkout" in str(err.value)
+    assert "import-forge" in str(err.value) and "`dvc checkout --force data/pool`" in str(err.value)
     assert mine.read_text() == "my own batch\n" and not (repo / "data/pool/ml-decisions-ppo-gen000-a1.jsonl").exists()
     assert not loop.load_state().in_flight.promoted
     mine.unlink()  # moved out: the next run promotes

@@ -72,9 +72,11 @@ def evaluate(loop: Loop, games: int, out: Path | None) -> int:
         print(f"loop.py eval: --games must be at least {n}: one duplicate deal is pod_size = {n} games", file=sys.stderr)
         return 2
     played = games // n * n  # whole duplicate deals
+    deals = played // n
+    rounded = f", --games {games} rounded down to whole deals" if played != games else ""
     print(
         f"students (greedy) in pods against {n - 1} teachers ({game.teacher_name}), {played} games each "
-        f"({played // n} deals); parity {1 / n:.3f}\n"
+        f"({deals} deal{'' if deals == 1 else 's'}{rounded}); parity {1 / n:.3f}\n"
         f"{'student':8s} {'win rate [95% by deal]':<24s} {'draws':>6s} {'PPO agent (gate)':>26s} {'Elo [95%]':>20s} {'PPO share':>9s}"
     )
     rows = []

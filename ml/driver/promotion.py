@@ -30,9 +30,10 @@ def refuse_hand_made(root: Path) -> None:
     if not changes:
         return
     listed = "\n  ".join(f"{p.relative_to(root)} ({how})" for p, how in changes)
+    folders = " ".join(sorted({str(p.parent.relative_to(root)) for p, _ in changes}))
     raise LoopError(
         f"files added or edited by hand in the loop's data folders (they differ from the last merge, data/merged):\n"
         f"  {listed}\nthe loop would delete or revert them: move added files you want to keep out of data/, then "
-        "`dvc checkout --force data/<folder>` (it restores edited files and deletes added ones), then run again. Batches join the pool only through the gate; "
+        f"`dvc checkout --force {folders}` (it restores edited files and deletes added ones), then run again. Batches join the pool only through the gate; "
         "teacher data goes in with `python loop.py import-forge PATH`."
     )
