@@ -30,7 +30,7 @@ from ml.driver.onnx_cmd import add_export_parser, export_command
 from ml.driver.orchestrator import Loop
 from ml.driver.promotion import refuse_hand_made
 from ml.driver.workspace import LoopError, acquire_lock
-from ml.encoded_cache import max_cache_bytes
+from ml.encoded_cache import CacheConfigError, max_cache_bytes
 from ml.params import ParamsError, load_params
 
 
@@ -109,7 +109,7 @@ def check_cache_cap() -> None:
     """
     try:
         max_cache_bytes()
-    except ValueError as e:
+    except CacheConfigError as e:
         raise LoopError(str(e)) from None
 
 
@@ -139,10 +139,10 @@ def main(argv: list[str] | None = None) -> int:
         check_cache_cap()
         if args.command == "import-forge":  # before check_tree: the files may sit in data/teacher
             return import_command(loop, args.paths, args.cards, args.weight)
-        if args.command is None and (foreign := foreign_teacher_files(loop.path(TEACHER_DIR))):
-            raise LoopError(foreign_files_message(foreign, loop.root))
-        if args.command != "promote":
-            refuse_hand_made(loop.root)  # before an override or a new attempt writes anything
+        if args.command is None:  # a run or an override: refused before anything is written
+            if foreign := foreign_teacher_files(loop.path(TEACHER_DIR)):
+                raise LoopError(foreign_files_message(foreign, loop.root))
+            refuse_hand_made(loop.root)
         loop.check_tree(state)
         loop.check_records(state)
         if args.command == "promote":

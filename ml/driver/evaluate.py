@@ -71,8 +71,8 @@ def evaluate(loop: Loop, games: int, out: Path | None) -> int:
     if games < n:
         print(f"loop.py eval: --games must be at least {n}: one duplicate deal is pod_size = {n} games", file=sys.stderr)
         return 2
-    played = games // n * n  # whole duplicate deals
-    deals = played // n
+    deals = games // n  # whole duplicate deals
+    played = deals * n
     rounded = f", --games {games} rounded down to whole deals" if played != games else ""
     print(
         f"students (greedy) in pods against {n - 1} teachers ({game.teacher_name}), {played} games each "

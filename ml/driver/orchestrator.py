@@ -224,8 +224,8 @@ class Loop(Workspace):
         Raises:
             LoopError: ``dvc add`` failed (DVC's own message); or a promoted folder holds a file
                 added or edited by hand (``ml.driver.promotion.refuse_hand_made``; no data changed;
-                loop.py checks this before an override or a new attempt, so it is met here only
-                when the change came while an attempt was in flight).
+                loop.py checks this at start, so it is met here only for a change made while
+                the loop was running).
         """
         if flight.promoted:
             return
