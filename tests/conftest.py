@@ -11,6 +11,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,6 +79,22 @@ PIPELINE_PARAMS = {  # game -> overrides of TINY for the ``pipeline`` fixture; o
     "commander": {"selfplay": {**TINY["selfplay"], "workers": 1}},
     "kuhn_poker": KUHN_TINY,
 }
+
+
+def wait_for(pred: Callable[[], object], timeout: float = 60.0, what: str = "the condition", poll: float = 0.05) -> object:
+    """Poll ``pred`` every ``poll`` seconds until it returns a true value (returned) or ``timeout``
+    seconds pass (AssertionError naming ``what``). An ``OSError`` from ``pred`` (a server not up yet)
+    counts as false. The bound only stops a test that would hang; a loaded CI machine needs room."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = pred()
+        except OSError:
+            value = None
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(poll)
 
 
 def git(repo: Path, *args: str) -> str:

@@ -27,7 +27,6 @@ import re
 import shutil
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -43,7 +42,7 @@ from ml.api.control import LoopController
 from ml.api.readers import RepoView, per_generation
 from ml.api.status import loop_status
 from ml.api.vega import composition_chart, elo_chart
-from tests.conftest import ROOT, git
+from tests.conftest import ROOT, git, wait_for
 
 FAKE_LOOP = """
 import json, os, sys, time
@@ -141,13 +140,6 @@ def launches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 def client(repo: Path, host: str = "127.0.0.1", token: str | None = None) -> TestClient:
     return TestClient(create_app(repo, bind_host=host, token=token))
-
-
-def wait_for(pred: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
 
 
 def state_is(c: TestClient, *states: str) -> Callable[[], bool]:

@@ -20,16 +20,14 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from ml.api.control import is_loop_process
 from ml.api.vega import POINTS
-from tests.conftest import ROOT, make_project_copy, tiny_params
+from tests.conftest import ROOT, make_project_copy, tiny_params, wait_for
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -60,19 +58,6 @@ def free_port() -> int:
 def get_json(url: str) -> dict | list:
     with urllib.request.urlopen(url, timeout=10) as r:
         return json.load(r)
-
-
-def wait_for(pred: Callable[[], object], timeout: float, what: str, poll: float = 0.5) -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            value = pred()
-        except OSError:
-            value = None
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(poll)
 
 
 def browser(profile: Path):
@@ -156,7 +141,7 @@ def test_dashboard_drives_a_real_loop(tmp_path: Path, capsys: pytest.CaptureFixt
     )  # fmt: skip
     driver = None
     try:
-        wait_for(lambda: get_json(f"{base}/api/ml/distill/status"), 120, "the API server")  # a loaded CI machine
+        wait_for(lambda: get_json(f"{base}/api/ml/distill/status"), 120, "the API server", 0.5)  # a loaded CI machine
         driver = browser(tmp_path / "chromium-profile")
         driver.get(base)
         assert page_state(driver) == "idle"
@@ -164,14 +149,14 @@ def test_dashboard_drives_a_real_loop(tmp_path: Path, capsys: pytest.CaptureFixt
         click(driver, "btn-start")
         WebDriverWait(driver, 10).until(ec.text_to_be_present_in_element((By.ID, "action-result"), "start: ok"))
         status = lambda: get_json(f"{base}/api/ml/distill/status")  # noqa: E731
-        wait_for(lambda: status()["running"], 120, "the loop to start")
+        wait_for(lambda: status()["running"], 120, "the loop to start", 0.5)
         check_live_curve(driver)
         history = lambda: get_json(f"{base}/api/ml/distill/history?metrics=false")  # noqa: E731
         wait_for(lambda: len(history()) >= 2 or status()["state"] in ("error", "done"), LOOP_TIMEOUT_S, "two attempts", 1.0)
         assert len(history()) >= 2, (repo / ".dvc/tmp/loop/loop.log").read_text()[-3000:]
 
         click(driver, "btn-pause")
-        wait_for(lambda: status()["state"] == "paused", 120, "the loop to pause")
+        wait_for(lambda: status()["state"] == "paused", 120, "the loop to pause", 0.5)
         WebDriverWait(driver, 15).until(lambda d: page_state(d) == "paused")
         driver.refresh()
         assert page_state(driver) == "paused"
@@ -183,9 +168,9 @@ def test_dashboard_drives_a_real_loop(tmp_path: Path, capsys: pytest.CaptureFixt
             print(f"\ndashboard screenshot: {shot}")
 
         click(driver, "btn-resume")
-        wait_for(lambda: status()["state"] in ("running", "starting"), 60, "the loop to resume")
+        wait_for(lambda: status()["state"] in ("running", "starting"), 60, "the loop to resume", 0.5)
         click(driver, "btn-stop")
-        wait_for(lambda: not status()["running"], 120, "the loop to stop")
+        wait_for(lambda: not status()["running"], 120, "the loop to stop", 0.5)
         s = status()
         assert s["state"] == "stopped", s
         WebDriverWait(driver, 15).until(lambda d: page_state(d) == "stopped")
