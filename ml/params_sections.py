@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ml.curriculum import AbortIf
+from ml.params_yaml import At
 from ml.record_schema import SOURCES
 
 
@@ -122,7 +123,7 @@ class TrainParams(_Section):
     @classmethod
     def _known_sources(cls, weights: dict[str, float]) -> dict[str, float]:
         if unknown := sorted(set(weights) - set(SOURCES)):
-            raise ValueError(f"unknown source {', '.join(map(repr, unknown))} (records name {', '.join(SOURCES)})")
+            raise At((unknown[0],), f"unknown source {', '.join(map(repr, unknown))} (records name {', '.join(SOURCES)})")
         return weights
 
     @model_validator(mode="after")

@@ -23,7 +23,9 @@ class ParamsError(ValueError):
 
 
 class At(ValueError):
-    """A validator's error about the params at ``loc``, so that ``error_lines`` can name its line."""
+    """A validator's error about the params at ``loc`` (relative to what the validator checks: from the
+    top level for a model validator of ``Params``, from the field for a field validator), so that
+    ``error_lines`` can name its line."""
 
     def __init__(self, loc: KeyPath, text: str) -> None:
         super().__init__(text)
@@ -101,8 +103,7 @@ def error_lines(errors: list[Any], source: str, raw: Any, lines: dict[KeyPath, i
     """
     out = []
     for err in errors:
-        at = tuple(err["loc"]) or getattr(err.get("ctx", {}).get("error"), "loc", ())
-        line = line_of(lines, at)
+        line = line_of(lines, (*err["loc"], *getattr(err.get("ctx", {}).get("error"), "loc", ())))
         where = f"{source}:{line}" if line else source
         out.append(f"{where}: {dotted(err['loc'], raw)}: {message(err)}" if err["loc"] else f"{where}: {message(err)}")
     return out

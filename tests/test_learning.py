@@ -132,7 +132,7 @@ def test_params_errors_name_file_section_key(tmp_path):
     p.write_text("train:\n  source_weights:\n    sim: 1.0\n    PPO: 2.0\n")  # a misspelt source would train without it
     with pytest.raises(ParamsError) as e:
         load_params(p)
-    assert str(e.value).endswith(f"{p}:2: train.source_weights: unknown source 'PPO' (records name forge, sim, ppo)")
+    assert str(e.value).endswith(f"{p}:4: train.source_weights: unknown source 'PPO' (records name forge, sim, ppo)")
 
 
 def test_repo_params_load_and_seeds_differ():
