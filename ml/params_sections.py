@@ -129,7 +129,7 @@ class TrainParams(_Section):
     @model_validator(mode="after")
     def _check_weights(self) -> TrainParams:
         if not any(w > 0 for w in self.source_weights.values()):
-            raise ValueError(f"source_weights needs at least one weight > 0, got {self.source_weights}")
+            raise At(("source_weights",), f"source_weights needs at least one weight > 0, got {self.source_weights}")
         return self
 
 

@@ -125,8 +125,9 @@ def test_params_errors_name_file_section_key(tmp_path):
     assert f"{p}:2: train.epochs" in str(e.value) and f"{p}:3: train.bogus" in str(e.value)
     with pytest.raises(ParamsError, match="not found"):
         load_params(tmp_path / "nope.yaml")
-    with pytest.raises(ParamsError, match="source_weights needs at least one weight > 0"):
-        params_from_dict({"train": {"source_weights": {"sim": 0.0}}})
+    p.write_text("train:\n  epochs: 2\n  source_weights:\n    sim: 0.0\n")
+    with pytest.raises(ParamsError, match=f"^{p}:3: train: source_weights needs at least one weight > 0"):
+        load_params(p)  # the line of the field, not of its section
     with pytest.raises(ParamsError, match=r"train\.source_weights\.ppo: Input should be greater than or equal to 0"):
         params_from_dict({"train": {"source_weights": {"sim": 1.0, "ppo": -0.5}}})
     p.write_text("train:\n  source_weights:\n    sim: 1.0\n    PPO: 2.0\n")  # a misspelt source would train without it

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from ml.driver.commands import apply_profile
+from ml.driver.evaluate import evaluate
 from ml.driver.feedback import LEDGER, FeedbackRecord, append_record, read_ledger
 from ml.driver.orchestrator import Loop
 from ml.driver.promotion import refuse_hand_made
@@ -150,6 +152,29 @@ def test_committed_params_change_resumes_uncommitted_is_refused(loop: Loop):
     (repo / "params.yaml").write_text((repo / "params.yaml").read_text().replace("epochs: 3", "epochs: 4"))
     with pytest.raises(LoopError, match="edited while attempt"):
         loop.check_tree(loop.load_state())
+
+
+def test_rerunning_the_same_profile_resumes_a_killed_attempt(loop: Loop, capsys):
+    """``loop.py --profile full`` killed mid-attempt and run again: the applied profile is a no-op,
+    so the attempt resumes; another profile, or an unknown one, is refused by name, nothing written."""
+    repo = loop.root
+    apply_profile(loop, "full")
+    assert "profile full applied" in capsys.readouterr().out
+    flight = loop.begin(loop.load_state())
+    head, params_text = git(repo, "rev-parse", "HEAD"), (repo / "params.yaml").read_text()
+    apply_profile(loop, "full")  # the same command line again: nothing to change, no refusal
+    with pytest.raises(LoopError, match=f"attempt {flight.attempt_id} is in flight; let it finish before changing params"):
+        apply_profile(loop, "ablation")
+    with pytest.raises(LoopError, match=r"no profile 'nosuch' \(profiles: ablation, "):
+        apply_profile(loop, "nosuch")
+    assert git(repo, "rev-parse", "HEAD") == head and (repo / "params.yaml").read_text() == params_text
+    assert loop.load_state().in_flight == flight
+
+
+def test_eval_refuses_less_than_a_deal_before_any_student_exists(loop: Loop, capsys):
+    assert evaluate(loop, 2, None) == 2
+    assert "--games must be at least 4" in capsys.readouterr().err
+    assert evaluate(loop, 4, None) == 0 and "no students yet" in capsys.readouterr().out
 
 
 def _one_attempt(loop: Loop) -> LoopState:

@@ -133,22 +133,23 @@ def apply_override(loop: Loop, skip: bool) -> None:
 
 
 def apply_profile(loop: Loop, name: str) -> None:
-    """Write the named profile's overrides into params.yaml and commit them (no-op if applied).
+    """Write the named profile's overrides into params.yaml and commit them (no-op if applied,
+    also while an attempt is in flight: rerunning ``loop.py --profile NAME`` resumes).
 
     Raises:
         LoopError: an attempt is in flight, or params.yaml has no such profile.
         ParamsError: params.yaml, or it with the profile's overrides, does not validate.
     """
-    state = loop.load_state()
-    if state.in_flight is not None:
-        raise LoopError(f"attempt {state.in_flight.attempt_id} is in flight; let it finish before changing params")
     params = load_params(loop.path("params.yaml"))
     if name not in params.profiles:
         raise LoopError(f"params.yaml has no profile {name!r} (profiles: {', '.join(sorted(params.profiles)) or 'none'})")
     overrides = params.profiles[name]
     current = params.model_dump(mode="json")
     if all(current[sec].get(k) == v for sec, values in overrides.items() for k, v in values.items()):
-        return
+        return  # applied already: the same command line resumes a killed run
+    state = loop.load_state()
+    if state.in_flight is not None:
+        raise LoopError(f"attempt {state.in_flight.attempt_id} is in flight; let it finish before changing params")
     loop.set_params(
         overrides,
         f"params: profile {name}\n\n" + "\n".join(f"{s}.{k} = {v}" for s, vals in overrides.items() for k, v in vals.items()),

@@ -56,6 +56,10 @@ def evaluate(loop: Loop, games: int, out: Path | None) -> int:
         print(f"loop.py eval: --json {out} is a directory; give a file path", file=sys.stderr)
         return 2
     params = load_params(loop.path("params.yaml"))
+    n = params.game.pod_size
+    if games < n:
+        print(f"loop.py eval: --games must be at least {n}: one duplicate deal is pod_size = {n} games", file=sys.stderr)
+        return 2
     students = accepted_students(loop)
     if not students:
         print("no students yet: each accepted generation adds one (run `python loop.py`)")
@@ -67,10 +71,6 @@ def evaluate(loop: Loop, games: int, out: Path | None) -> int:
     elo_runs = history.elo_history(loop.root)
     elo = {r["player"]: r for r in (elo_runs[-1]["table"] if elo_runs else [])}
     game = make_game(params.game, params.teacher)
-    n = params.game.pod_size
-    if games < n:
-        print(f"loop.py eval: --games must be at least {n}: one duplicate deal is pod_size = {n} games", file=sys.stderr)
-        return 2
     deals = games // n  # whole duplicate deals
     played = deals * n
     rounded = f", --games {games} rounded down to whole deals" if played != games else ""
