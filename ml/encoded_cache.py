@@ -38,7 +38,7 @@ ENCODED_CACHE_MAX_MB_ENV = "DISTILL_ENCODED_CACHE_MAX_MB"
 DEFAULT_MAX_MB = 4096
 """Default cap of the cache folder, MiB: room for the `full` profile's teacher batch (~120 MiB
 encoded), the newest PPO batches and a few code versions; least recently used entries go first."""
-_CODE_FILES = ("decisions.py", "encoded_cache.py", "dataset.py", "records.py", "record_schema.py")
+_CODE_FILES = ("decisions.py", "encoded_cache.py", "dataset.py", "io.py", "records.py", "record_schema.py")
 
 
 class CacheConfigError(ValueError):
@@ -67,7 +67,8 @@ def default_cache_dir() -> Path | None:
 @functools.lru_cache(maxsize=1)
 def code_digest() -> str:
     """MD5 over the code and data that turn a record into arrays: ``ml/game`` (encoders,
-    labels, card pools), ``ml.decisions``, this module, ``ml.dataset``, ``ml.records`` and ``ml.record_schema``."""
+    labels, card pools), ``ml.decisions``, this module, ``ml.dataset``, ``ml.io`` (the JSONL reader),
+    ``ml.records`` and ``ml.record_schema``."""
     ml_dir = Path(__file__).resolve().parent
     files = sorted(p for p in (ml_dir / "game").rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     files += [ml_dir / name for name in _CODE_FILES]

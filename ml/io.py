@@ -12,6 +12,9 @@ Reading follows the quirks of real Forge files (``shared/docs/forge-decision-for
   and parsed with ``json.loads(strict=False)``.
 * Forge appends and flushes per game, so a killed run can leave a truncated last line with
   no trailing newline. :func:`iter_jsonl` skips such a line with a warning.
+* An empty (or whitespace-only) line is a bad line like any other: JSON Lines
+  (https://jsonlines.org) holds one JSON value on every line. The newline that ends the
+  last line makes no empty line.
 
 Errors in user files raise :class:`DataFileError`, whose message reads
 ``"<file>:<line>: <field>: <problem>"``.
@@ -179,6 +182,8 @@ def read_json(path: str | os.PathLike[str]) -> Any:
 
 def _parse_line(path: Path, line_no: int, raw: bytes) -> dict[str, Any]:
     """Parse one JSONL line into a dict, raising :class:`DataFileError` on any problem."""
+    if not raw.strip():
+        raise DataFileError(path, line_no, None, "empty line (a JSONL line holds one JSON object)")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -202,7 +207,8 @@ def iter_jsonl(
     """Stream the JSON objects of a JSONL file, one line at a time.
 
     Lines are split on ``\\n`` only (a raw ``\\r`` or U+2028 inside a string does not end a
-    line); blank lines are skipped. Raw control characters inside strings are accepted.
+    line); an empty or whitespace-only line is a bad line (the newline ending the last line
+    makes none). Raw control characters inside strings are accepted.
     A UTF-8 byte-order mark at the start of the file (Windows editors write one) is skipped.
 
     Args:
@@ -218,8 +224,8 @@ def iter_jsonl(
         ``(line_no, obj)``: the 1-based line number and the parsed object.
 
     Raises:
-        DataFileError: without ``on_error``, for a line that is not valid UTF-8, not valid
-            JSON or not an object, naming the file and the line.
+        DataFileError: without ``on_error``, for a line that is empty, not valid UTF-8, not
+            valid JSON or not an object, naming the file and the line.
         FileNotFoundError: if the file does not exist.
     """
     path = Path(path)
@@ -227,8 +233,6 @@ def iter_jsonl(
         for line_no, raw in enumerate(f, start=1):
             if line_no == 1 and raw.startswith(UTF8_BOM):  # a byte-order mark is never JSON: not part of line 1
                 raw = raw[len(UTF8_BOM) :]
-            if not raw.strip():
-                continue
             try:
                 obj = _parse_line(path, line_no, raw)
             except DataFileError as e:

@@ -3,7 +3,8 @@
 Format reference: ``shared/docs/forge-decision-format.md``. One record per decision point of
 the acting player; keys are written in the writer's field order, then this project's extras
 (``action_mask``, ``source``, ``model_version``, ``generation``, ``reward``,
-``episode_return``, ``policy``, ``schema_version``). Real Forge lines carry none of the extras.
+``episode_return``, ``policy``, ``schema_version``; on a commander record, ``forge_game_id``
+where ``import-forge`` re-keyed a Forge game). Real Forge lines carry none of the extras.
 
 Two record kinds share the reading and writing path (``ml.records``):
 
@@ -20,7 +21,8 @@ Version History:
     1: first version (Forge keys + PPO extension + ``action_mask``). The OpenSpiel record kind
        was added without a bump: every existing file reads exactly as before.
     2: ``policy`` (optional): the acting policy's probabilities over the actions at the
-       decision (PPO records), for distillation. Version-1 files read as before.
+       decision (PPO records), for distillation. Version-1 files read as before. The
+       commander's optional ``forge_game_id`` (``import-forge``) was added without a bump.
 """
 
 from __future__ import annotations

@@ -18,9 +18,16 @@ Checks:
   moves the probability onto the allowed set.
 * The walkthrough's defects of ``import-forge``: a missing or folder ``--cards`` is a one-line
   error (exit 2, nothing written); ``--weight`` must be finite and >= 0 (argparse); games
-  already in ``data/forge`` are left out (a CRLF copy is "already imported"); a UTF-8 BOM does
+  already in ``data/forge`` (by their records) are left out (a CRLF copy is "already imported"); a UTF-8 BOM does
   not cost line 1; a card listed twice in a table is an error; the journalled commit message
   names the files before anything is copied.
+* Issue #24 items 1 and 3: a game is known by its records (canonical JSON: line endings, a
+  BOM, key order and whitespace ignored), not its ``game_id``: two files sharing ids with
+  other games both import whole in either order (the same folder, byte for byte), the second
+  file's games re-keyed ``<id>~<8 hex>`` with ``forge_game_id`` kept, four games for the
+  train/gate loader; a second import adds nothing and reports the counts held; two runs of
+  one seed in one file (also back to back) are kept apart; an empty line is a bad line
+  (``file:line: empty line``) for the import and every reader.
 * Issue #12 item 7: Forge files in ``data/teacher`` make ``loop.py`` refuse to run (untracked
   or committed) with a message naming ``import-forge``, and nothing is deleted; ``loop.py
   import-forge`` adds them to ``data/forge`` (``dvc add``-tracked, committed) and gives the
@@ -32,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import re
 import shutil
 from collections import Counter
 from collections.abc import Iterator
@@ -46,7 +54,14 @@ import yaml
 import loop
 from ml.dataset import load_teacher
 from ml.decisions import DecisionSet, encode_records
-from ml.driver.forge_import import FORGE_DIR, foreign_teacher_files, format_report, import_command, import_files
+from ml.driver.forge_import import (
+    FORGE_DIR,
+    foreign_teacher_files,
+    format_report,
+    import_command,
+    import_files,
+    read_games,
+)
 from ml.game.commander.actions import NUM_ACTIONS, attack_action
 from ml.game.commander.encoding import RecordEncoder, label_record
 from ml.game.commander.forge import CARD_TABLE, ForgeEncoder, load_card_table, merge_card_tables
@@ -62,8 +77,8 @@ CRLF = FIX / "ml-decisions-5d0c3f19.jsonl"
 POD6 = FIX / "ml-decisions-a6b2e9d4.jsonl"
 BAD = FIX / "ml-decisions-badc0de5-t2.jsonl"
 CARDS = FIX / "cards.yaml"
-BAD_LINES = {  # line -> field (None: the line is not a JSON object at all)
-    1: None, 4: "players.2.life", 7: "phase", 8: "players.1.cmdr_dmg", 10: None, 11: "game_outcome",
+BAD_LINES = {  # line -> field (None: the line is not a JSON object at all; line 5 is empty)
+    1: None, 4: "players.2.life", 5: None, 7: "phase", 8: "players.1.cmdr_dmg", 10: None, 11: "game_outcome",
     13: "players", 14: "source", 15: None, 16: "turn",
 }  # fmt: skip
 
@@ -92,6 +107,7 @@ def test_import_four_kinds_keeps_good_lines_reports_bad_ones(tmp_path: Path) -> 
     assert (worker.bad[0].line, worker.bad[0].field) == (85, None) and "truncated last line" in str(worker.bad[0])
     assert {e.line: e.field for e in bad.bad} == BAD_LINES
     text = format_report(reports, tmp_path)
+    assert f"{BAD}:5: empty line" in text
     for line, field in BAD_LINES.items():
         assert f"{BAD}:{line}: {field + ': ' if field else ''}" in text
     assert f"{WORKER}:85: truncated last line" in text
@@ -205,8 +221,8 @@ def test_games_already_imported_are_left_out(tmp_path: Path) -> None:
     mixed.write_bytes(CRLF.read_bytes() + POD6.read_bytes())
     before = {p: md5(p) for p in (lf, mixed)}
     again, grown = import_files([lf, mixed], forge)
-    assert (again.status, again.decisions, again.dest) == ("already imported", 18, forge / CRLF.name)
-    assert (grown.status, grown.decisions, grown.left_out) == ("imported", 20, 18)
+    assert (again.status, again.held, again.decisions, again.dest) == ("already imported", 18, 0, forge / CRLF.name)
+    assert (grown.status, grown.decisions, grown.held) == ("imported", 20, 18)
     assert "18 decisions of 1 games already imported, left out" in grown.notes
     assert "18 decisions of 1 games already imported, left out" in format_report([again, grown], tmp_path)
     assert grown.dest == forge / mixed.name and grown.dest.read_bytes() == POD6.read_bytes()
@@ -216,6 +232,142 @@ def test_games_already_imported_are_left_out(tmp_path: Path) -> None:
     # the same file again, and a copy of it under its own name: nothing new
     assert [r.status for r in import_files([mixed, CRLF], forge)] == ["already imported", "already imported"]
     assert sorted(p.name for p in forge.iterdir()) == sorted([CRLF.name, mixed.name])
+
+
+WORKER_IDS = ("game-1-307404304", "game-5-533458913")
+WORKER_GOOD = WORKER.read_bytes()[: WORKER.read_bytes().rindex(b"\n") + 1]  # without the truncated last line
+
+
+def _relabel(data: bytes, ids: dict[str, str]) -> bytes:
+    """``data`` with the games ``ids`` names under other ids (the bytes otherwise as they are)."""
+    for old, new in ids.items():
+        data = data.replace(f'"game_id":"{old}"'.encode(), f'"game_id":"{new}"'.encode())
+    return data
+
+
+def _identities(*paths: Path) -> Counter[str]:
+    return Counter(g.identity for p in paths for g in read_games(p, []))
+
+
+def _folder(forge: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(forge.iterdir())}
+
+
+def test_games_sharing_ids_with_other_games_import_whole_in_either_order(tmp_path: Path) -> None:
+    rerun = tmp_path / "src" / "ml-decisions-0000cccc.jsonl"  # a run with the worker's seed: its ids, other games
+    rerun.parent.mkdir()
+    rerun.write_bytes(
+        _relabel(CRLF.read_bytes(), {"game-2-151847156": WORKER_IDS[0]})  # a 4-player game, CRLF
+        + _relabel(POD6.read_bytes(), {"game-5-585738843": WORKER_IDS[1]})  # a 6-player game
+    )
+    sources, good = [WORKER, rerun], {WORKER: WORKER_GOOD, rerun: rerun.read_bytes()}
+    expected = _identities(*sources)
+    assert len(expected) == 4 and set(expected.values()) == {1}
+    folders = []
+    for i, order in enumerate([sources, sources[::-1]]):
+        forge = tmp_path / f"forge{i}"
+        reports = {r.source: r for r in import_files(order, forge)}
+        assert [(reports[p].status, reports[p].decisions, reports[p].held) for p in sources] == [
+            ("imported", 84, 0), ("imported", 38, 0),
+        ]  # fmt: skip
+        assert _identities(*forge.glob("*.jsonl")) == expected  # every game once, by its records
+        (kept,) = [r for r in reports.values() if not r.rekeyed]  # the file taken first keeps its ids
+        (moved,) = [r for r in reports.values() if r.rekeyed]
+        assert kept.imported_to.read_bytes() == good[kept.source]  # byte for byte
+        assert [old for old, _ in moved.rekeyed] == list(WORKER_IDS)
+        records = [r for p in sorted(forge.glob("*.jsonl")) for r in read_records(p)]
+        assert len(records) == 84 + 38 and len({r.game_id for r in records}) == 4
+        for old, new in moved.rekeyed:
+            assert re.fullmatch(rf"{old}~[0-9a-f]{{8}}", new)
+            assert {r.forge_game_id for r in records if r.game_id == new} == {old}
+        assert {r.forge_game_id for r in records if r.game_id in WORKER_IDS} == {None}
+        ends = [line.endswith(b"\r\n") for line in moved.imported_to.read_bytes().splitlines(keepends=True)]
+        assert ends == [line.endswith(b"\r\n") for line in good[moved.source].splitlines(keepends=True)]  # CRLF kept
+        line = next(
+            s
+            for s in format_report(list(reports.values()), tmp_path).splitlines()
+            if s.startswith(f"imported: {moved.source} ")
+        )
+        assert "2 games re-keyed" in line and all(f"{old} -> {new}" in line for old, new in moved.rekeyed)
+        _, _, stats = load_teacher([], 0.12, ForgeEncoder(RecordEncoder()), [forge])  # the train and gate loader
+        assert (stats["teacher_games"], stats["teacher_decisions"]) == (4, 84 + 38)
+        # a second import adds nothing and counts what the folder holds
+        before = _folder(forge)
+        again = {r.source: r for r in import_files(order, forge)}
+        assert [(again[p].status, again[p].held, again[p].decisions) for p in sources] == [
+            ("already imported", 84, 0), ("already imported", 38, 0),
+        ]  # fmt: skip
+        text = format_report(list(again.values()), forge)
+        assert (
+            f"already imported: {WORKER} -> {kept.dest.name if kept.source == WORKER else moved.dest.name}: 84 decisions"
+            in text
+        )
+        assert _folder(forge) == before
+        folders.append(before)
+    assert folders[0] == folders[1]  # names, ids and bytes: the order of the arguments makes no difference
+
+
+def test_one_file_with_two_runs_of_one_seed_keeps_both(tmp_path: Path) -> None:
+    forge, src = tmp_path / "forge", tmp_path / "src"
+    src.mkdir()
+    run1 = _relabel(CRLF.read_bytes(), {"game-2-151847156": "game-0-7"}) + _relabel(
+        POD6.read_bytes(), {"game-5-585738843": "game-1-7"}
+    )
+    run2 = _relabel(WORKER_GOOD, {WORKER_IDS[0]: "game-0-7", WORKER_IDS[1]: "game-1-7"})
+    both = src / "ml-decisions-0000dddd.jsonl"
+    both.write_bytes(run1 + run2 + POD6.read_bytes() * 2)  # and one game twice
+    rep = import_files([both], forge)[0]
+    assert (rep.status, rep.decisions, rep.held, rep.repeated) == ("imported", 18 + 20 + 84 + 20, 0, 20)
+    assert [old for old, _ in rep.rekeyed] == ["game-0-7", "game-1-7"]
+    (_, new0), (_, new1) = rep.rekeyed
+    counts = Counter(r.game_id for r in read_records(rep.imported_to))
+    assert counts == {"game-0-7": 18, "game-1-7": 20, new0: 68, new1: 16, "game-5-585738843": 20}
+    assert rep.imported_to.read_bytes().startswith(run1)  # the first run as it was
+    assert "20 decisions repeat a game earlier in the file, left out" in format_report([rep], tmp_path)
+    again = import_files([both], forge)[0]
+    assert (again.status, again.held, again.repeated, again.dest) == ("already imported", 142, 20, rep.dest)
+    # a one-game run twice: the same id back to back, the turn starting again
+    twice = src / "ml-decisions-0000eeee.jsonl"
+    first_game = b"".join(line for line in WORKER_GOOD.splitlines(keepends=True) if WORKER_IDS[0].encode() in line)
+    twice.write_bytes(
+        _relabel(CRLF.read_bytes(), {"game-2-151847156": "game-0-9"}) + _relabel(first_game, {WORKER_IDS[0]: "game-0-9"})
+    )
+    rep = import_files([twice], forge)[0]
+    assert (rep.decisions, [old for old, _ in rep.rekeyed]) == (18 + 68, ["game-0-9"])
+
+
+def test_identity_ignores_line_endings_bom_key_order_and_whitespace(tmp_path: Path) -> None:
+    forge = tmp_path / "forge"
+    import_files([CRLF], forge)
+    lines = CRLF.read_bytes().splitlines()
+    sorted_keys = b"\n".join(json.dumps(json.loads(line), sort_keys=True, indent=None).encode() for line in lines)
+    copy = tmp_path / "ml-decisions-0000ffff.jsonl"
+    copy.write_bytes(b"\xef\xbb\xbf" + sorted_keys + b"\n")  # LF, a BOM, other key order, spaces after separators
+    assert _identities(copy) == _identities(CRLF)
+    rep = import_files([copy], forge)[0]
+    assert (rep.status, rep.held, rep.dest) == ("already imported", 18, forge / CRLF.name)
+    changed = tmp_path / "ml-decisions-0000abcd.jsonl"  # one value changed: another game under the same id
+    changed.write_bytes(CRLF.read_bytes().replace(b'"life":19', b'"life":18', 1))
+    rep = import_files([changed], forge)[0]
+    assert rep.status == "imported" and rep.rekeyed[0][0] == "game-2-151847156" and rep.decisions == 18
+
+
+def test_empty_line_in_a_forge_file_is_a_bad_line(tmp_path: Path) -> None:
+    lines = CRLF.read_bytes().splitlines(keepends=True)
+    src = tmp_path / "src" / CRLF.name
+    src.parent.mkdir()
+    src.write_bytes(b"".join(lines[:3]) + b"\r\n" + b"".join(lines[3:10]) + b"  \t\n" + b"".join(lines[10:]))
+    rep = import_files([src], tmp_path / "forge")[0]
+    assert [(e.line, e.field) for e in rep.bad] == [(4, None), (12, None)]
+    text = format_report([rep], tmp_path)
+    assert f"{src}:4: empty line" in text and f"{src}:12: empty line" in text
+    assert (rep.status, rep.decisions) == ("imported", 18) and rep.imported_to.read_bytes() == CRLF.read_bytes()
+    # every reader: the strict one names the line, the tolerant one (train, gate) reports it; a final newline is no line
+    with pytest.raises(DataFileError, match=rf"{re.escape(str(src))}:4: empty line"):
+        list(read_records(src))
+    bad: list[DataFileError] = []
+    assert len(list(read_records(src, on_error=bad.append))) == 18 and [e.line for e in bad] == [4, 12]
+    assert import_files([CRLF], tmp_path / "forge2")[0].bad == [] and CRLF.read_bytes().endswith(b"\n")
 
 
 def test_utf8_bom_keeps_line_one(tmp_path: Path) -> None:

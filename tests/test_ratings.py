@@ -97,8 +97,11 @@ def test_tournament_file_is_read_with_the_jsonl_reader(tmp_path):
     assert load_tournament(tmp_path) == []
     path = tmp_path / TOURNAMENT_FILE
     path.parent.mkdir(parents=True)
-    path.write_text('{"attempt_id": "a", "ranking": ["x", "y"]}\n\n{"attempt_id": "b", "ranking": ["y", "x"]}\n')
+    path.write_text('{"attempt_id": "a", "ranking": ["x", "y"]}\n{"attempt_id": "b", "ranking": ["y", "x"]}\n')
     assert [g["attempt_id"] for g in load_tournament(tmp_path)] == ["a", "b"]
+    path.write_text('{"attempt_id": "a", "ranking": ["x", "y"]}\n\n{"attempt_id": "b", "ranking": ["y", "x"]}\n')
+    with pytest.raises(DataFileError, match=r"tournament.jsonl:2: empty line"):  # as every JSONL reader
+        load_tournament(tmp_path)
     path.write_text('{"attempt_id": "a", "ranking": ["x", "y"]}\n{"attempt_id": "b", "rank')
     with pytest.raises(DataFileError, match=r"tournament.jsonl:2"):
         load_tournament(tmp_path)

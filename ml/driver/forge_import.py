@@ -2,14 +2,26 @@
 
 Forge files (``shared/docs/forge-decision-format.md``) reach the loop through one path,
 ``python loop.py import-forge PATH...`` (:func:`import_command`): every line is validated
-with the record schema; each bad line is reported (``<file>:<line>: <field>: <problem>``)
-and left out, every good line is copied byte for byte (CRLF kept) into ``data/forge/``
+with the record schema; each bad line (an empty one too) is reported
+(``<file>:<line>: <field>: <problem>``) and left out, the good lines go into ``data/forge/``
 (``FORGE_DIR``), ``dvc add``-tracked like ``data/pool`` and read by the train and gate
 stages as source ``forge``. No file is deleted or overwritten: sources are only read, a
 taken name with other content gets a new one (``ml-decisions-<8 hex of SHA-256>[-tN].jsonl``).
-A game (``game_id``) already in ``data/forge`` is never imported twice: its lines are left out
-(a CRLF copy, a file that grew, another file repeating games) and a file all of whose games are
-there is "already imported". ``--cards TABLE`` merges a user card table
+
+A game is the same game only when its records are: its identity is the SHA-256 of its
+lines' canonical JSON (:func:`read_games`; line endings, a byte-order mark, key order and
+whitespace make no difference), never its ``game_id`` alone, which Forge derives from the
+game index and seed (``game-<index>-<seed>``), so two runs with one seed, or a 2-player and
+a 4-player run, share ids. A game ``data/forge`` holds is never imported twice (a CRLF copy,
+a file that grew, another file repeating games; a file with nothing else is "already
+imported", with the count held). A different game under an id another game holds (in
+``data/forge``, in a file taken before it in the same import, or earlier in the same file)
+is imported and kept apart: re-keyed to ``<game_id>~<8 hex of its identity>``, the id Forge wrote kept
+in the record as ``forge_game_id`` (``DecisionRecord``), so the train and gate stages, which
+tell games apart by ``game_id``, see two games. The lines of a re-keyed game are rewritten
+(compact JSON, :func:`rekeyed_line`); every other good line is copied byte for byte (CRLF
+kept). The files are taken in the order of their MD5, so the result does not depend on the
+order of the arguments. ``--cards TABLE`` merges a user card table
 (``name: kind``) into ``data/forge/cards.yaml``: it extends the built-in pool for labels only
 (the labels themselves: ``ml.game.commander.forge``).
 
@@ -21,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import math
 import re
 from collections.abc import Sequence
@@ -32,9 +45,9 @@ import yaml
 
 from ml.game.commander.cards import load_card_pool
 from ml.game.commander.forge import CARD_TABLE, load_card_table, merge_card_tables
-from ml.io import TMP_SUFFIX, UTF8_BOM, DataFileError, atomic_write_bytes, atomic_write_text, iter_jsonl
+from ml.io import TMP_SUFFIX, UTF8_BOM, DataFileError, atomic_write_bytes, atomic_write_text, file_md5, iter_jsonl
 from ml.params import load_params
-from ml.records import RecordError, classify_file, read_records, scan_batches, validate_line
+from ml.records import RecordError, classify_file, scan_batches, validate_line
 
 FORGE_DIR = "data/forge"
 """Imported Forge files (repo-relative; ``dvc add``-tracked, read by the train and gate stages)."""
@@ -75,6 +88,101 @@ def foreign_files_message(files: Sequence[Path], root: Path) -> str:
 # --------------------------------------------------------------------------- importing files
 
 
+ORIGINAL_ID = "forge_game_id"
+"""The record key keeping the ``game_id`` Forge wrote on a re-keyed game (``DecisionRecord.forge_game_id``)."""
+REKEY_SEP = "~"
+"""A re-keyed game's id is ``<forge_game_id>~<8 hex of its identity>``."""
+
+
+@dataclass(frozen=True)
+class Game:
+    """One game of a Forge file: a run of consecutive good lines with the same ``game_id``.
+
+    Attributes:
+        game_id: the ``game_id`` of its lines.
+        forge_game_id: the id Forge wrote (``forge_game_id`` of a re-keyed line, else ``game_id``).
+        identity: hex SHA-256 of its lines' canonical JSON (:func:`canonical_record`), each
+            followed by ``\\n``, in file order: equal exactly when the records are.
+        lines: its lines as they are in the file (line ending kept; a leading UTF-8 byte-order
+            mark dropped; a last line without newline gets ``\\n``).
+    """
+
+    game_id: str
+    forge_game_id: str
+    identity: str
+    lines: tuple[bytes, ...]
+
+
+def canonical_record(obj: dict[str, Any]) -> bytes:
+    """A parsed record as canonical JSON (RFC 8785's idea: keys sorted, no whitespace; ASCII escapes).
+
+    Line endings, a byte-order mark, key order and whitespace thus make no difference. A
+    re-keyed record reads as the one Forge wrote: its ``forge_game_id`` becomes ``game_id``
+    again. ``obj`` is taken as ``ml.records.validate_line`` leaves it: ``source`` filled in
+    (``forge``) when the line has none.
+    """
+    if ORIGINAL_ID in obj:
+        obj = {k: v for k, v in obj.items() if k != ORIGINAL_ID} | {"game_id": obj[ORIGINAL_ID]}
+    return json.dumps(obj, sort_keys=True, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+
+
+def read_games(path: Path, bad: list[DataFileError]) -> list[Game]:
+    """The games of a Forge file, in file order; each bad line goes to ``bad`` and is left out.
+
+    A game is a run of consecutive good lines with one ``game_id`` and non-decreasing ``turn``
+    (Forge writes a game at a time); the same id again after another game, or a turn lower
+    than the line before, starts a new game (two runs concatenated).
+    """
+    keep: dict[int, tuple[str, int, str, bytes]] = {}  # line -> (game_id, turn, forge_game_id, canonical JSON)
+    for line_no, obj in iter_jsonl(path, on_error=bad.append):
+        try:
+            rec = validate_line(path, line_no, obj, "forge")
+        except RecordError as e:
+            bad.append(e)
+            continue
+        keep[line_no] = (rec.game_id, rec.turn, obj.get(ORIGINAL_ID) or rec.game_id, canonical_record(obj))
+    runs: list[tuple[str, str, list[bytes], list[bytes]]] = []
+    last_turn = 0
+    with open(path, "rb") as f:
+        for no, raw in enumerate(f, start=1):
+            if no not in keep:
+                continue
+            if no == 1 and raw.startswith(UTF8_BOM):  # iter_jsonl skips it too
+                raw = raw[len(UTF8_BOM) :]
+            game_id, turn, forge_id, canonical = keep[no]
+            if not runs or runs[-1][0] != game_id or turn < last_turn:
+                runs.append((game_id, forge_id, [], []))
+            last_turn = turn
+            runs[-1][2].append(raw if raw.endswith(b"\n") else raw + b"\n")
+            runs[-1][3].append(canonical + b"\n")
+    return [
+        Game(game_id, forge_id, hashlib.sha256(b"".join(canon)).hexdigest(), tuple(lines))
+        for game_id, forge_id, lines, canon in runs
+    ]
+
+
+def rekeyed_line(raw: bytes, game_id: str, forge_game_id: str) -> bytes:
+    """A good line rewritten under another ``game_id``, the id Forge wrote kept as ``forge_game_id``.
+
+    Compact JSON in the line's key order, ``forge_game_id`` last (after Forge's keys, like every
+    extra), non-ASCII raw (UTF-8) as Forge writes it; the line ending (LF or CRLF) is kept.
+    """
+    obj = json.loads(raw.decode("utf-8"), strict=False)
+    new = {k: game_id if k == "game_id" else v for k, v in obj.items() if k != ORIGINAL_ID}
+    new[ORIGINAL_ID] = forge_game_id
+    text = json.dumps(new, ensure_ascii=False, separators=(",", ":"))
+    # a lone surrogate (a "\ud800" escape in the source) can only sit inside a JSON string,
+    # where backslashreplace writes it back as that same escape
+    return text.encode("utf-8", "backslashreplace") + (b"\r\n" if raw.endswith(b"\r\n") else b"\n")
+
+
+def _free_id(game: Game, taken: set[str]) -> str:
+    """``game``'s own id when no other game holds it, else ``<forge_game_id>~<8 hex of its identity>``
+    (16, then 64 hex in the unlikely case that another game holds that too)."""
+    candidates = [game.game_id] + [f"{game.forge_game_id}{REKEY_SEP}{game.identity[:n]}" for n in (8, 16, 64)]
+    return next(c for c in candidates if c not in taken)  # a full-hash id is only ever this game's
+
+
 @dataclass
 class FileReport:
     """What the import did with one source file.
@@ -82,10 +190,14 @@ class FileReport:
     Attributes:
         source: the file given.
         status: ``imported``, ``already imported`` or ``refused``.
-        dest: the file in the Forge folder holding its good lines (None when refused, or when
-            its games, already imported, lie in several files).
-        decisions: good lines (decisions) imported; for an ``already imported`` file, its good lines.
-        left_out: good lines left out because their game was already imported.
+        dest: the file in the Forge folder that the import wrote (``imported``), or that holds
+            all its games (``already imported``; None when they lie in several, named in ``notes``).
+        decisions: decisions (good lines) written to ``dest`` by this import.
+        held: decisions of its games that the Forge folder held already (same records:
+            :attr:`Game.identity`), each game counted once; left out.
+        repeated: decisions of a game repeated later in the same file (same records); left out.
+        rekeyed: ``(game_id, new game_id)`` of each of its games imported under a new id
+            because another game held the id.
         bad: every bad line, as ``DataFileError``/``RecordError`` (file, line, field, problem).
         notes: anything else the user should know (a new name, games seen before).
     """
@@ -94,7 +206,9 @@ class FileReport:
     status: Literal["imported", "already imported", "refused"]
     dest: Path | None = None
     decisions: int = 0
-    left_out: int = 0
+    held: int = 0
+    repeated: int = 0
+    rekeyed: list[tuple[str, str]] = field(default_factory=list)
     bad: list[DataFileError] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -105,91 +219,118 @@ class FileReport:
         return self.dest
 
 
-def _good_lines(path: Path, bad: list[DataFileError]) -> list[tuple[str, bytes]]:
-    """The good lines of a Forge file as ``(game id, bytes as they are)``; bad lines go to ``bad``.
-
-    A leading UTF-8 byte-order mark is not copied (``iter_jsonl`` skips it too).
-    """
-    keep: dict[int, str] = {}
-    for line_no, obj in iter_jsonl(path, on_error=bad.append):
-        try:
-            keep[line_no] = validate_line(path, line_no, obj, "forge").game_id
-        except RecordError as e:
-            bad.append(e)
-    with open(path, "rb") as f:
-        lines = [(no, raw if raw.endswith(b"\n") else raw + b"\n") for no, raw in enumerate(f, start=1) if no in keep]
-    return [(keep[no], raw[len(UTF8_BOM) :] if no == 1 and raw.startswith(UTF8_BOM) else raw) for no, raw in lines]
-
-
-def _existing_games(forge_dir: Path) -> dict[str, Path]:
-    """Game id -> the imported file holding it."""
-    files = scan_batches(forge_dir, sources=(), include_forge=True) if forge_dir.is_dir() else []
-    return {r.game_id: p for p in files for r in read_records(p, on_error=lambda e: None)}
-
-
 def import_files(paths: Sequence[Path], forge_dir: Path) -> list[FileReport]:
-    """Validate Forge files and copy their good lines into ``forge_dir``; never overwrites.
+    """Validate Forge files and copy their games into ``forge_dir``; never overwrites.
+
+    A game (:func:`read_games`) is known by its records, not its ``game_id`` (Forge's
+    ``game-<index>-<seed>`` repeats across runs with the same seed): one whose records the
+    folder holds already is left out (``held``); another game under an id the folder holds is
+    imported under ``<id>~<8 hex of its identity>``, its lines rewritten (:func:`rekeyed_line`);
+    every other line is copied byte for byte. The files are taken in the order of their MD5
+    (then path), not the order given, so what ``forge_dir`` holds afterwards (names, ids and
+    bytes) does not depend on the order of ``paths``.
 
     Args:
         paths: the Forge files (JSONL in the Forge decision format, any name).
         forge_dir: the destination folder (created when missing).
 
     Returns:
-        One report per path, in order. A file with no good line, or that is missing, is
-        ``refused``; one whose name is taken by other content is imported under
-        ``ml-decisions-<8 hex of its SHA-256>[-tN].jsonl`` (refused when that name is taken too).
-        The lines of a game already in ``forge_dir`` (or in an earlier path) are left out
-        (``left_out``); a file with no other good line is ``already imported``.
+        One report per path, in the order given. A file with no good line, or that is missing,
+        is ``refused``; one whose name is taken by other content is imported under
+        ``ml-decisions-<8 hex of its SHA-256>[-tN].jsonl`` (refused when that name is taken too);
+        one with no game the folder lacks is ``already imported``.
     """
-    known_games = _existing_games(forge_dir)
-    reports = []
-    for path in map(Path, paths):
-        if not path.is_file():
-            reports.append(FileReport(path, "refused", notes=["no such file"]))
-            continue
-        rep = FileReport(path, "refused")
-        reports.append(rep)
-        good = _good_lines(path, rep.bad)
-        if not good:
-            rep.notes.append("no good line")
-            continue
-        new = [raw for game, raw in good if game not in known_games]
-        if not new:  # a copy (CRLF, renamed) of imported games
-            homes = {known_games[game] for game, _ in good}
-            rep.status, rep.decisions, rep.dest = "already imported", len(good), homes.pop() if len(homes) == 1 else None
-            continue
-        rep.decisions, rep.left_out = len(new), len(good) - len(new)
-        if rep.left_out:
-            n_games = len({game for game, _ in good if game in known_games})
-            rep.notes.append(f"{rep.left_out} decisions of {n_games} games already imported, left out")
-        content = b"".join(new)
-        digest = hashlib.sha256(content).hexdigest()
-        forge_name = classify_file(path) == "forge"
-        dest = forge_dir / (path.name if forge_name else f"ml-decisions-{digest[:8]}.jsonl")
-        if dest.exists():  # keep the worker suffix -tN of a Forge name
-            worker = re.search(r"-t\d+(?=\.jsonl$)", path.name) if forge_name else None
-            dest = forge_dir / f"ml-decisions-{digest[:8]}{worker.group() if worker else ''}.jsonl"
-            if dest.exists():
-                rep.notes.append(f"{dest} exists with other content; never overwritten")
-                continue
-        if dest.name != path.name:
-            rep.notes.append(
-                f"imported as {dest.name} ({path.name} " + ("is taken)" if forge_name else "is not a Forge file name)")
-            )
-        atomic_write_bytes(dest, content)
-        rep.status, rep.dest = "imported", dest
-        known_games.update((game, dest) for game, _ in good if game not in known_games)
+    held: dict[str, set[Path]] = {}  # identity -> the files holding the game
+    taken: set[str] = set()  # game ids in forge_dir
+    for p in scan_batches(forge_dir, sources=(), include_forge=True) if forge_dir.is_dir() else []:
+        for game in read_games(p, []):
+            held.setdefault(game.identity, set()).add(p)
+            taken.add(game.game_id)
+    paths = [Path(p) for p in paths]
+    reports = [FileReport(p, "refused") if p.is_file() else FileReport(p, "refused", notes=["no such file"]) for p in paths]
+    for rep in sorted((r for r in reports if r.source.is_file()), key=lambda r: (file_md5(r.source), str(r.source))):
+        _import_file(rep, forge_dir, held, taken)
     return reports
 
 
+def _import_file(rep: FileReport, forge_dir: Path, held: dict[str, set[Path]], taken: set[str]) -> None:
+    """Import ``rep.source`` (:func:`import_files`), filling in ``rep``; ``held`` and ``taken`` are updated."""
+    path = rep.source
+    games = read_games(path, rep.bad)
+    if not games:
+        rep.notes.append("no good line")
+        return
+    seen: set[str] = set()
+    homes: set[Path] = set()
+    held_games = 0
+    new: list[tuple[Game, str]] = []  # (game, the id it is imported under)
+    claimed: set[str] = set()
+    for game in games:
+        if game.identity in seen:
+            rep.repeated += len(game.lines)
+        elif game.identity in held:
+            rep.held += len(game.lines)
+            held_games += 1
+            homes |= held[game.identity]
+        else:
+            new_id = _free_id(game, taken | claimed)
+            claimed.add(new_id)
+            new.append((game, new_id))
+        seen.add(game.identity)
+    if rep.held and new:
+        rep.notes.append(f"{rep.held} decisions of {held_games} games already imported, left out")
+    if rep.repeated:
+        rep.notes.append(f"{rep.repeated} decisions repeat a game earlier in the file, left out")
+    if not new:  # a copy (CRLF, renamed, reordered keys) of imported games
+        rep.status = "already imported"
+        if len(homes) == 1:
+            rep.dest = next(iter(homes))
+        else:
+            rep.notes.append("its games are in " + ", ".join(sorted(p.name for p in homes)))
+        return
+    rep.rekeyed = [(g.game_id, new_id) for g, new_id in new if new_id != g.game_id]
+    if rep.rekeyed:
+        rep.notes.append(
+            f"{len(rep.rekeyed)} games re-keyed (another game holds their game_id): "
+            + ", ".join(f"{old} -> {new_id}" for old, new_id in rep.rekeyed)
+        )
+    lines = [
+        raw if new_id == g.game_id else rekeyed_line(raw, new_id, g.forge_game_id) for g, new_id in new for raw in g.lines
+    ]
+    content = b"".join(lines)
+    digest = hashlib.sha256(content).hexdigest()
+    forge_name = classify_file(path) == "forge"
+    dest = forge_dir / (path.name if forge_name else f"ml-decisions-{digest[:8]}.jsonl")
+    if dest.exists():  # keep the worker suffix -tN of a Forge name
+        worker = re.search(r"-t\d+(?=\.jsonl$)", path.name) if forge_name else None
+        dest = forge_dir / f"ml-decisions-{digest[:8]}{worker.group() if worker else ''}.jsonl"
+        if dest.exists():
+            rep.notes.append(f"{dest} exists with other content; never overwritten")
+            return
+    if dest.name != path.name:
+        rep.notes.append(
+            f"imported as {dest.name} ({path.name} " + ("is taken)" if forge_name else "is not a Forge file name)")
+        )
+    atomic_write_bytes(dest, content)
+    rep.status, rep.dest, rep.decisions = "imported", dest, len(lines)
+    taken |= claimed
+    for game, _ in new:
+        held[game.identity] = {dest}
+
+
 def format_report(reports: Sequence[FileReport], root: Path) -> str:
-    """The import report: each bad line (``file:line: field: problem``), then one line per file."""
+    """The import report: each bad line (``file:line: field: problem``), then one line per file.
+
+    A file's line gives its decisions: those imported, or, ``already imported``, those the
+    Forge folder holds of it.
+    """
     out = [str(e) for rep in reports for e in rep.bad]
     for rep in reports:
         dest = f" -> {rep.dest.relative_to(root) if rep.dest.is_relative_to(root) else rep.dest}" if rep.dest else ""
         bad = f", {len(rep.bad)} bad line(s) left out" if rep.bad else ""
         notes = f" ({'; '.join(rep.notes)})" if rep.notes else ""
-        out.append(f"{rep.status}: {rep.source}{dest}: {rep.decisions} decisions{bad}{notes}")
+        count = rep.held if rep.status == "already imported" else rep.decisions
+        out.append(f"{rep.status}: {rep.source}{dest}: {count} decisions{bad}{notes}")
     return "\n".join(out)
 
 
@@ -251,7 +392,8 @@ def import_command(loop: Any, paths: Sequence[Path], cards: Path | None, weight:
         head = f"import-forge: {len(done)} Forge file(s), {sum(r.decisions for r in done)} decisions"
         body = [
             f"{r.source.name} -> {r.imported_to.name}: {r.decisions} decisions, {len(r.bad)} bad lines"
-            + (f", {r.left_out} of imported games left out" if r.left_out else "")
+            + (f", {r.held} of imported games left out" if r.held else "")
+            + (f", {len(r.rekeyed)} games re-keyed" if r.rekeyed else "")
             for r in done
         ]
         parts = [head + (", card table" if table is not None else ""), *(["\n".join(body)] if body else [])]

@@ -137,6 +137,10 @@ class DecisionRecord(RecordModel):
     policy: list[float] | None = None
     """float[NUM_ACTIONS]: the acting policy's probabilities over the macro actions (PPO records, version 2)."""
     schema_version: int | None = None
+    forge_game_id: str | None = None
+    """The ``game_id`` Forge wrote, on a game that ``python loop.py import-forge`` gave a new
+    ``game_id`` (``<forge_game_id>~<8 hex>``) because another game held that id (our extra;
+    optional, so ``schema_version`` is unchanged: older readers ignore it)."""
 
     @field_validator("game_outcome")
     @classmethod
