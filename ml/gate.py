@@ -42,7 +42,7 @@ from ml.policy import PolicyNet, load_policy
 from ml.progress import ProgressBar
 from ml.records import iter_games, read_records, scan_batches
 from ml.rollout import Controller
-from ml.stats import SPRT, mcnemar_regression, sequential_test, student_non_inferiority
+from ml.stats import SPRT, mcnemar_regression, sequential_test, stop_reason, student_non_inferiority
 from ml.supervised import build_and_train, predict
 
 if TYPE_CHECKING:
@@ -278,7 +278,7 @@ def run_gate(
     # progress bars (lines when stderr is no terminal) only count what the test consumes
     shown = ProgressBar(deals, total=-(-cfg.max_games // pod_size), desc="gate: strength", unit="deal", disable=not progress)
     strength = sequential_test(iter(shown), sprt, cfg.min_games, cfg.max_games, cfg.confidence, on_deal)
-    shown.close()
+    shown.finish(stop_reason(strength, cfg.max_games))  # a bar stopped at 7% says the test decided
     candidate, train_metrics, holdout = build_and_train(
         train, game, teacher_dir, forge_dir, [pool_dir, candidate_dir], seed=train_seed, device=device, progress=progress,
         cache_dir=cache_dir, record=record,
@@ -296,7 +296,7 @@ def run_gate(
         iter(shown_deals), pod_size, cfg.student_margin, alpha=cfg.alpha, beta=cfg.beta,
         min_games=cfg.student_min_games, max_games=cfg.student_games, confidence=cfg.confidence,
     )  # fmt: skip
-    shown_deals.close()
+    shown_deals.finish(stop_reason(non_inferior, cfg.student_games))
     metrics = verdict(strength, paired, non_inferior, batch_quality(batches[0]), gated=cfg.gated)
     metrics["gate/candidate_batch"] = batches[0].name
     metrics["gate/candidate_sampled_share"] = train_metrics["train/sampled_share"]
