@@ -175,7 +175,6 @@ def test_progress_line_without_total():
     assert progress_line("", 0, 10, "game", 0.0) == "progress: 0/10 game (0%), 0.0 game/s, 0s elapsed"
 
 
-
 def _last_draw(out: io.StringIO) -> str:
     """What a terminal shows of a tqdm bar drawn into ``out``: the text after its last carriage return."""
     return out.getvalue().rstrip("\n").rsplit("\r", 1)[-1]
@@ -188,7 +187,9 @@ def test_a_floor_total_follows_the_count_and_keeps_the_percentage(monkeypatch, c
         bar.update(823)
     assert "%" not in _last_draw(exact) and "823dec" in _last_draw(exact)  # tqdm past its total: `823dec [00:00, ...]`
     floor = io.StringIO()
-    with ProgressBar(total=600, desc="selfplay", unit="dec", file=floor, mininterval=0, line_every_s=0, total_is_floor=True) as bar:
+    with ProgressBar(
+        total=600, desc="selfplay", unit="dec", file=floor, mininterval=0, line_every_s=0, total_is_floor=True
+    ) as bar:
         bar.update(410)
         assert "410/600" in _last_draw(floor) and "68%" in _last_draw(floor)
         bar.update(413)
