@@ -16,7 +16,9 @@ A bar that ends short of its total says why on its last line (``finish(note)``: 
 sequential tests, ``decided early: SPRT accepted H1 after 120 of 1600 games``); a bar whose
 total is a floor, not an exact count (self-play's decision budget: its rounds finish the games
 in flight), is made with ``total_is_floor=True`` and raises its total to the count when the
-count passes it, so it never loses its percentage.
+count passes it, so it never loses its percentage. ``counted(items, bar)`` counts results as
+they are produced, so a consumer that stops early (a test that decided) leaves the bar at the
+items it took, the last one included.
 
 ``log_once`` logs a message the first time only, for warnings a loop would otherwise repeat
 every epoch. ``DvcOutputFilter`` is what ``loop.py`` shows of ``dvc repro``: DVC's hints left
@@ -31,7 +33,8 @@ import re
 import sys
 import time
 from collections import deque
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import Any, TypeVar
 
 from tqdm import tqdm
 
@@ -46,6 +49,7 @@ LINE_EVERY_ENV = "DISTILL_PROGRESS_EVERY_S"
 LINE_EVERY_S = 30.0
 """Default seconds between two progress lines of a disabled bar."""
 
+T = TypeVar("T")
 _now = time.monotonic  # the clock of the progress lines (tests replace it)
 _said: set[tuple[str, int, str]] = set()  # (logger, level, message) already logged by log_once
 
@@ -221,6 +225,19 @@ class ProgressBar(tqdm):
         if self._note:
             doc["note"] = self._note
         atomic_write_json(status_path, doc)
+
+
+def counted(items: Iterable[T], bar: ProgressBar) -> Iterator[T]:
+    """``items``, with ``bar`` counting each one as it is produced.
+
+    For results that are done when they are yielded (a played deal of the gate's sequential
+    tests): a consumer that stops early leaves the bar at what it took. ``for x in bar``
+    (tqdm's way) counts an item when the loop asks for the next one, right for work done in
+    the loop body (an epoch) but one short when the loop breaks (a test that decided).
+    """
+    for item in items:
+        bar.update(1)
+        yield item
 
 
 # DVC 3.x's advice after `dvc add` / `dvc repro` (text captured from DVC 3.67.1; tests/test_progress.py

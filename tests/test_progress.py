@@ -30,7 +30,15 @@ import yaml
 from ml import progress
 from ml.decisions import sample_mixture
 from ml.driver.workspace import DVC, LoopError, Workspace
-from ml.progress import LINE_EVERY_ENV, PROGRESS_FILE_ENV, DvcOutputFilter, ProgressBar, line_interval_s, progress_line
+from ml.progress import (
+    LINE_EVERY_ENV,
+    PROGRESS_FILE_ENV,
+    DvcOutputFilter,
+    ProgressBar,
+    counted,
+    line_interval_s,
+    progress_line,
+)
 from ml.stats import stop_reason
 from tests.conftest import ROOT, Pipeline, git, make_project_copy, tiny_params
 from tests.test_dataset import _fake_set
@@ -240,6 +248,19 @@ def test_finish_says_why_a_bar_ended_early(monkeypatch, caplog, tmp_path: Path):
     assert _lines(caplog) == []  # an interval of 0 still turns the lines off
 
 
+def test_counted_counts_the_last_item_a_consumer_takes():
+    def take_three(items) -> None:
+        for i, _ in enumerate(items, start=1):
+            if i == 3:
+                break  # a sequential test that decided on its third deal
+
+    looped = ProgressBar(range(10), disable=True, line_every_s=0)
+    take_three(looped)
+    bar = ProgressBar(total=10, disable=True, line_every_s=0)
+    take_three(counted(iter(range(10)), bar))
+    assert (looped._count, bar._count) == (2, 3)  # tqdm's iteration misses the third, counted does not
+
+
 def test_stop_reason_names_the_decision_and_the_games():
     early = {"decision": "H1", "decided_early": True, "played": 120}
     assert stop_reason(early, 1600) == "decided early: SPRT accepted H1 after 120 of 1600 games"
@@ -248,8 +269,9 @@ def test_stop_reason_names_the_decision_and_the_games():
 
 
 GATE_END = re.compile(
-    r"gate: (strength|student): (\d+)/(\d+) deal \(\d+%\), .*, "
-    r"(?:decided early: SPRT accepted H[01] after \d+ of (\d+) games|budget reached: \d+ of (\d+) games, undecided, counted as H[01])$"
+    r"gate: (?P<bar>strength|student): (?P<done>\d+)/(?P<total>\d+) deal \(\d+%\), .*, (?P<why>"
+    r"decided early: SPRT accepted H[01] after \d+ of (?P<early_of>\d+) games"
+    r"|budget reached: \d+ of (?P<budget_of>\d+) games, undecided, counted as H[01])$"
 )
 
 
@@ -259,12 +281,12 @@ def test_gate_bars_say_why_they_ended(pipeline: Pipeline, tmp_path: Path, caplog
     caplog.set_level(logging.INFO, logger="ml.progress")
     args = [a if a != str(pipeline.root / "cand.pt") else str(tmp_path / "cand.pt") for a in pipeline.gate_args]
     assert gate.main([*pipeline.common, *args, "--metrics", str(tmp_path / "gate.json")]) == 0  # --no-progress: lines
-    ends = [m.groups() for line in _lines(caplog) if (m := GATE_END.match(line))]
-    assert [e[0] for e in ends] == ["strength", "student"], _lines(caplog)
-    g = json.loads((tmp_path / "gate.json").read_text())
-    (_, done, total, *budget), student = ends[0], ends[1]
-    assert int(budget[0] or budget[1]) == 40 and int(student[4] or student[5]) == 16  # TINY gate: max_games, student_games
-    assert (int(done) < int(total)) == g["gate/decided_early"]  # a bar short of its total says it was decided
+    ends = {m["bar"]: m for line in _lines(caplog) if (m := GATE_END.match(line))}
+    assert list(ends) == ["strength", "student"], _lines(caplog)
+    assert [int(m["early_of"] or m["budget_of"]) for m in ends.values()] == [40, 16]  # TINY: max_games, student_games
+    strength, decided = ends["strength"], json.loads((tmp_path / "gate.json").read_text())["gate/sprt_decided_early"]
+    assert strength["why"].startswith("decided early" if decided else "budget reached")
+    assert decided or strength["done"] == strength["total"]  # a bar short of its total says the test decided
 
 
 def test_tournament_bar_counts_each_game(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
