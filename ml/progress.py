@@ -10,7 +10,7 @@
   ``tee`` or a file, or ``--no-progress``), a plain log line with done/total, the rate and
   the time left at most every ``DISTILL_PROGRESS_EVERY_S`` seconds (default
   ``LINE_EVERY_S``; ``0`` turns them off), so a long stage is not silent for minutes
-  (issue #12, item 13).
+  (issue #12, item 13), and a last line when it closes, unless the one before said the same count.
 
 A bar that ends short of its total says why on its last line (``finish(note)``: the gate's
 sequential tests, ``decided early: SPRT accepted H1 after 120 of 1600 games``); a bar whose
@@ -164,6 +164,7 @@ class ProgressBar(tqdm):
         self._line_every_s = line_interval_s() if line_every_s is None else line_every_s
         self._started = self._last_line = _now()
         self._lines = 0
+        self._said_count: float | None = None  # the count of the last line logged
         self._finished = False
         super().__init__(iterable, *args, **kwargs)
         self._report(force=True)
@@ -197,7 +198,8 @@ class ProgressBar(tqdm):
     def close(self) -> None:
         if not getattr(self, "_finished", True):  # tqdm's __del__ closes again
             self._finished = True
-            if self._lines or (self._note and self.disable and self._line_every_s > 0):  # say how it ended
+            ended = self._lines and self._count != self._said_count  # said how it went along, not yet where it ended
+            if ended or (self._note and self.disable and self._line_every_s > 0):
                 self._line()
             self._report(force=True)
         super().close()
@@ -210,6 +212,7 @@ class ProgressBar(tqdm):
     def _line(self) -> None:
         now = self._last_line = _now()
         self._lines += 1
+        self._said_count = self._count
         postfix = getattr(self, "postfix", None) or ""
         logger.info("%s", progress_line(self._label, self._count, self._total, self._unit, now - self._started, postfix))
 
