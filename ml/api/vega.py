@@ -103,10 +103,10 @@ def elo_chart(rows: list[dict]) -> Chart:
     1599 and their intervals stand apart instead of sitting as dots near the top of a 0..1600 axis.
     """
     rated = [r for r in rows if r.get("elo") is not None]
-    x = {"field": "generation", "type": "ordinal", "title": "generation"}
+    x = {"field": "generation", "type": "ordinal", "title": "generation", "axis": {"labelAngle": 0}}
     y = {"type": "quantitative", "scale": ELO_SCALE, "title": "Elo (heuristic = 1500)"}
     layers = [
-        {"mark": {"type": "errorbar", "ticks": True, "thickness": 2},
+        {"mark": {"type": "errorbar", "ticks": {"size": 16}, "thickness": 2, "color": "#4e79a7"},
          "encoding": {"x": x, "y": {"field": "elo_low", **y}, "y2": {"field": "elo_high"}}},
         {"mark": {"type": "point", "filled": True, "size": 70},
          "encoding": {"x": x, "y": {"field": "elo", **y},
