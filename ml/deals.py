@@ -111,6 +111,7 @@ def pod_win_rate(
     down to whole deals of ``pod_size`` games (at least one deal); a draw is no first place.
     ``game`` (``ml.game.registry.GameSpec``) defaults to the commander; ``executor``
     (``ml.compute``) plays the deals, here or on a Ray cluster, with the same figures.
+    ``progress`` shows a bar labelled ``label`` on stderr that is cleared when the deals are done.
 
     Returns:
         ``games``, ``wins``, ``draws``, ``deals``, ``win_rate``, ``low``, ``high`` (95% interval
@@ -123,7 +124,8 @@ def pod_win_rate(
     )  # fmt: skip
     n_deals = max(1, games // pod_size)
     tally, draws = DealTally(), 0
-    for deal in ProgressBar(islice(deals, n_deals), total=n_deals, desc=label, unit="deal", disable=not progress):
+    bar = ProgressBar(islice(deals, n_deals), total=n_deals, desc=label, unit="deal", disable=not progress, leave=False)
+    for deal in bar:  # the bar is cleared when done: the caller prints its row of a table next
         tally.add(sum(1 for x in deal if x), len(deal))
         draws += sum(1 for x in deal if x is None)
     low, high = tally.interval()

@@ -39,10 +39,10 @@ from ml.compute import LOCAL, Executor
 from ml.deals import duplicate_deal_outcomes
 from ml.game.registry import GameSpec
 from ml.policy import PolicyNet, load_policy
-from ml.progress import ProgressBar
+from ml.progress import ProgressBar, counted
 from ml.records import iter_games, read_records, scan_batches
 from ml.rollout import Controller
-from ml.stats import SPRT, mcnemar_regression, sequential_test, student_non_inferiority
+from ml.stats import SPRT, mcnemar_regression, sequential_test, stop_reason, student_non_inferiority
 from ml.supervised import build_and_train, predict
 
 if TYPE_CHECKING:
@@ -275,10 +275,10 @@ def run_gate(
     pods: _PodArgs = {"pod_size": pod_size, "max_turns": max_turns, "num_envs": num_envs, "game": game, "executor": executor}
     sprt = SPRT(1.0 / pod_size, cfg.target_win_rate, cfg.alpha, cfg.beta)
     deals = duplicate_deal_outcomes(Controller("net", agent), Controller(cfg.opponent), seed=seed, **pods)
-    # progress bars (lines when stderr is no terminal) only count what the test consumes
-    shown = ProgressBar(deals, total=-(-cfg.max_games // pod_size), desc="gate: strength", unit="deal", disable=not progress)
-    strength = sequential_test(iter(shown), sprt, cfg.min_games, cfg.max_games, cfg.confidence, on_deal)
-    shown.close()
+    # progress bars (lines when stderr is no terminal) count the deals the test takes, its last one included
+    shown = ProgressBar(total=-(-cfg.max_games // pod_size), desc="gate: strength", unit="deal", disable=not progress)
+    strength = sequential_test(counted(deals, shown), sprt, cfg.min_games, cfg.max_games, cfg.confidence, on_deal)
+    shown.finish(stop_reason(strength, cfg.max_games))  # a bar stopped at 7% says the test decided
     candidate, train_metrics, holdout = build_and_train(
         train, game, teacher_dir, forge_dir, [pool_dir, candidate_dir], seed=train_seed, device=device, progress=progress,
         cache_dir=cache_dir, record=record,
@@ -291,12 +291,12 @@ def run_gate(
         Controller("net", candidate, greedy=True), Controller("net", current, greedy=True), seed=seed + 1, **pods
     )
     n_deals = max(1, -(-cfg.student_games // pod_size))
-    shown_deals = ProgressBar(student_deals, total=n_deals, desc="gate: student", unit="deal", disable=not progress)
+    shown_deals = ProgressBar(total=n_deals, desc="gate: student", unit="deal", disable=not progress)
     non_inferior = student_non_inferiority(
-        iter(shown_deals), pod_size, cfg.student_margin, alpha=cfg.alpha, beta=cfg.beta,
+        counted(student_deals, shown_deals), pod_size, cfg.student_margin, alpha=cfg.alpha, beta=cfg.beta,
         min_games=cfg.student_min_games, max_games=cfg.student_games, confidence=cfg.confidence,
     )  # fmt: skip
-    shown_deals.close()
+    shown_deals.finish(stop_reason(non_inferior, cfg.student_games))
     metrics = verdict(strength, paired, non_inferior, batch_quality(batches[0]), gated=cfg.gated)
     metrics["gate/candidate_batch"] = batches[0].name
     metrics["gate/candidate_sampled_share"] = train_metrics["train/sampled_share"]

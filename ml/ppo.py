@@ -231,7 +231,8 @@ def train_ppo(
         pod_size, max_turns: game settings.
         seed: seeds opponent draws, game seeds, sampling and minibatch order.
         device: torch device of the update (``cpu`` or ``cuda``); rollouts run on the CPU.
-        progress: progress bar over decisions.
+        progress: progress bar over learner decisions; its total, ``total_steps``, is a floor
+            (``ml.progress.ProgressBar(total_is_floor=True)``); an abort is said on its last line.
         game: the game (``ml.game.registry.GameSpec``); None is the commander of ``pod_size``.
         on_update: called after each update with its number (1-based) and its ``pg_loss``,
             ``v_loss``, ``entropy``, ``approx_kl``, ``clipfrac`` (means over minibatches),
@@ -255,7 +256,8 @@ def train_ppo(
     update_stats: dict[str, float] = {}
     collect_s = update_s = 0.0
     updated_samples = 0
-    bar = ProgressBar(total=cfg.total_steps, desc="selfplay", unit="dec", disable=not progress)
+    # total_steps is a floor: each round's chunks finish the games in flight past their quota
+    bar = ProgressBar(total=cfg.total_steps, desc="selfplay", unit="dec", disable=not progress, total_is_floor=True)
     aborted = None
     updates = 0
     try:
@@ -287,6 +289,8 @@ def train_ppo(
             aborted = _check_abort(cfg.abort_if, steps, {"train_win_rate": wins / max(games, 1), **update_stats})
     finally:
         collector.close()
+        if aborted is not None:
+            bar.finish(f"stopped early: {aborted}")
         bar.close()
     metrics = {
         "selfplay/decisions": steps,

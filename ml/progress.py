@@ -4,13 +4,21 @@
 
 * when the environment names a status file (``DISTILL_PROGRESS_FILE``, set by ``loop.py``
   for the stage it runs), an atomic JSON write of ``{"desc", "n", "total", "unit",
-  "updated_at"}`` at most every ``REPORT_EVERY_S`` seconds, so the dashboard can show the
+  "updated_at"}`` (and ``note``, see ``finish``) at most every ``REPORT_EVERY_S`` seconds, so the dashboard can show the
   progress within a stage without touching the stage's output;
 * when the bar itself is disabled (stderr is not a terminal: ``loop.py`` under ``nohup``,
   ``tee`` or a file, or ``--no-progress``), a plain log line with done/total, the rate and
   the time left at most every ``DISTILL_PROGRESS_EVERY_S`` seconds (default
   ``LINE_EVERY_S``; ``0`` turns them off), so a long stage is not silent for minutes
-  (issue #12, item 13).
+  (issue #12, item 13), and a last line when it closes, unless the one before said the same count.
+
+A bar that ends short of its total says why on its last line (``finish(note)``: the gate's
+sequential tests, ``decided early: SPRT accepted H1 after 120 of 1600 games``); a bar whose
+total is a floor, not an exact count (self-play's decision budget: its rounds finish the games
+in flight), is made with ``total_is_floor=True`` and raises its total to the count when the
+count passes it, so it never loses its percentage. ``counted(items, bar)`` counts results as
+they are produced, so a consumer that stops early (a test that decided) leaves the bar at the
+items it took, the last one included.
 
 ``log_once`` logs a message the first time only, for warnings a loop would otherwise repeat
 every epoch. ``DvcOutputFilter`` is what ``loop.py`` shows of ``dvc repro``: DVC's hints left
@@ -25,7 +33,8 @@ import re
 import sys
 import time
 from collections import deque
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import Any, TypeVar
 
 from tqdm import tqdm
 
@@ -40,6 +49,7 @@ LINE_EVERY_ENV = "DISTILL_PROGRESS_EVERY_S"
 LINE_EVERY_S = 30.0
 """Default seconds between two progress lines of a disabled bar."""
 
+T = TypeVar("T")
 _now = time.monotonic  # the clock of the progress lines (tests replace it)
 _said: set[tuple[str, int, str]] = set()  # (logger, level, message) already logged by log_once
 
@@ -124,13 +134,25 @@ class ProgressBar(tqdm):
         iterable, *args, **kwargs: as for ``tqdm`` (``desc``, ``total``, ``unit``, ``disable``).
         line_every_s: seconds between two progress lines of a disabled bar (None:
             ``line_interval_s()``, from ``$DISTILL_PROGRESS_EVERY_S``; 0: no lines).
+        total_is_floor: ``total`` is the least the count reaches, not its exact end: when the
+            count passes it, the total becomes the count (tqdm drops the percentage and the
+            time left of a bar past its total).
 
     Raises:
         ValueError: ``$DISTILL_PROGRESS_EVERY_S`` is not a number >= 0 (when ``line_every_s`` is None).
     """
 
-    def __init__(self, iterable: Any = None, *args: Any, line_every_s: float | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        iterable: Any = None,
+        *args: Any,
+        line_every_s: float | None = None,
+        total_is_floor: bool = False,
+        **kwargs: Any,
+    ) -> None:
         self._status_path = os.environ.get(PROGRESS_FILE_ENV)
+        self._floor = total_is_floor
+        self._note = ""
         self._last_report = 0.0
         self._count: float = 0  # tqdm counts in floats when update() is given one
         self._label = str(kwargs.get("desc", "") or "")
@@ -142,12 +164,15 @@ class ProgressBar(tqdm):
         self._line_every_s = line_interval_s() if line_every_s is None else line_every_s
         self._started = self._last_line = _now()
         self._lines = 0
+        self._said_count: float | None = None  # the count of the last line logged
         self._finished = False
         super().__init__(iterable, *args, **kwargs)
         self._report(force=True)
 
     def update(self, n: float | None = 1) -> bool | None:
         self._count += n or 0
+        if self._floor and self._total is not None and self._count > self._total:
+            self._total = self.total = self._count
         out = super().update(n)
         self._tick()
         return out
@@ -158,10 +183,23 @@ class ProgressBar(tqdm):
             self._count += 1
             self._tick()
 
+    def finish(self, note: str) -> None:
+        """Close the bar with ``note`` (why it ended where it did) on its last line.
+
+        On a terminal the note is the bar's postfix as it stays on screen; a disabled bar logs
+        its last line with the note even when it logged none along the way (an interval of
+        0 still turns the lines off); the status file gets it as ``note``.
+        """
+        self._note = note
+        shown = getattr(self, "postfix", None) or ""
+        self.set_postfix_str(f"{shown}, {note}" if shown else note, refresh=False)
+        self.close()
+
     def close(self) -> None:
         if not getattr(self, "_finished", True):  # tqdm's __del__ closes again
             self._finished = True
-            if self._lines:  # said how it went along: say how it ended
+            ended = self._lines and self._count != self._said_count  # said how it went along, not yet where it ended
+            if ended or (self._note and self.disable and self._line_every_s > 0):
                 self._line()
             self._report(force=True)
         super().close()
@@ -174,6 +212,7 @@ class ProgressBar(tqdm):
     def _line(self) -> None:
         now = self._last_line = _now()
         self._lines += 1
+        self._said_count = self._count
         postfix = getattr(self, "postfix", None) or ""
         logger.info("%s", progress_line(self._label, self._count, self._total, self._unit, now - self._started, postfix))
 
@@ -186,7 +225,22 @@ class ProgressBar(tqdm):
             return
         self._last_report = now
         doc = {"desc": self._label, "n": self._count, "total": self._total, "unit": self._unit, "updated_at": time.time()}
+        if self._note:
+            doc["note"] = self._note
         atomic_write_json(status_path, doc)
+
+
+def counted(items: Iterable[T], bar: ProgressBar) -> Iterator[T]:
+    """``items``, with ``bar`` counting each one as it is produced.
+
+    For results that are done when they are yielded (a played deal of the gate's sequential
+    tests): a consumer that stops early leaves the bar at what it took. ``for x in bar``
+    (tqdm's way) counts an item when the loop asks for the next one, right for work done in
+    the loop body (an epoch) but one short when the loop breaks (a test that decided).
+    """
+    for item in items:
+        bar.update(1)
+        yield item
 
 
 # DVC 3.x's advice after `dvc add` / `dvc repro` (text captured from DVC 3.67.1; tests/test_progress.py

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -263,22 +263,36 @@ def play_tournament(
         (controllers, seatings, game_seeds(seed, games), num_envs, encoder, game or commander(pod_size, max_turns), seed)
     )
     bar = ProgressBar(total=games, desc="rating", unit="game", disable=not sys.stderr.isatty())
+    tasks = list(enumerate(chunk_ranges(games, chunk_games)))
+    local = executor.backend == "local"
+    if local:  # played in this process: the bar counts each game as it ends (one chunk is the whole tournament)
+        chunks: Iterable[list[list[str]]] = (_tournament_chunk(t, setup.value, on_game=bar.update) for t in tasks)
+    else:  # on a cluster: each chunk as it comes back
+        chunks = executor.imap(_tournament_chunk, tasks, setup)
     rankings: list[list[str]] = []
-    for chunk in executor.imap(_tournament_chunk, list(enumerate(chunk_ranges(games, chunk_games))), setup):
+    for chunk in chunks:
         rankings += chunk
-        bar.update(len(chunk))
+        if not local:
+            bar.update(len(chunk))
     bar.close()
     return rankings
 
 
-def _tournament_chunk(task: tuple[int, range], setup: tuple) -> list[list[str]]:
-    """Play one chunk of a tournament: per game in index order, player names from first place to last."""
+def _tournament_chunk(task: tuple[int, range], setup: tuple, on_game: Callable[[], object] | None = None) -> list[list[str]]:
+    """Play one chunk of a tournament: per game in index order, player names from first place to last.
+
+    ``on_game`` is called as each game ends (a progress bar's ``update``; it reads nothing).
+    """
     k, indices = task
     controllers, seatings, seeds, num_envs, encoder, game, seed = setup
-    results = play_games(
+    results = []
+    for result in play_games(
         seatings, seeds, controllers, num_envs=num_envs, encoder=encoder,
         generator=torch.Generator().manual_seed(chunk_seed(seed, k)), game=game, indices=indices,
-    )  # fmt: skip
+    ):  # fmt: skip
+        results.append(result)
+        if on_game is not None:
+            on_game()
     return [[r.seats[s] for s in r.ranking] for r in sorted(results, key=lambda r: r.index)]
 
 

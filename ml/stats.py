@@ -291,6 +291,22 @@ def sequential_test(
     }
 
 
+def stop_reason(result: dict, max_games: int) -> str:
+    """Why a :func:`sequential_test` stopped where it did, for its progress bar's last line.
+
+    Args:
+        result: what :func:`sequential_test` returned (``decision``, ``decided_early``, ``played``).
+        max_games: the test's game budget.
+
+    Returns:
+        ``decided early: SPRT accepted H1 after 120 of 1600 games`` or ``budget reached:
+        1600 of 1600 games, undecided, counted as H0``.
+    """
+    if result["decided_early"]:
+        return f"decided early: SPRT accepted {result['decision']} after {result['played']} of {max_games} games"
+    return f"budget reached: {result['played']} of {max_games} games, undecided, counted as {result['decision']}"
+
+
 def mcnemar_regression(correct_current: np.ndarray, correct_candidate: np.ndarray, margin: float, alpha: float = 0.05) -> dict:
     """Paired holdout comparison of two students on the same decisions.
 

@@ -118,7 +118,11 @@ def test_dvc_plots_of_a_two_generation_run(reference_run, tmp_path: Path):
     )
     generations = ("generation_win_rates", "generation_elo", "generation_ppo_share")
     for plot in (*student, *ppo, *gate_, *generations):
-        assert shown[plot][0]["content"]["data"]["values"], plot
+        content = shown[plot][0]["content"]
+        assert content["data"]["values"], plot
+        # the series template (.dvc/plots/series.json, tests/test_plots.py), filled by this DVC
+        assert content["encoding"]["color"]["field"] == "series" and content["encoding"]["x"]["axis"]["format"] == "d", plot
+        assert "<DVC_METRIC" not in json.dumps(content), plot
     share = shown["generation_ppo_share"][0]["content"]["data"]["values"]
     assert [int(v["attempt_no"]) for v in share] == [1, 2]  # one row per attempt, both attempts
     diff = json.loads(dvc("plots", "diff", "HEAD~1", "--json").stdout)["data"]

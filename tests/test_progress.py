@@ -15,6 +15,7 @@ errors of a failed command in its ``LoopError``.
 from __future__ import annotations
 
 import io
+import json
 import logging
 import os
 import re
@@ -29,8 +30,17 @@ import yaml
 from ml import progress
 from ml.decisions import sample_mixture
 from ml.driver.workspace import DVC, LoopError, Workspace
-from ml.progress import LINE_EVERY_ENV, DvcOutputFilter, ProgressBar, line_interval_s, progress_line
-from tests.conftest import ROOT, git, tiny_params
+from ml.progress import (
+    LINE_EVERY_ENV,
+    PROGRESS_FILE_ENV,
+    DvcOutputFilter,
+    ProgressBar,
+    counted,
+    line_interval_s,
+    progress_line,
+)
+from ml.stats import stop_reason
+from tests.conftest import ROOT, Pipeline, git, make_project_copy, tiny_params
 from tests.test_dataset import _fake_set
 
 # `dvc repro --single-item teacher` then `train` in a repo whose data/pool, data/seed and
@@ -137,7 +147,7 @@ def test_update_counts_and_rates(monkeypatch: pytest.MonkeyPatch, caplog: pytest
             clock.t += 20.0
             bar.update(3000)
     assert _lines(caplog)[0] == "selfplay: 6000/50000 dec (12%), 150.0 dec/s, 40s elapsed, ~4m53s left"
-    assert len(_lines(caplog)) == 3  # at 40 s and 80 s, and the last one
+    assert len(_lines(caplog)) == 2  # at 40 s and 80 s; the one at 80 s said where it ended: no repeat at close
 
 
 @pytest.mark.parametrize("disable,every", [(False, 0.001), (True, 0.0)])
@@ -171,6 +181,167 @@ def test_interval_from_the_environment(monkeypatch: pytest.MonkeyPatch):
 def test_progress_line_without_total():
     assert progress_line("eval", 12, None, "deal", 4.0) == "eval: 12 deal, 3.0 deal/s, 4s elapsed"
     assert progress_line("", 0, 10, "game", 0.0) == "progress: 0/10 game (0%), 0.0 game/s, 0s elapsed"
+
+
+def _last_draw(out: io.StringIO) -> str:
+    """What a terminal shows of a tqdm bar drawn into ``out``: the text after its last carriage return."""
+    return out.getvalue().rstrip("\n").rsplit("\r", 1)[-1]
+
+
+def test_a_floor_total_follows_the_count_and_keeps_the_percentage(monkeypatch, caplog):
+    """Self-play's total is a floor (its rounds finish the games in flight): 823 decisions of 600."""
+    exact = io.StringIO()
+    with ProgressBar(total=600, desc="selfplay", unit="dec", file=exact, mininterval=0, line_every_s=0) as bar:
+        bar.update(823)
+    assert "%" not in _last_draw(exact) and "823dec" in _last_draw(exact)  # tqdm past its total: `823dec [00:00, ...]`
+    floor = io.StringIO()
+    with ProgressBar(
+        total=600, desc="selfplay", unit="dec", file=floor, mininterval=0, line_every_s=0, total_is_floor=True
+    ) as bar:
+        bar.update(410)
+        assert "410/600" in _last_draw(floor) and "68%" in _last_draw(floor)
+        bar.update(413)
+    assert bar.total == 823 and "100%" in _last_draw(floor) and "823/823" in _last_draw(floor)
+    clock = FakeClock()
+    monkeypatch.setattr(progress, "_now", clock)
+    caplog.set_level(logging.INFO, logger="ml.progress")
+    with ProgressBar(total=600, desc="selfplay", unit="dec", disable=True, line_every_s=30.0, total_is_floor=True) as bar:
+        for n in (410, 413):
+            clock.t += 30.0
+            bar.update(n)
+    assert [line.split(",")[0] for line in _lines(caplog)] == [
+        "selfplay: 410/600 dec (68%)", "selfplay: 823/823 dec (100%)",
+    ]  # fmt: skip
+
+
+def test_selfplay_bar_ends_at_100_percent_of_the_decisions_played(capsys: pytest.CaptureFixture):
+    from ml.game.commander.encoding import OBS_DIM
+    from ml.policy import PolicyNet
+    from ml.ppo import PPOConfig, train_ppo
+
+    cfg = PPOConfig(total_steps=300, num_envs=4, rollout_steps=150, lr=3e-4, gamma=0.99, gae_lambda=0.95, clip_coef=0.2,
+                    ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5, update_epochs=1, minibatch_size=64,
+                    opponent_mix={"heuristic": 1.0}, rollout_chunks=2, workers=1)  # fmt: skip
+    _, metrics = train_ppo(PolicyNet(OBS_DIM, (16,)), {}, cfg, pod_size=4, max_turns=30, seed=5, progress=True)
+    played = metrics["selfplay/decisions"]
+    last = capsys.readouterr().err.rstrip("\n").rsplit("\r", 1)[-1]
+    assert played > 300 and f"{played}/{played}" in last and "100%" in last, last  # the games in flight counted, not lost
+
+
+def test_finish_says_why_a_bar_ended_early(monkeypatch, caplog, tmp_path: Path):
+    note = "decided early: SPRT accepted H1 after 12 of 40 games"
+    drawn = io.StringIO()
+    bar = ProgressBar(total=10, desc="gate: strength", unit="deal", file=drawn, mininterval=0, line_every_s=0)
+    bar.update(3)
+    bar.finish(note)
+    assert _last_draw(drawn).startswith("gate: strength:  30%") and _last_draw(drawn).endswith(note + "]")
+    caplog.set_level(logging.INFO, logger="ml.progress")
+    monkeypatch.setenv(PROGRESS_FILE_ENV, str(tmp_path / "progress.json"))
+    bar = ProgressBar(total=10, desc="gate: strength", unit="deal", disable=True, line_every_s=30.0)
+    bar.update(3)
+    bar.finish(note)  # a short run logs no line along the way, but the reason it stopped, yes
+    (line,) = _lines(caplog)
+    assert line.startswith("gate: strength: 3/10 deal (30%), ") and line.endswith(", " + note)
+    assert json.loads((tmp_path / "progress.json").read_text())["note"] == note  # the dashboard's status
+    caplog.clear()
+    ProgressBar(total=10, desc="x", disable=True, line_every_s=0.0).finish(note)
+    assert _lines(caplog) == []  # an interval of 0 still turns the lines off
+
+
+def test_counted_counts_the_last_item_a_consumer_takes():
+    def take_three(items) -> None:
+        for i, _ in enumerate(items, start=1):
+            if i == 3:
+                break  # a sequential test that decided on its third deal
+
+    looped = ProgressBar(range(10), disable=True, line_every_s=0)
+    take_three(looped)
+    bar = ProgressBar(total=10, disable=True, line_every_s=0)
+    take_three(counted(iter(range(10)), bar))
+    assert (looped._count, bar._count) == (2, 3)  # tqdm's iteration misses the third, counted does not
+
+
+def test_stop_reason_names_the_decision_and_the_games():
+    early = {"decision": "H1", "decided_early": True, "played": 120}
+    assert stop_reason(early, 1600) == "decided early: SPRT accepted H1 after 120 of 1600 games"
+    late = {"decision": "H0", "decided_early": False, "played": 1600}
+    assert stop_reason(late, 1600) == "budget reached: 1600 of 1600 games, undecided, counted as H0"
+
+
+GATE_END = re.compile(
+    r"gate: (?P<bar>strength|student): (?P<done>\d+)/(?P<total>\d+) deal \(\d+%\), .*, (?P<why>"
+    r"decided early: SPRT accepted H[01] after \d+ of (?P<early_of>\d+) games"
+    r"|budget reached: \d+ of (?P<budget_of>\d+) games, undecided, counted as H[01])$"
+)
+
+
+def test_gate_bars_say_why_they_ended(pipeline: Pipeline, tmp_path: Path, caplog: pytest.LogCaptureFixture):
+    from stages import gate
+
+    caplog.set_level(logging.INFO, logger="ml.progress")
+    args = [a if a != str(pipeline.root / "cand.pt") else str(tmp_path / "cand.pt") for a in pipeline.gate_args]
+    assert gate.main([*pipeline.common, *args, "--metrics", str(tmp_path / "gate.json")]) == 0  # --no-progress: lines
+    ends = {m["bar"]: m for line in _lines(caplog) if (m := GATE_END.match(line))}
+    assert list(ends) == ["strength", "student"], _lines(caplog)
+    assert [int(m["early_of"] or m["budget_of"]) for m in ends.values()] == [40, 16]  # TINY: max_games, student_games
+    strength, decided = ends["strength"], json.loads((tmp_path / "gate.json").read_text())["gate/sprt_decided_early"]
+    assert strength["why"].startswith("decided early" if decided else "budget reached")
+    assert decided or strength["done"] == strength["total"]  # a bar short of its total says the test decided
+
+
+def test_tournament_bar_counts_each_game(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
+    """One chunk is the whole tournament (``compute.chunk_games: 0``): the bar still moves game by game."""
+    from ml.game.commander.encoding import OBS_DIM
+    from ml.policy import PolicyNet
+    from ml.ratings import play_tournament
+
+    monkeypatch.setenv(LINE_EVERY_ENV, "1e-9")  # a line per update
+    caplog.set_level(logging.INFO, logger="ml.progress")
+    rankings = play_tournament({"gen000": PolicyNet(OBS_DIM, (16,))}, "gen000", games=8, pod_size=4, max_turns=30, num_envs=4,
+                               seed=3, encoder=None)  # fmt: skip
+    assert len(rankings) == 8
+    counts = [int(m.group(1)) for line in _lines(caplog) if (m := re.match(r"rating: (\d+)/8 game", line))]
+    assert counts == list(range(1, 9))  # each game as it ends
+
+
+class _Tty(io.StringIO):
+    """A terminal's stream that records each write, in order, into ``log`` shared with the other stream."""
+
+    def __init__(self, name: str, log: list[tuple[str, str]]) -> None:
+        super().__init__()
+        self.name, self.log = name, log
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.log.append((self.name, text))
+        return super().write(text)
+
+
+@pytest.mark.expensive
+def test_eval_clears_its_progress_before_the_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from ml.driver.evaluate import evaluate
+    from ml.driver.orchestrator import Loop
+    from ml.game.commander.encoding import OBS_DIM
+    from ml.policy import PolicyNet, save_policy
+
+    repo = make_project_copy(tmp_path / "repo", tiny_params())
+    for name in ("gen000", "gen001"):
+        save_policy(PolicyNet(OBS_DIM, (16,)), repo / "data/merged/students" / f"{name}.pt")
+    log: list[tuple[str, str]] = []
+    monkeypatch.setattr(sys, "stdout", _Tty("out", log))
+    monkeypatch.setattr(sys, "stderr", _Tty("err", log))
+    assert evaluate(Loop(repo, echo=lambda *_: None), 8, None) == 0
+    err = "".join(t for s, t in log if s == "err")
+    out = "".join(t for s, t in log if s == "out")
+    first_out = next(i for i, (s, _) in enumerate(log) if s == "out")
+    assert all(s == "err" for s, _ in log[:first_out]) and all(s == "out" for s, _ in log[first_out:])  # not interleaved
+    assert "eval gen000:" in err and "eval gen001:" in err and "\r" not in out
+    assert err.rstrip("\r").rsplit("\r", 1)[-1].strip() == ""  # the last bar cleared its line
+    table = out.splitlines()
+    assert table[0].startswith("students (greedy) in pods against 3 teachers") and table[1].startswith("student ")
+    assert [row.split()[0] for row in table[2:]] == ["gen000", "gen001"]
 
 
 @pytest.mark.expensive

@@ -59,6 +59,8 @@ class Progress(BaseModel):
     updated_at: float | None = None
     fraction: float | None = None
     """``n / total`` in [0, 1], when the total is known."""
+    note: str | None = None
+    """Why the bar ended short of its total (``decided early: ...``), once it has (``ml.progress.ProgressBar.finish``)."""
 
 
 class LoopStatus(BaseModel):

@@ -76,7 +76,7 @@ def _progress(reported: dict, progress: dict) -> dict | None:
         return None
     n, total = progress.get("n"), progress.get("total")
     fraction = min(1.0, n / total) if isinstance(n, int | float) and isinstance(total, int | float) and total else None
-    return {**{k: progress.get(k) for k in ("desc", "n", "total", "unit", "updated_at")}, "fraction": fraction}
+    return {**{k: progress.get(k) for k in ("desc", "n", "total", "unit", "updated_at", "note")}, "fraction": fraction}
 
 
 @overload

@@ -29,6 +29,10 @@ CURVE_STAGES = ("train", "selfplay", "gate")
 CURVE_X = {"train": "epoch", "selfplay": "PPO update", "gate": "games"}
 VERDICT_COLOURS = {"domain": ["accepted", "rejected", "aborted"], "range": ["#2e7d32", "#c62828", "#757575"]}
 WIDTH = 560
+STEP_AXIS = {"tickMinStep": 1, "format": "d"}
+"""The x axis of a count (epoch, PPO update, games): whole-number ticks, never 1.0, 1.1, ..."""
+ELO_SCALE = {"zero": False, "padding": 16, "nice": True}
+"""The Elo chart's y scale: fitted to the data (Vega-Lite puts 0 in a quantitative domain by default), padded in pixels."""
 DATA = "table"
 """The name of each chart's main data set: the page swaps new rows into a drawn chart with
 ``view.data(DATA, rows)`` when only the rows changed (no redraw, no flicker)."""
@@ -93,13 +97,19 @@ def winrate_chart(rows: list[dict], target: float | None, parity: float | None) 
 
 
 def elo_chart(rows: list[dict]) -> Chart:
-    """Elo of each accepted generation's student with its 95% interval."""
+    """Elo of each accepted generation's student with its 95% interval.
+
+    The y scale is fitted to the intervals (``ELO_SCALE``: no zero, padded), so 1516 against
+    1599 and their intervals stand apart instead of sitting as dots near the top of a 0..1600 axis.
+    """
     rated = [r for r in rows if r.get("elo") is not None]
-    x = {"field": "generation", "type": "ordinal", "title": "generation"}
+    x = {"field": "generation", "type": "ordinal", "title": "generation", "axis": {"labelAngle": 0}}
+    y = {"type": "quantitative", "scale": ELO_SCALE, "title": "Elo (heuristic = 1500)"}
     layers = [
-        {"mark": "rule", "encoding": {"x": x, "y": {"field": "elo_low", "type": "quantitative"}, "y2": {"field": "elo_high"}}},
+        {"mark": {"type": "errorbar", "ticks": {"size": 16}, "thickness": 2, "color": "#4e79a7"},
+         "encoding": {"x": x, "y": {"field": "elo_low", **y}, "y2": {"field": "elo_high"}}},
         {"mark": {"type": "point", "filled": True, "size": 70},
-         "encoding": {"x": x, "y": {"field": "elo", "type": "quantitative", "title": "Elo (heuristic = 1500)"},
+         "encoding": {"x": x, "y": {"field": "elo", **y},
                       "tooltip": [{"field": f} for f in ("generation", "elo", "elo_low", "elo_high")]}},
     ]  # fmt: skip
     return Chart("elo-chart", "Elo of each accepted student", {**_base(rated), "layer": layers})
@@ -147,7 +157,7 @@ def curve_chart(root: Path, stage: str, live: bool) -> Chart | None:
         "$schema": SCHEMA, "data": {"name": DATA, "values": values}, "columns": 3, "resolve": {"scale": {"y": "independent"}},
         "facet": {"field": "metric", "type": "nominal", "title": None},
         "spec": {"width": 170, "height": 110, "mark": {"type": "line", "point": len(values) < 60},
-                 "encoding": {"x": {"field": "step", "type": "quantitative", "title": CURVE_X[stage]},
+                 "encoding": {"x": {"field": "step", "type": "quantitative", "title": CURVE_X[stage], "axis": STEP_AXIS},
                               "y": {"field": "value", "type": "quantitative", "title": None},
                               "tooltip": [{"field": "metric"}, {"field": "step"}, {"field": "value"}]}},
     }  # fmt: skip

@@ -34,6 +34,9 @@ def accepted_students(loop: Loop) -> list[Path]:
 def evaluate(loop: Loop, games: int, out: Path | None) -> int:
     """``loop.py eval``: the table of accepted generations, each student measured against the teacher.
 
+    Progress goes to stderr (a bar per student on a terminal, cleared when the student is done;
+    ``ml.progress`` lines otherwise); the table goes to stdout once every student is measured.
+
     Per generation g: student g (``accepted_students``, greedy) in seat-rotated duplicate
     deals against pod_size - 1 teachers on deals no stage played; the share of PPO data in
     student g's training set and the gate's win rate of PPO agent g (from
@@ -74,14 +77,9 @@ def evaluate(loop: Loop, games: int, out: Path | None) -> int:
     deals = games // n  # whole duplicate deals
     played = deals * n
     rounded = f", --games {games} rounded down to whole deals" if played != games else ""
-    print(
-        f"students (greedy) in pods against {n - 1} teachers ({game.teacher_name}), {played} games each "
-        f"({deals} deal{'' if deals == 1 else 's'}{rounded}); parity {1 / n:.3f}\n"
-        f"{'student':8s} {'win rate [95% by deal]':<24s} {'draws':>6s} {'PPO agent (gate)':>26s} {'Elo [95%]':>20s} {'PPO share':>9s}"
-    )
     rows = []
     with open_executor(params.compute, params.base.torch_threads) as executor:
-        for path in students:
+        for path in students:  # progress on stderr, each bar cleared when its student is done
             net, _ = load_policy(path)
             try:
                 check_shape(net, game.obs_dim, game.num_actions, str(path.relative_to(loop.root)))
@@ -91,24 +89,33 @@ def evaluate(loop: Loop, games: int, out: Path | None) -> int:
             row = pod_win_rate(
                 Controller("net", net, greedy=True), Controller("heuristic"), games=games, pod_size=n,
                 max_turns=params.game.max_turns, num_envs=params.selfplay.num_envs, seed=params.stage_seed("eval"),
-                game=game, progress=sys.stderr.isatty(), label=path.stem, executor=executor,
+                game=game, progress=sys.stderr.isatty(), label=f"eval {path.stem}", executor=executor,
             )  # fmt: skip
             fig = accepted.get(int(path.stem[3:]), {}).get("figures", {}) if path.stem[3:].isdigit() else {}
             rating = elo.get(path.stem)
-            row = {
+            rows.append({
                 "student": path.stem, **row, "ppo_share": fig.get("sampled_share", {}).get("ppo", 0.0) if fig else None,
                 "agent_win_rate": fig.get("win_rate"), "agent_low": fig.get("win_rate_low"), "agent_high": fig.get("win_rate_high"),
                 "elo": rating and rating["elo"], "elo_low": rating and rating["low"], "elo_high": rating and rating["high"],
-            }  # fmt: skip
-            rows.append(row)
-            agent = f"{row['agent_win_rate']:.3f} [{row['agent_low']:.3f}, {row['agent_high']:.3f}]" if fig else "-"
-            rated = f"{row['elo']:.0f} [{row['elo_low']:.0f}, {row['elo_high']:.0f}]" if rating else "-"
-            share = f"{row['ppo_share']:.3f}" if row["ppo_share"] is not None else "-"  # no accepted entry (yet)
-            print(
-                f"{path.stem:8s} {row['win_rate']:.3f} [{row['low']:.3f}, {row['high']:.3f}]".ljust(33)
-                + f" {row['draws']:6d} {agent:>26s} {rated:>20s} {share:>9s}",
-                flush=True,
-            )
+            })  # fmt: skip
+    sys.stderr.flush()
+    print(  # the table, on stdout, once every bar is done
+        f"students (greedy) in pods against {n - 1} teachers ({game.teacher_name}), {played} games each "
+        f"({deals} deal{'' if deals == 1 else 's'}{rounded}); parity {1 / n:.3f}\n"
+        f"{'student':8s} {'win rate [95% by deal]':<24s} {'draws':>6s} {'PPO agent (gate)':>26s} {'Elo [95%]':>20s} {'PPO share':>9s}"
+    )
+    for row in rows:
+        agent = (
+            f"{row['agent_win_rate']:.3f} [{row['agent_low']:.3f}, {row['agent_high']:.3f}]"
+            if row["agent_win_rate"] is not None
+            else "-"
+        )
+        rated = f"{row['elo']:.0f} [{row['elo_low']:.0f}, {row['elo_high']:.0f}]" if row["elo"] is not None else "-"
+        share = f"{row['ppo_share']:.3f}" if row["ppo_share"] is not None else "-"  # no accepted entry (yet)
+        print(
+            f"{row['student']:8s} {row['win_rate']:.3f} [{row['low']:.3f}, {row['high']:.3f}]".ljust(33)
+            + f" {row['draws']:6d} {agent:>26s} {rated:>20s} {share:>9s}"
+        )
     if out is not None:
         atomic_write_json(out, rows)
     return 0
