@@ -190,6 +190,7 @@ def run(args: argparse.Namespace, lock: FileLock | None) -> int:
         state = loop.load_state()
         load_params(loop.path("params.yaml"))  # a bad value is named before any dirty-tree complaint
         check_cache_cap()
+        loop.commit_params_edit(state)  # params.yaml edited by hand between attempts: its own commit
         if args.command == "import-forge":  # before check_tree: the files may sit in data/teacher
             return import_command(loop, args.paths, args.cards, args.weight)
         if args.command is None:  # a run or an override: refused before anything is written
