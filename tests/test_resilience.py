@@ -9,7 +9,10 @@ commit of an interrupted attempt keeps its figures (3); a params change committe
 attempt is in flight (the dashboard's overrides) resumes, an uncommitted one is refused (4);
 a lost or unreadable history is an error naming the file, a ledger line with invalid UTF-8 is
 reported and kept byte for byte (5); a detached HEAD is refused, a missing git identity is
-said (6); untracked files outside the loop's paths do not block it, edits to tracked ones do.
+said (6); untracked files outside the loop's paths do not block it, edits to tracked ones do;
+a hand edit of params.yaml between attempts is validated and committed alone (killed at each of
+its seams, the next start makes the same commit), one made in flight is refused naming the
+command that resumes the attempt with it.
 """
 
 from __future__ import annotations
