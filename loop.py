@@ -19,19 +19,21 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ml.driver.bots import PromoteError
-from ml.driver.commands import apply_override, apply_profile, print_elo, promote_command, run_attempts, seed_checkpoint
-from ml.driver.evaluate import evaluate
-from ml.driver.forge_import import TEACHER_DIR, foreign_files_message, foreign_teacher_files, forge_weight, import_command
-from ml.driver.onnx_cmd import add_export_parser, export_command
-from ml.driver.orchestrator import Loop
-from ml.driver.promotion import refuse_hand_made
-from ml.driver.workspace import LoopError, acquire_lock
-from ml.encoded_cache import CacheConfigError, max_cache_bytes
-from ml.params import ParamsError, load_params
+from ml.driver.onnx_cmd import add_export_parser
+
+if TYPE_CHECKING:
+    from filelock import FileLock
+
+# The driver's modules (torch, GitPython, pydantic models ...) are imported in `main`, after the
+# command line is parsed: `--help` answers with argparse alone (bench/bench_startup.py).
+
+LOCKED = (None, "promote", "import-forge")
+"""The commands that take the one-instance lock (a run, an override, a profile, promote, import-forge)."""
 
 
 def positive_int(text: str) -> int:
@@ -39,6 +41,17 @@ def positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def forge_weight(text: str) -> float:
+    """``import-forge --weight``: a finite mixture weight >= 0 (argparse refuses anything else before any work)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0 (a mixture weight), got {text!r}")
     return value
 
 
@@ -107,26 +120,66 @@ def check_cache_cap() -> None:
     Raises:
         LoopError: the value is not a number >= 0 (or inf).
     """
+    from ml.driver.workspace import LoopError
+    from ml.encoded_cache import CacheConfigError, max_cache_bytes
+
     try:
         max_cache_bytes()
     except CacheConfigError as e:
         raise LoopError(str(e)) from None
 
 
+def early_lock(args: argparse.Namespace) -> FileLock | None:
+    """The one-instance lock of a command that takes it (``LOCKED``), taken before the driver's heavy
+    imports so that a second loop.py is refused at once; None for the others, and where ``--repo`` has
+    no ``.dvc/`` (``main`` takes it once ``Loop`` has checked the repository).
+
+    Raises:
+        LoopError: another loop.py holds it (``ml.driver.workspace.acquire_lock``).
+    """
+    from ml.driver.workspace import acquire_lock
+
+    if args.command in LOCKED and (args.repo / ".dvc").is_dir():
+        return acquire_lock(args.repo.resolve())
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``loop.py`` with ``argv``; returns the exit status (0 ok, 2 refused or failed, 3 blocked, 130 interrupted)."""
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s loop %(levelname)s %(message)s")
+    from ml.driver.workspace import LoopError
+
+    try:
+        lock = early_lock(args)
+    except LoopError as e:
+        print(f"loop.py: {e}", file=sys.stderr)
+        return 2
+    return run(args, lock)
+
+
+def run(args: argparse.Namespace, lock: FileLock | None) -> int:
+    """The command of ``args`` (``main``), holding ``lock`` when ``early_lock`` took it; returns the exit status."""
+    from ml.driver.bots import PromoteError
+    from ml.driver.commands import apply_override, apply_profile, print_elo, promote_command, run_attempts, seed_checkpoint
+    from ml.driver.evaluate import evaluate
+    from ml.driver.forge_import import TEACHER_DIR, foreign_files_message, foreign_teacher_files, import_command
+    from ml.driver.onnx_cmd import export_command
+    from ml.driver.orchestrator import Loop
+    from ml.driver.promotion import refuse_hand_made
+    from ml.driver.workspace import LoopError, acquire_lock
+    from ml.params import ParamsError, load_params
+
     try:
         loop = Loop(args.repo)
         if args.command in ("elo", "eval"):
             return print_elo(loop) if args.command == "elo" else evaluate(loop, args.games, args.json)
         if args.command == "export-onnx":
             return export_command(loop, args.model, args.out)
-        lock = acquire_lock(loop.root)
+        lock = lock or acquire_lock(loop.root)
     except (LoopError, ParamsError) as e:
         print(f"loop.py: {e}", file=sys.stderr)
-        return 2
+        return 2  # an early lock is released with its FileLock, when this frame goes
     running = False
     try:
         if args.command is None:
@@ -137,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         state = loop.load_state()
         load_params(loop.path("params.yaml"))  # a bad value is named before any dirty-tree complaint
         check_cache_cap()
+        loop.commit_params_edit(state)  # params.yaml edited by hand between attempts: its own commit
         if args.command == "import-forge":  # before check_tree: the files may sit in data/teacher
             return import_command(loop, args.paths, args.cards, args.weight)
         if args.command is None:  # a run or an override: refused before anything is written

@@ -1,7 +1,9 @@
 """What every stage entry point shares: argument parsing, params, logging, seeding, metrics.
 
 A stage is ``main(argv) -> int``: it calls ``stage_setup`` once, then one ``ml`` function,
-then ``write_metrics``. Paths come from ``dvc.yaml`` through argv.
+then ``write_metrics``. Paths come from ``dvc.yaml`` through argv. A stage imports that
+function (torch and the rest) inside ``main``, after ``stage_setup``, and this module imports
+torch there too: ``--help`` answers with argparse and ``ml.params`` alone (bench/bench_startup.py).
 """
 
 from __future__ import annotations
@@ -17,9 +19,6 @@ from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
-
-import numpy as np
-import torch
 
 from ml.faults import seam
 from ml.io import atomic_write_json
@@ -43,6 +42,9 @@ def environment(sha: str) -> dict[str, str]:
     Recorded as ``<stage>/env`` in every stage's metrics (``write_metrics``); the driver warns
     when an attempt's differ from the previous attempt's (``ml.driver.generations``).
     """
+    import numpy as np
+    import torch
+
     try:
         dvc_version = version("dvc")
     except PackageNotFoundError:
@@ -89,6 +91,8 @@ def stage_setup(
         params = load_params(args.params)
     except ParamsError as e:
         parser.exit(2, f"error: {e}\n")
+    import torch
+
     torch.set_num_threads(params.base.torch_threads)
     # cuBLAS needs a fixed workspace for deterministic results on a GPU (PyTorch "Reproducibility" notes)
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")

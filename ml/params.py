@@ -113,7 +113,7 @@ class Params(_Section):
         except ParamsError as e:
             raise At(loc, f"{where}: {e}") from None
         except ValidationError as e:
-            problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {message(err)}" for err in e.errors())
+            problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {message(err, Params)}" for err in e.errors())
             raise At(loc, f"{where}: {problems}") from None
 
     def overridden(self, overrides: dict[str, dict[str, Any]]) -> Params:
@@ -195,4 +195,4 @@ def params_from_dict(raw: dict[str, Any], source: str = "params", lines: dict[Ke
     try:
         return Params.model_validate(raw)
     except ValidationError as e:
-        raise ParamsError("\n".join(error_lines(e.errors(), source, raw, lines or {}))) from e
+        raise ParamsError("\n".join(error_lines(e.errors(), source, raw, lines or {}, Params))) from e

@@ -8,10 +8,13 @@ key's line, so an error can name it (``params.yaml:12: train.epochs: ...``).
 
 from __future__ import annotations
 
+import difflib
 import re
+import typing
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
 KeyPath = tuple[str | int, ...]
 """A place in the params: section, key, sub-key or list index (pydantic's error ``loc``)."""
@@ -95,20 +98,57 @@ def dotted(loc: KeyPath, raw: Any) -> str:
     return ".".join(map(str, loc))
 
 
-def error_lines(errors: list[Any], source: str, raw: Any, lines: dict[KeyPath, int]) -> list[str]:
+def error_lines(
+    errors: list[Any], source: str, raw: Any, lines: dict[KeyPath, int], model: type[BaseModel] | None = None
+) -> list[str]:
     """pydantic's ``errors()`` as ``<source>[:<line>]: <section>.<key>: <message>``, one per error.
 
     A phase's problem reads ``<source>[:<line>]: curriculum.<i> (phase '<name>'): <key>: <message>``;
-    a validator's ``At`` error gets the line of its ``loc``.
+    a validator's ``At`` error gets the line of its ``loc``; an unknown key of ``model`` (the
+    validated model) is answered with its nearest field (``message``).
     """
     out = []
     for err in errors:
         line = line_of(lines, (*err["loc"], *getattr(err.get("ctx", {}).get("error"), "loc", ())))
         where = f"{source}:{line}" if line else source
-        out.append(f"{where}: {dotted(err['loc'], raw)}: {message(err)}" if err["loc"] else f"{where}: {message(err)}")
+        said = message(err, model)
+        out.append(f"{where}: {dotted(err['loc'], raw)}: {said}" if err["loc"] else f"{where}: {said}")
     return out
 
 
-def message(err: Any) -> str:
-    """A pydantic error's message, without the ``Value error, `` prefix of a validator's own ValueError."""
-    return str(err["msg"]).removeprefix("Value error, ")
+def message(err: Any, model: type[BaseModel] | None = None) -> str:
+    """A pydantic error's message, without the ``Value error, `` prefix of a validator's own ValueError.
+
+    An unknown key (``extra_forbidden``) of ``model``'s data reads ``unknown key; did you mean 'epochs'?``
+    with the field of the model holding it (``fields_at``) nearest to it (``difflib.get_close_matches``,
+    its default cutoff 0.6), or ``unknown key (known: ...)`` with that model's fields when none is near.
+    """
+    if err["type"] != "extra_forbidden" or model is None or (known := fields_at(model, err["loc"])) is None:
+        return str(err["msg"]).removeprefix("Value error, ")
+    near = difflib.get_close_matches(str(err["loc"][-1]), known, n=1)
+    return f"unknown key; did you mean {near[0]!r}?" if near else f"unknown key (known: {', '.join(known)})"
+
+
+def fields_at(model: type[BaseModel], loc: KeyPath) -> list[str] | None:
+    """The field names of the model that holds the key at the end of ``loc`` in ``model``'s data
+    (``loc[:-1]`` walked down the fields' types: a list index stays at the list's item model);
+    None where the path leaves the models (a free mapping such as ``profiles``)."""
+    node = model
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = node.model_fields.get(part)
+        inner = _model_in(field.annotation) if field is not None else None
+        if inner is None:
+            return None
+        node = inner
+    return list(node.model_fields)
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model a field's type holds (itself, or inside ``X | None``, ``list[X]``, ``Annotated``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if typing.get_origin(annotation) is dict:
+        return None
+    return next((m for a in typing.get_args(annotation) if (m := _model_in(a)) is not None), None)

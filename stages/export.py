@@ -12,10 +12,6 @@ import sys
 from pathlib import Path
 
 from ml.cli import stage_setup, write_metrics
-from ml.compute import ComputeError, open_executor
-from ml.export import export_batch
-from ml.game.registry import make_game
-from ml.policy import load_policy
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -26,6 +22,11 @@ def _args(p: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("export", __doc__, argv, _args)
+    from ml.compute import ComputeError, open_executor
+    from ml.export import export_batch
+    from ml.game.registry import make_game
+    from ml.policy import load_policy
+
     net, _ = load_policy(args.model)
     args.out.mkdir(parents=True, exist_ok=True)
     for old in args.out.glob("ml-decisions-*.jsonl"):

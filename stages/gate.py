@@ -18,13 +18,6 @@ import sys
 from pathlib import Path
 
 from ml.cli import stage_setup, write_metrics
-from ml.compute import ComputeError, open_executor
-from ml.curves import open_curves
-from ml.encoded_cache import CacheConfigError, default_cache_dir
-from ml.game.registry import make_game
-from ml.gate import GateError, run_gate
-from ml.io import DataFileError
-from ml.policy import load_policy, save_policy
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -41,6 +34,14 @@ def _args(p: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("gate", __doc__, argv, _args)
+    from ml.compute import ComputeError, open_executor
+    from ml.curves import open_curves
+    from ml.encoded_cache import CacheConfigError, default_cache_dir
+    from ml.game.registry import make_game
+    from ml.gate import GateError, run_gate
+    from ml.io import DataFileError
+    from ml.policy import load_policy, save_policy
+
     curves = open_curves(args.plots)
     record: dict = {}
     try:

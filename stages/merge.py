@@ -17,8 +17,6 @@ import sys
 from pathlib import Path
 
 from ml.cli import stage_setup, write_metrics
-from ml.io import read_json
-from ml.merge import merge_generation
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -38,6 +36,9 @@ def _args(p: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("merge", __doc__, argv, _args)
+    from ml.io import read_json
+    from ml.merge import merge_generation
+
     accepted = bool(read_json(args.gate)["gate/accepted"])
     current = {"pool": args.pool, "rejected": args.rejected, "frozen": args.frozen, "students": args.students}
     if args.next_student is not None:

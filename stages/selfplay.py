@@ -12,11 +12,6 @@ import sys
 from pathlib import Path
 
 from ml.cli import stage_setup, write_metrics
-from ml.compute import ComputeError, open_executor
-from ml.curves import open_curves
-from ml.game.registry import make_game
-from ml.policy import load_policy, save_policy
-from ml.ppo import PPOConfig, train_ppo
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -29,6 +24,12 @@ def _args(p: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("selfplay", __doc__, argv, _args)
+    from ml.compute import ComputeError, open_executor
+    from ml.curves import open_curves
+    from ml.game.registry import make_game
+    from ml.policy import load_policy, save_policy
+    from ml.ppo import PPOConfig, train_ppo
+
     curves = open_curves(args.plots)
     student, _ = load_policy(args.student)
     wanted = params.selfplay.frozen_names

@@ -12,9 +12,6 @@ import sys
 from pathlib import Path
 
 from ml.cli import stage_setup, write_metrics
-from ml.compute import ComputeError, open_executor
-from ml.game.registry import make_game
-from ml.teacher import write_teacher_batch
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -24,6 +21,10 @@ def _args(p: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("teacher", __doc__, argv, _args)
+    from ml.compute import ComputeError, open_executor
+    from ml.game.registry import make_game
+    from ml.teacher import write_teacher_batch
+
     try:
         with open_executor(params.compute, params.base.torch_threads) as executor:
             metrics = write_teacher_batch(

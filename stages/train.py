@@ -21,12 +21,6 @@ import sys
 from pathlib import Path
 
 from ml.cli import stage_setup, write_metrics
-from ml.curves import open_curves
-from ml.encoded_cache import default_cache_dir
-from ml.game.registry import make_game
-from ml.io import DataFileError
-from ml.policy import CheckpointError, save_policy
-from ml.supervised import build_and_train
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -41,6 +35,13 @@ def _args(p: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("train", __doc__, argv, _args)
+    from ml.curves import open_curves
+    from ml.encoded_cache import default_cache_dir
+    from ml.game.registry import make_game
+    from ml.io import DataFileError
+    from ml.policy import CheckpointError, save_policy
+    from ml.supervised import build_and_train
+
     curves = open_curves(args.plots)
     generation = params.run.generation
     try:

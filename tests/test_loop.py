@@ -5,7 +5,8 @@ verdict, leaves `dvc status` clean so `dvc repro` runs nothing, and `dvc params 
 `dvc metrics diff` between attempts show the changes; checking out an earlier attempt and
 `dvc checkout` restores its data exactly; a rejected batch never reaches a later dataset
 and the loop blocks after max_retries, then `--skip-to-next-stage` / `--force-retry`
-act; a second loop.py refuses to start; a dirty tree is refused with the reason. Kills and
+act; a hand edit of params.yaml is committed alone (``params: <changes>``) before the attempt
+that runs with it; a second loop.py refuses to start; a dirty tree is refused with the reason. Kills and
 resumes (at every seam, at random moments, the loop alone with orphaned stages):
 tests/test_faults.py.
 """
@@ -20,6 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ml.driver.state import RUNTIME_DIR
 from tests.conftest import REJECTING_GATE, attempt_commits, git, make_project_copy, out_hashes, run_loop, tiny_params
@@ -136,6 +138,23 @@ def test_rejection_blocks_and_overrides(tmp_path: Path):
         res = run_loop(repo, flag)
         assert res.returncode == 2 and f"{flag} unblocks a BLOCKED loop" in res.stderr, res.stderr[-2000:]
     assert git(repo, "rev-parse", "HEAD") == head and git(repo, "status", "--porcelain") == ""
+
+
+def test_hand_edit_of_params_is_committed_then_the_attempt_runs_with_it(project: Path):
+    """The first thing a user does: edit params.yaml, run loop.py. The edit becomes its own commit
+    naming the changed values, before the attempt, whose stages run with them."""
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["train"]["epochs"], params["export"]["games"] = 3, 8
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    res = run_loop(project, "--max-attempts", "1")
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert "committed your edit of params.yaml: params: train.epochs 2 -> 3, export.games 12 -> 8" in res.stdout
+    subjects = git(project, "log", "--reverse", "--format=%s").splitlines()
+    assert subjects[1] == "params: train.epochs 2 -> 3, export.games 12 -> 8" and subjects[2].startswith("gen 000 attempt 1:")
+    assert len(subjects) == 3 and git(project, "show", "--name-only", "--format=", "HEAD~1").split() == ["params.yaml"]
+    metrics = json.loads((project / "state/eval_history.json").read_text())[-1]["metrics"]
+    assert metrics["export"]["export/games_played"] == 8  # the attempt ran on the edited values
+    assert yaml.safe_load(git(project, "show", "HEAD:params.yaml"))["train"]["epochs"] == 3
 
 
 def test_refuses_second_instance_and_dirty_tree(project: Path):

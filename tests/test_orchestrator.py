@@ -45,4 +45,8 @@ def test_bad_params_one_line(tmp_path: Path):
     repo = make_project_copy(tmp_path / "repo", params)
     res = run_loop(repo)
     assert res.returncode == 2
-    assert "Traceback" not in res.stderr and "params.yaml:" in res.stderr and ": train.epochz: Extra inputs" in res.stderr
+    assert (
+        "Traceback" not in res.stderr
+        and "params.yaml:" in res.stderr
+        and ": train.epochz: unknown key; did you mean 'epochs'?" in res.stderr
+    )

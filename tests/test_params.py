@@ -6,7 +6,8 @@ integer is still a valid float, and a YAML list a valid ``hidden_sizes``); the r
 params.yaml with every profile, and the tests' TINY params, load; a phase override with an
 unknown key or a badly typed value, an unknown section, or a first phase that plays the
 previous phase's model is refused at load, naming the phase (issue #12, item 12); a
-profile's error names the profile.
+profile's error names the profile; an unknown key is answered with its nearest field ("did
+you mean 'epochs'?").
 
 The walkthrough's items: non-finite floats (``.inf``) are refused everywhere, naming the key
 (1); YAML 1.2 floats (``1e-3``, ``1E5``, ``-2.5e-4``) are numbers, in the loader and through the
@@ -72,15 +73,15 @@ def _phases(*overrides: dict, first: dict | None = None) -> dict:
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        (_phases({"overrides": {"selfplay": {"totl_steps": 500}}}), r"curriculum\.1 \(phase 'p1'\): selfplay\.totl_steps: Extra"),
+        (_phases({"overrides": {"selfplay": {"totl_steps": 500}}}), r"curriculum\.1 \(phase 'p1'\): selfplay\.totl_steps: unknown key; did you mean 'total_steps'\?"),
         (_phases({"overrides": {"selfplay": {"total_steps": "500"}}}), r"curriculum\.1 \(phase 'p1'\): selfplay\.total_steps: .*integer"),
         (_phases({"overrides": {"gate": {"min_games": 5000}}}), r"curriculum\.1 \(phase 'p1'\): .*min_games \(5000\) must not exceed"),
         (_phases({"overrides": {"nosuch": {"a": 1}}}), r"curriculum\.1 \(phase 'p1'\): override names unknown section 'nosuch'"),
         (_phases(first={"name": "g", "generations": 1, "opponent": "previous_phase"}), r"curriculum\.0 \(phase 'g'\): opponent"),
         (_phases({"generations": "2"}), r"curriculum\.1 \(phase 'p1'\): generations: Input should be a valid integer"),
-        (_phases({"gatd": False}), r"params\.yaml: curriculum\.1 \(phase 'p1'\): gatd: Extra inputs are not permitted"),
+        (_phases({"gatd": False}), r"params\.yaml: curriculum\.1 \(phase 'p1'\): gatd: unknown key; did you mean 'gated'\?"),
         (_phases({"name": "warmup"}), r"curriculum\.1 \(phase 'warmup'\): curriculum\.0 has the same name; phase names must differ"),
-        ({"profiles": {"fast": {"train": {"epochz": 1}}}}, r"params\.yaml: profile 'fast': train\.epochz: Extra inputs"),
+        ({"profiles": {"fast": {"train": {"epochz": 1}}}}, r"params\.yaml: profile 'fast': train\.epochz: unknown key; did you mean 'epochs'\?"),
     ],
 )  # fmt: skip
 def test_phase_and_profile_overrides_checked_at_load(raw: dict, message: str):
@@ -150,6 +151,22 @@ def test_errors_name_the_line(tmp_path: Path):
     phase = "curriculum:\n  - name: a\n    generations: 1\n  - name: b\n    generations: 1\n    overrides: {gate: {min_games: 5000}}\n"
     with pytest.raises(ParamsError, match=r"params\.yaml:4: curriculum\.1 \(phase 'b'\): .*min_games \(5000\)"):
         _load(tmp_path, phase)  # a phase's problem: the line of the phase
+
+
+def test_unknown_key_names_its_nearest_field(tmp_path: Path):
+    """A typo of a key (``epocs``) or a section (``trian``) is answered with the nearest field of the
+    model that holds it, on its line; a key near no field lists that model's fields."""
+    text = (ROOT / "params.yaml").read_text().replace("  epochs: 8\n", "  epocs: 3\n").replace("\ngate:\n", "\ngaet:\n")
+    lines = text.splitlines()
+    epocs, gaet = lines.index("  epocs: 3") + 1, lines.index("gaet:") + 1
+    with pytest.raises(ParamsError) as e:
+        _load(tmp_path, text)
+    assert str(e.value).splitlines() == [
+        f"{tmp_path / 'params.yaml'}:{epocs}: train.epocs: unknown key; did you mean 'epochs'?",
+        f"{tmp_path / 'params.yaml'}:{gaet}: gaet: unknown key; did you mean 'gate'?",
+    ]
+    with pytest.raises(ParamsError, match=r"params\.yaml:2: export\.zzz: unknown key \(known: games, only_wins\)$"):
+        _load(tmp_path, "export:\n  zzz: 1\n")
 
 
 def test_override_changes_one_line_of_the_repo_params(tmp_path: Path):

@@ -9,7 +9,10 @@ commit of an interrupted attempt keeps its figures (3); a params change committe
 attempt is in flight (the dashboard's overrides) resumes, an uncommitted one is refused (4);
 a lost or unreadable history is an error naming the file, a ledger line with invalid UTF-8 is
 reported and kept byte for byte (5); a detached HEAD is refused, a missing git identity is
-said (6); untracked files outside the loop's paths do not block it, edits to tracked ones do.
+said (6); untracked files outside the loop's paths do not block it, edits to tracked ones do;
+a hand edit of params.yaml between attempts is validated and committed alone (killed at each of
+its seams, the next start makes the same commit), one made in flight is refused naming the
+command that resumes the attempt with it.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ml.driver.commands import apply_profile
 from ml.driver.evaluate import evaluate
@@ -28,7 +32,7 @@ from ml.driver.orchestrator import Loop
 from ml.driver.promotion import refuse_hand_made
 from ml.driver.state import HISTORY_FILE, AttemptLog, LoopState
 from ml.driver.workspace import LoopError
-from ml.params import load_params
+from ml.params import ParamsError, load_params
 from tests.conftest import git, make_project_copy, run_loop, tiny_params
 
 pytestmark = pytest.mark.expensive  # git and DVC in a project copy
@@ -267,3 +271,78 @@ def test_kill_inside_a_journalled_commit_is_completed_at_next_start(loop: Loop):
         load_params(repo / "params.yaml").profiles["full"]["loop"]["max_generations"]
         == load_params(repo / "params.yaml").loop.max_generations
     )
+
+
+def _edit_params(repo: Path, **sections: dict) -> None:
+    """A hand edit of params.yaml: the values of ``sections`` (section -> key -> value) changed."""
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    for section, values in sections.items():
+        params[section].update(values)
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def test_hand_edit_of_params_between_attempts_is_its_own_commit(loop: Loop):
+    """params.yaml edited by hand with no attempt in flight: validated, then committed alone as
+    ``params: <changes>``; a bad edit is named and nothing committed; with another tracked file
+    changed nothing is committed and the tree is refused."""
+    repo = loop.root
+    head = git(repo, "rev-parse", "HEAD")
+    _edit_params(repo, train={"epocs": 3})
+    with pytest.raises(ParamsError, match=r"params\.yaml:\d+: train\.epocs: unknown key; did you mean 'epochs'\?"):
+        loop.commit_params_edit(loop.load_state())
+    assert git(repo, "rev-parse", "HEAD") == head
+    git(repo, "checkout", "params.yaml")
+    _edit_params(repo, train={"epochs": 3}, export={"games": 8})
+    (repo / "README.md").write_text("edited by a human\n")
+    assert loop.commit_params_edit(loop.load_state()) is None and git(repo, "rev-parse", "HEAD") == head
+    with pytest.raises(LoopError, match=r"did not make:\n  README\.md\n"):
+        loop.check_tree(loop.load_state())
+    git(repo, "checkout", "README.md")
+    subject = loop.commit_params_edit(loop.load_state())
+    assert subject == "params: train.epochs 2 -> 3, export.games 12 -> 8"
+    assert git(repo, "log", "-1", "--format=%s").strip() == subject
+    assert git(repo, "show", "--name-only", "--format=", "HEAD").split() == ["params.yaml"]
+    assert "export.games 12 -> 8" in git(repo, "log", "-1", "--format=%b")
+    assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
+    loop.check_tree(loop.load_state())  # nothing left to refuse
+    assert loop.commit_params_edit(loop.load_state()) is None  # nothing left to commit
+
+
+def test_params_edited_in_flight_is_refused_naming_the_command_that_resumes_with_it(loop: Loop):
+    repo = loop.root
+    flight = loop.begin(loop.load_state())
+    _edit_params(repo, train={"epochs": 5})
+    assert loop.commit_params_edit(loop.load_state()) is None  # in flight: never committed by the loop
+    with pytest.raises(LoopError) as e:
+        loop.check_tree(loop.load_state())
+    said = str(e.value)
+    assert f"edited while attempt {flight.attempt_id} is in flight (train.epochs 2 -> 5)" in said, said
+    command = said.split("To resume it with your edit: ", 1)[1].split(" && python loop.py", 1)[0]
+    assert command == "git commit -m 'params: train.epochs 2 -> 5' params.yaml"
+    subprocess.run(command, shell=True, cwd=repo, check=True, capture_output=True)  # the command, as a user runs it
+    loop.check_tree(loop.load_state())
+    resumed = loop.begin(loop.load_state())
+    assert resumed.attempt_id == flight.attempt_id and load_params(repo / "params.yaml").train.epochs == 5
+
+
+def test_kill_at_every_seam_of_a_params_edit_commit(loop: Loop, tmp_path: Path):
+    """The seams a start reaches while committing a hand edit (recorded, not hand-kept): killed at
+    each, the next start makes the same one commit."""
+    repo = loop.root
+    base = git(repo, "rev-parse", "HEAD").strip()
+    log = tmp_path / "seams.log"
+    _edit_params(repo, train={"epochs": 3})
+    res = run_loop(repo, "promote", "gen999", env={"DISTILL_SEAMS_LOG": str(log)})  # commits the edit, then refuses
+    assert res.returncode == 2 and "gen999" in res.stderr and "committed your edit of params.yaml" in res.stdout, res.stderr
+    want = git(repo, "log", "--format=%s%n%b", f"{base}..HEAD")
+    seams = [s for s in log.read_text().split() if s.startswith("setup.")]
+    assert {"setup.params_edit", "setup.journal.written"} <= set(seams)
+    for seam in seams:
+        git(repo, "reset", "-q", "--hard", base)
+        _edit_params(repo, train={"epochs": 3})
+        res = run_loop(repo, "promote", "gen999", env={"DISTILL_FAULT": seam})
+        assert res.returncode == -9, (seam, res.stdout[-2000:] + res.stderr[-2000:])
+        res = run_loop(repo, "promote", "gen999")
+        assert res.returncode == 2 and "gen999" in res.stderr, res.stderr
+        assert git(repo, "log", "--format=%s%n%b", f"{base}..HEAD") == want, seam
+        assert git(repo, "status", "--porcelain", "--untracked-files=no") == "", seam

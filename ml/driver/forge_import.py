@@ -31,10 +31,8 @@ lists what was put there by hand, and ``loop.py`` refuses to run until it is imp
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -337,17 +335,6 @@ def format_report(reports: Sequence[FileReport], root: Path) -> str:
 # --------------------------------------------------------------------------- the loop.py command
 
 
-def forge_weight(text: str) -> float:
-    """``--weight``: a finite mixture weight >= 0 (argparse refuses anything else before any work)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0 (a mixture weight), got {text!r}")
-    return value
-
-
 def import_command(loop: Any, paths: Sequence[Path], cards: Path | None, weight: float) -> int:
     """``python loop.py import-forge PATH... [--cards TABLE] [--weight W]``.
 
@@ -360,7 +347,7 @@ def import_command(loop: Any, paths: Sequence[Path], cards: Path | None, weight:
             ``git``, ``committing``, ``set_params``, ``load_state``, ``echo``).
         paths: Forge files to import.
         cards: a card table to merge into ``data/forge/cards.yaml``, or None.
-        weight: the ``forge`` mixture weight to set when there is none (finite, >= 0: :func:`forge_weight`).
+        weight: the ``forge`` mixture weight to set when there is none (finite, >= 0: ``loop.py``'s ``forge_weight``).
 
     Returns:
         0 when every file was imported (or already was), bad lines left out and listed;

@@ -66,3 +66,30 @@ def attempt_message(entry: AttemptLog, used: dict, next_nudges: dict) -> str:
         lines.append(f"Elo gain {g['new']} over {g['old']}: {g['elo']:+.0f} [{g['low']:+.0f}, {g['high']:+.0f}]")
     body = "\n".join(lines)
     return f"{head}\n\n{body}\n\nAttempt-Id: {entry.attempt_id}\n" if body else f"{head}\n\nAttempt-Id: {entry.attempt_id}\n"
+
+
+SUBJECT_CHANGES = 100
+"""Most characters of changes a ``params_edit_message`` subject lists; longer ones name the keys only."""
+
+
+def params_edit_message(changes: list[str]) -> str:
+    """The commit message of a hand edit of params.yaml that the loop commits between attempts.
+
+    Args:
+        changes: ``<dotted key> <old> -> <new>`` per changed value (``ml.driver.params_file.value_changes``).
+
+    Subject: ``params: train.epochs 6 -> 3, selfplay.updates 4 -> 8``; past ``SUBJECT_CHANGES``
+    characters the keys alone (``params: train.epochs, train.lr, ... (7 values)``); with no value
+    changed (comments, layout) ``params: params.yaml edited by hand (no value changed)``. Body:
+    one change a line.
+    """
+    if not changes:
+        return "params: params.yaml edited by hand (no value changed)\n"
+    listed = ", ".join(changes)
+    if len(listed) > SUBJECT_CHANGES:
+        keys = ", ".join(c.split(" ", 1)[0] for c in changes)
+        if len(keys) > SUBJECT_CHANGES:
+            keys = keys[:SUBJECT_CHANGES].rsplit(", ", 1)[0] + ", ..."
+        listed = f"{keys} ({len(changes)} values)"
+    body = "\n".join(changes)
+    return f"params: {listed}\n\nedited by hand in params.yaml, committed by loop.py before the next attempt:\n{body}\n"

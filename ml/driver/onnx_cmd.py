@@ -12,13 +12,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ml.driver.models import STUDENT, ModelNotFound, load_model, resolve
-from ml.driver.workspace import Workspace
-from ml.game.commander.actions import MACRO_ACTIONS
-from ml.game.commander.features import feature_names
-from ml.onnx_export import export_onnx
-from ml.policy import CheckpointError
+if TYPE_CHECKING:  # the command's modules (torch, ONNX) are imported when it runs: `loop.py --help` answers without them
+    from ml.driver.workspace import Workspace
 
 DEFAULT_DIR = Path("onnx")
 """Default folder of exports (``onnx/<model name>.onnx``), untracked."""
@@ -31,7 +28,7 @@ def add_export_parser(sub: argparse._SubParsersAction) -> None:
         help="write a student or promoted bot as ONNX, with its feature layout and action names beside it",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
-    p.add_argument("model", nargs="?", default=STUDENT, help="student (newest accepted, default), gen<G>, or a bot name")
+    p.add_argument("model", nargs="?", help="student (newest accepted, default), gen<G>, or a bot name")
     p.add_argument("--out", type=Path, help="the .onnx file (default: onnx/<model name>.onnx)")
 
 
@@ -41,8 +38,15 @@ def commit_of(ws: Workspace, attempt_id: str) -> str | None:
     return next((line.split(" ", 1)[0] for line in out.splitlines() if line.partition(" ")[2].strip() == attempt_id), None)
 
 
-def export_command(ws: Workspace, model: str, out: Path | None) -> int:
-    """Export ``model`` (see the module docstring). Returns 0, or 2 for an unknown or unusable model."""
+def export_command(ws: Workspace, model: str | None, out: Path | None) -> int:
+    """Export ``model`` (None: the newest accepted student; see the module docstring). Returns 0, or 2 for an
+    unknown or unusable model."""
+    from ml.driver.models import ModelNotFound, load_model, resolve
+    from ml.game.commander.actions import MACRO_ACTIONS
+    from ml.game.commander.features import feature_names
+    from ml.onnx_export import export_onnx
+    from ml.policy import CheckpointError
+
     try:
         path, kind = resolve(ws.root, model)
         served = load_model(ws.root, path, kind, lambda aid: commit_of(ws, aid))

@@ -17,13 +17,17 @@ An attempt goes through these steps; each is idempotent, so a run killed anywher
    ``dvc.lock``, DVC pointer files, metrics and state with an ``Attempt-Id:`` trailer.
 
 Only the paths in ``OWNED_PATHS`` may be dirty when the loop starts, and only while an
-attempt is in flight or uncommitted; ``params.yaml`` must still be what the loop wrote.
+attempt is in flight or uncommitted; ``params.yaml`` must still be what the loop wrote. The
+one exception: params.yaml edited by hand between attempts (nothing in flight), alone, is
+validated and committed by the loop as its own commit ``params: <changes>`` before the next
+attempt (``Loop.commit_params_edit``), so each attempt's commit holds only the loop's changes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import shlex
 import time
 from datetime import datetime
 from typing import NamedTuple
@@ -33,8 +37,8 @@ from ruamel.yaml import YAML
 from ml.compute import open_executor
 from ml.driver import generations, history, transitions
 from ml.driver.feedback import LEDGER, append_record, read_ledger, suggest
-from ml.driver.messages import pending_message
-from ml.driver.params_file import attempt_params_text, overrides_text
+from ml.driver.messages import params_edit_message, pending_message
+from ml.driver.params_file import attempt_params_text, attempt_text, check_text, overrides_text, value_changes
 from ml.driver.promotion import PROMOTED, TRACKED_INPUTS, refuse_hand_made
 from ml.driver.state import (
     HISTORY_FILE,
@@ -53,7 +57,7 @@ from ml.game.registry import make_game
 from ml.gate import GateVerdict
 from ml.io import atomic_write_json, atomic_write_text, read_json
 from ml.merge import promote_folders
-from ml.params import Params, load_params
+from ml.params import Params, ParamsError, load_params
 from ml.policy import load_policy
 from ml.ratings import format_table, rate_generation
 
@@ -123,15 +127,15 @@ class Loop(Workspace):
         """Refuse a work tree with changes the loop did not make (see module docstring).
 
         Untracked files outside the loop's paths (``loop.log``, notes) are left alone: the
-        loop never commits them. Changes to tracked files are refused.
+        loop never commits them. Changes to tracked files are refused; an edit of params.yaml
+        alone between attempts was committed before (``commit_params_edit``).
 
         Raises:
             LoopError: naming the changed paths, or ``params.yaml`` edited (not committed)
-                while an attempt is in flight.
+                while an attempt is in flight: naming the changed values and the command that
+                resumes the attempt with them.
         """
-        changes = self.changes()
-        foreign = [p for code, p in changes if not p.startswith(OWNED_PATHS) and code != "??"]
-        owned = [p for _, p in changes if p.startswith(OWNED_PATHS)]
+        foreign, owned = self._tree_changes()
         ours_pending = state.in_flight is not None or self.uncommitted_log(state)
         if foreign or (owned and not ours_pending):
             listed = "\n  ".join(foreign or owned)
@@ -142,10 +146,65 @@ class Loop(Workspace):
         if state.in_flight is not None:
             params = self.path("params.yaml")
             if sha256_file(params) != state.in_flight.params_sha256 and params.read_bytes() != self.head_bytes("params.yaml"):
-                raise LoopError(
-                    f"params.yaml was edited while attempt {state.in_flight.attempt_id} was in flight; "
-                    "revert it (git checkout params.yaml) so the attempt can resume, then commit your change after it."
-                )
+                raise LoopError(self._edited_in_flight(state.in_flight))
+
+    def _tree_changes(self) -> tuple[list[str], list[str]]:
+        """(tracked paths changed outside ``OWNED_PATHS``, paths changed or added inside them)."""
+        changes = self.changes()
+        foreign = [p for code, p in changes if not p.startswith(OWNED_PATHS) and code != "??"]
+        return foreign, [p for _, p in changes if p.startswith(OWNED_PATHS)]
+
+    def _edited_in_flight(self, flight: InFlight) -> str:
+        """The refusal of a params.yaml edited while ``flight`` is in flight: the values changed
+        against what the loop wrote for it, and the one command that resumes it with them."""
+        path = self.path("params.yaml")
+        head = self.head_bytes("params.yaml") or b""
+        try:
+            wrote = attempt_text(head.decode("utf-8"), "params.yaml", flight.generation, flight.attempt, flight.nudges)
+            changes = value_changes(wrote, path.read_text(encoding="utf-8"))
+        except (ParamsError, KeyError, UnicodeDecodeError):
+            changes = []
+        subject = params_edit_message(changes).splitlines()[0]
+        what = f" ({', '.join(changes)})" if changes else ""
+        return (
+            f"params.yaml was edited while attempt {flight.attempt_id} is in flight{what}; an attempt runs on the params "
+            f"it began with. To resume it with your edit: git commit -m {shlex.quote(subject)} params.yaml && python "
+            "loop.py (its stages re-run where the params changed); to resume it as it was: git checkout params.yaml "
+            "&& python loop.py."
+        )
+
+    def commit_params_edit(self, state: LoopState) -> str | None:
+        """Commit a hand edit of params.yaml made between attempts as its own commit, before the next attempt.
+
+        Only when params.yaml is the one change in the loop's paths, no other tracked file is
+        changed, and no attempt is in flight or uncommitted; otherwise nothing happens here
+        (``check_tree`` refuses what is left). The file is validated first; the message names
+        each changed value (``ml.driver.messages.params_edit_message``:
+        ``params: train.epochs 6 -> 3, selfplay.updates 4 -> 8``). The commit is journalled
+        (``committing``): a run killed between the validation and the commit makes the same
+        commit when it starts again.
+
+        Returns:
+            The commit's subject, or None when nothing was committed.
+
+        Raises:
+            ParamsError: the edited params.yaml does not validate (nothing is committed).
+        """
+        if state.in_flight is not None or self.uncommitted_log(state):
+            return None
+        foreign, owned = self._tree_changes()
+        head = self.head_bytes("params.yaml")
+        if foreign or owned != ["params.yaml"] or head is None:
+            return None
+        path = self.path("params.yaml")
+        text = path.read_text(encoding="utf-8")
+        check_text(path, text)
+        message = params_edit_message(value_changes(head.decode("utf-8"), text))
+        with self.committing(message, ["params.yaml"]):
+            self.seam("params_edit")  # validated, journalled, not committed: the edit itself is the change
+        subject = message.splitlines()[0]
+        self.echo(f"committed your edit of params.yaml: {subject}")
+        return subject
 
     def uncommitted_log(self, state: LoopState) -> bool:
         """Whether the state's last log entry has no commit at HEAD (a kill came between its state write and its commit)."""

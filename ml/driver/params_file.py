@@ -22,6 +22,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedSeq
 
 from ml.params import BaseParams, Params, ParamsError, attempt_seed, params_from_text
+from ml.params_yaml import read_yaml
 
 DEFAULT_BASE_SEED: int = BaseParams.model_fields["seed"].default
 """``base.seed`` when params.yaml has none (sync partner: ``ml.params.BaseParams.seed``)."""
@@ -102,11 +103,14 @@ def _yaml(text: str = "") -> YAML:
 
 def _load(path: Path) -> tuple[Any, str]:
     """The round-trip data of params.yaml at ``path``, and its text."""
-    text = path.read_text(encoding="utf-8")
+    return _parse(path.read_text(encoding="utf-8"), str(path))
+
+
+def _parse(text: str, source: str) -> tuple[Any, str]:
     try:
         return _yaml(text).load(text), text
     except Exception as e:  # ruamel raises several YAMLError subclasses
-        raise ParamsError(f"{path}: not valid YAML: {e}") from e
+        raise ParamsError(f"{source}: not valid YAML: {e}") from e
 
 
 def _dump(data: Any, like: str) -> str:
@@ -125,7 +129,12 @@ def attempt_params_text(path: Path, generation: int, attempt: int, nudges: dict[
         ParamsError: the file is not valid YAML.
         KeyError: a nudge's parent section or key is missing from the file.
     """
-    data, original = _load(path)
+    return attempt_text(path.read_text(encoding="utf-8"), str(path), generation, attempt, nudges)
+
+
+def attempt_text(text: str, source: str, generation: int, attempt: int, nudges: dict[str, Any] | None = None) -> str:
+    """``attempt_params_text`` of the params.yaml ``text`` (``source`` names it in errors)."""
+    data, original = _parse(text, source)
     base_seed = int(data.get("base", {}).get("seed", DEFAULT_BASE_SEED))
     data["run"] = {"generation": generation, "attempt": attempt, "seed": attempt_seed(base_seed, generation, attempt)}
     for key, value in (nudges or {}).items():
@@ -176,6 +185,36 @@ def check_text(path: Path, text: str) -> None:
         ParamsError: it does not validate; the message names ``path``, the section and the key.
     """
     params_from_text(text, str(path))
+
+
+def value_changes(old: str, new: str, source: str = "params.yaml") -> list[str]:
+    """``<dotted key> <old> -> <new>`` for each value that differs between two params.yaml texts.
+
+    Mappings are walked down to their keys (``train.epochs``, ``train.source_weights.ppo``); a list
+    is one value. A key one text lacks reads ``(unset)`` on that side. Keys come in the new text's
+    order, then the removed ones. Read as ``ml.params`` reads the file (``ml.params_yaml.read_yaml``):
+    a comment, quote or layout change is no change.
+
+    Raises:
+        ParamsError: a text is not valid YAML (``source`` names it).
+    """
+    before, after = _flat(read_yaml(old, f"{source} at HEAD")[0]), _flat(read_yaml(new, source)[0])
+    keys = [*after, *(k for k in before if k not in after)]
+    unset = "(unset)"
+    return [
+        f"{k} {_short(before.get(k, unset))} -> {_short(after.get(k, unset))}"
+        for k in keys
+        if before.get(k, unset) != after.get(k, unset)
+    ]
+
+
+def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
+    """Dotted key -> value of nested mappings (an empty mapping, a list or a scalar is a value)."""
+    if isinstance(data, dict) and data:
+        return {
+            k: v for key, value in data.items() for k, v in _flat(value, f"{prefix}.{key}" if prefix else str(key)).items()
+        }
+    return {prefix: data} if prefix else {}
 
 
 def _short(value: Any) -> str:
