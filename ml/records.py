@@ -24,11 +24,18 @@ from pydantic import ValidationError
 
 from ml.game.registry import record_model
 from ml.io import DataFileError, JsonlWriter, iter_jsonl
-from ml.record_schema import READABLE_VERSIONS, SCHEMA_VERSION, FieldProblem, Record, RecordError, RecordModel
+from ml.record_schema import (
+    READABLE_VERSIONS,
+    SCHEMA_VERSION,
+    UNION_TAG_RE,
+    FieldProblem,
+    Record,
+    RecordError,
+    RecordModel,
+)
 
 logger = logging.getLogger(__name__)
 
-_UNION_TAG_RE = re.compile(r"^(?:int|str|float|bool|dict\[.*\]|list\[.*\]|\[key\])$")  # pydantic's union-member loc parts
 _BATCH_ID_RE = re.compile(r"^[A-Za-z0-9_]+(?:-[A-Za-z0-9_]+)*$")
 _FILE_RES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("sim", re.compile(r"^ml-decisions-sim-[A-Za-z0-9_-]+\.jsonl$")),
@@ -176,7 +183,7 @@ class BatchWriter:
 
 def _field_path(error: Any) -> list[str]:
     """Dotted-path parts of a pydantic error's loc, without union-member tags like ``int``."""
-    return [str(p) for p in error["loc"] if not (isinstance(p, str) and _UNION_TAG_RE.match(p))]
+    return [str(p) for p in error["loc"] if not (isinstance(p, str) and UNION_TAG_RE.match(p))]
 
 
 def _describe(err: ValidationError) -> tuple[str, str]:

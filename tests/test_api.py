@@ -447,9 +447,31 @@ def test_token_from_environment(repo: Path, monkeypatch: pytest.MonkeyPatch):
     seen = {}
     monkeypatch.setenv(api_main.TOKEN_ENV, "from-env")
     monkeypatch.setattr(api_main.uvicorn, "run", lambda app, **kw: seen.update(app=app, **kw))
-    monkeypatch.setattr(api_main, "create_app", lambda repo, bind_host, token: seen.update(token=token) or "app")
+    monkeypatch.setattr(api_main, "create_app", lambda repo, bind_host, token, **kw: seen.update(token=token) or "app")
     assert api_main.main(["--repo", str(repo), "--host", "0.0.0.0", "--port", "9999"]) == 0
     assert seen["token"] == "from-env" and seen["host"] == "0.0.0.0" and seen["port"] == 9999
+
+
+@pytest.mark.expensive
+def test_max_body_bytes_flag_limits_every_endpoint(repo: Path, launches: list, monkeypatch: pytest.MonkeyPatch):
+    """``--max-body-bytes 100``: a 101-byte body is a 413 at the control and the policy endpoints, read or
+    not; the default (32 MiB) lets a 1 MiB body through to validation (422)."""
+    seen: dict = {}
+    monkeypatch.setattr(api_main.uvicorn, "run", lambda app, **kw: seen.update(app=app))
+    assert api_main.main(["--repo", str(repo), "--max-body-bytes", "100"]) == 0
+    c = TestClient(seen["app"])
+    body = b'{"max_generations": 1, "params": {"gate": {}}' + b" " * 55 + b"}"
+    assert len(body) == 101
+    for path in ("/api/ml/distill/start", "/api/ml/policy/act", "/api/ml/policy/act/batch"):
+        r = c.post(path, content=body, headers={"Content-Type": "application/json"})
+        assert r.status_code == 413, (path, r.text)
+    assert launches == []
+    json_type = {"Content-Type": "application/json"}
+    assert c.post("/api/ml/distill/stop", content=b'{"force": false}', headers=json_type).status_code != 413
+    big = b'{"turn": 1' + b" " * (1 << 20) + b"}"
+    assert client(repo).post("/api/ml/policy/act", content=big, headers=json_type).status_code == 422
+    with pytest.raises(SystemExit):
+        api_main.parse_args(["--max-body-bytes", "0"])
 
 
 @pytest.mark.expensive

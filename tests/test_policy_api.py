@@ -33,6 +33,7 @@ from ml.game.commander.features import feature_names
 from ml.game.registry import commander
 from ml.io import atomic_write_json
 from ml.policy import PolicyNet, save_policy
+from ml.record_schema import UNION_TAG_RE
 from ml.records import read_records, record_to_json
 from ml.teacher import write_teacher_batch
 
@@ -309,3 +310,272 @@ def test_a_sent_mask_never_allows_an_attack_on_a_missing_seat(records):
     mask = record_legal_mask(rec)
     assert not mask[ACTION_INDEX["attack_opponent_4"]] and not mask[ACTION_INDEX["attack_opponent_5"]]
     assert mask[ACTION_INDEX["attack_opponent_1"]] and rec["action_mask"] == [True] * len(MACRO_ACTIONS)
+
+
+# ---------------------------------------------------------------------------- bounds and body limit
+
+# (JSON path in a decision point, allowed low, allowed high, what is bounded): the bounds of
+# ``ml.game.commander.records``, written out here so that a changed bound fails a test.
+BOUNDS = [
+    (("turn",), 1, 200, "value"),
+    (("active_seat",), 0, 5, "value"),
+    (("players",), 2, 6, "length"),
+    (("action_mask",), 13, 13, "length"),
+    (("policy",), 0, 13, "length"),
+    (("game_id",), 0, 200, "text"),
+    (("phase",), 0, 200, "text"),
+    (("deck_name",), 0, 200, "text"),
+    (("commander",), 0, 200, "text"),
+    (("archetype",), 0, 200, "text"),
+    (("model_version",), 0, 200, "text"),
+    (("action", "action_idx"), 0, 12, "value"),
+    (("action", "type"), 0, 200, "text"),
+    (("action", "card"), 0, 200, "text"),
+    (("action", "target"), 0, 200, "text"),
+    (("action", "raw"), 0, 200, "text"),
+    (("action", "macro_action"), 0, 200, "text"),
+    (("players", 0, "seat"), 0, 5, "value"),
+    (("players", 0, "life"), -1000, 1000, "value"),
+    (("players", 0, "cmdr_dmg"), 0, 200, "value"),
+    (("players", 0, "cmdr_dmg", "1"), 0, 200, "value"),
+    (("players", 0, "mana"), 0, 1000, "value"),
+    (("players", 0, "cmdr_tax"), 0, 1002, "value"),
+    (("players", 0, "creatures"), 0, 1000, "value"),
+    (("players", 0, "lands"), 0, 1000, "value"),
+    (("players", 0, "library"), 0, 600, "value"),
+    (("players", 0, "mana_sources"), 0, 1000, "value"),
+    (("players", 0, "last_attacker"), -1, 5, "value"),
+    (("players", 0, "hand"), 0, 600, "length"),
+    (("players", 0, "hand", 0), 0, 200, "text"),
+    (("players", 0, "battlefield"), 0, 1000, "length"),
+    (("players", 0, "battlefield", 0), 0, 200, "text"),
+    (("players", 0, "graveyard"), 0, 600, "length"),
+    (("players", 0, "graveyard", 0), 0, 200, "text"),
+    (("players", 0, "command_zone"), 0, 600, "length"),
+    (("players", 0, "command_zone", 0), 0, 200, "text"),
+    (("players", 0, "tapped"), 0, 1000, "length"),
+    (("players", 0, "tapped", 0), 0, 200, "text"),
+    (("players", 0, "sick"), 0, 1000, "length"),
+    (("players", 0, "sick", 0), 0, 200, "text"),
+    (("players", 0, "commander_name"), 0, 200, "text"),
+]
+OUT_OF_RANGE = [
+    pytest.param(path, lo, hi, kind, side, id=f"{'.'.join(map(str, path))}-{side}")
+    for path, lo, hi, kind in BOUNDS
+    for side in ("below", "above")
+    if side == "above" or lo > 0 or kind == "value"
+]
+
+
+def set_path(obj: dict, path: tuple, value) -> None:
+    """``obj[path[0]][path[1]]... = value``, creating the last dict or list level when absent."""
+    *head, last = path
+    for part in head:
+        if isinstance(obj, dict) and part not in obj:
+            obj[part] = [] if isinstance(last, int) else {}
+        obj = obj[part]
+    if isinstance(obj, list):
+        obj[last:] = [value]
+    else:
+        obj[last] = value
+
+
+@pytest.mark.parametrize(("path", "lo", "hi", "kind", "side"), OUT_OF_RANGE)
+def test_each_out_of_range_count_is_422_naming_field_and_range(app, holdout, path, lo, hi, kind, side):
+    """Every bounded field, one step below and one above its range: 422, ``loc`` the field, ``msg`` its range."""
+    n = lo - 1 if side == "below" else hi + 1
+    point = point_json(holdout[0])
+    point["action"] = {"type": "pass", "macro_action": "pass", "action_idx": 7}  # a sent action is validated too
+    item = {("players",): point["players"][0], ("policy",): 0.0, ("action_mask",): 1}.get(path, "Forest")
+    value = {"value": n, "text": "x" * n, "length": [item] * n}[kind]
+    set_path(point, path, value)
+    with TestClient(app) as client:
+        r = client.post("/api/ml/policy/act", json=point)
+    assert r.status_code == 422, r.text
+    loc = ["body", *path]
+    hits = [e for e in r.json()["detail"] if [p for p in e["loc"] if not UNION_TAG_RE.match(str(p))] == loc]
+    assert hits, r.json()
+    assert any(f"{lo}..{hi}" in e["msg"] and e["ctx"]["allowed"] == [lo, hi] for e in hits), hits
+
+
+def test_bounds_table_lists_every_bounded_field():
+    """``BOUNDS`` covers each bound of the request schema (so the test above checks every one)."""
+    from ml.api.policy import DecisionPoint
+
+    schema = DecisionPoint.model_json_schema()
+    keys = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems", "maxItems", "maxLength"}
+    found: set[tuple] = set()
+
+    def walk(node: dict, path: tuple) -> None:
+        if "$ref" in node:
+            node = schema["$defs"][node["$ref"].rsplit("/", 1)[1]]
+        if keys & node.keys():
+            found.add(path)
+        for member in node.get("anyOf", []):
+            walk(member, path)
+        for name, child in node.get("properties", {}).items():
+            walk(child, (*path, name))
+        if isinstance(node.get("items"), dict):
+            walk(node["items"], (*path, 0))
+        if isinstance(node.get("additionalProperties"), dict):
+            walk(node["additionalProperties"], (*path, "1"))
+
+    walk(schema, ())
+    unbounded_above = {("generation",)}  # >= 0 only: the loop's generation counter, unused by the policy
+    assert found == {p for p, *_ in BOUNDS} | unbounded_above
+
+
+def test_absurd_counts_of_the_issue_are_422_in_a_batch(app, holdout):
+    """The values the endpoint once answered 200 to, in a batch: each named by its point and field."""
+    points = [point_json(r) for r in holdout[:5]]
+    absurd = [("creatures", -5), ("lands", -3), ("cmdr_tax", -9), ("life", -1_000_000), ("mana", 1e12)]
+    for i, (field, value) in enumerate(absurd):
+        points[i]["players"][1][field] = value
+    with TestClient(app) as client:
+        r = client.post("/api/ml/policy/act/batch", json={"decisions": points})
+    assert r.status_code == 422, r.text
+    got = {tuple(e["loc"]): e["msg"] for e in r.json()["detail"]}
+    for i, (field, _) in enumerate(absurd):
+        assert ("body", "decisions", i, "players", 1, field) in got, got
+    assert "-1000..1000" in got[("body", "decisions", 3, "players", 1, "life")]
+
+
+def test_a_forge_line_out_of_range_names_file_line_field_and_range(tmp_path):
+    """The import reads the same record model: a bad count is one line naming file, line, field and range."""
+    from ml.record_schema import RecordError
+
+    lines = (Path(__file__).parent / "fixtures/forge/ml-decisions-3fa9c2e1.jsonl").read_text(encoding="utf-8").splitlines()
+    bad = json.loads(lines[1])
+    bad["players"][2]["life"] = -1_000_000
+    path = tmp_path / "ml-decisions-0000beef.jsonl"
+    path.write_text("\n".join([lines[0], json.dumps(bad), *lines[2:]]) + "\n", encoding="utf-8")
+    problems: list[RecordError] = []
+    good = list(read_records(path, on_error=problems.append))
+    assert len(good) == len(lines) - 1 and len(problems) == 1
+    msg = str(problems[0])
+    assert msg.startswith(f"{path}:2: players.2.life: ") and "allowed -1000..1000" in msg and "\n" not in msg, msg
+
+
+def test_real_records_lie_inside_the_bounds(tmp_path):
+    """Teacher records of 6-seat pods, the pinned decision points and every Forge fixture line the import
+    accepts read as before: the bounds reject no game the simulator or Forge writes."""
+    from ml.api.policy import DecisionPoint
+
+    write_teacher_batch(tmp_path, commander(6, 30), batch_id="six", games=4, pod_size=6, max_turns=30, seed=3)
+    six = list(read_records(next(tmp_path.glob("*.jsonl"))))
+    assert len(six) > 500 and all(len(r.players) == 6 for r in six)
+    pinned = (Path(__file__).parent / "fixtures/encoding/pinned-records.jsonl").read_text(encoding="utf-8").splitlines()
+    assert all(DecisionPoint.model_validate_json(line) for line in pinned)
+    forge = sorted((Path(__file__).parent / "fixtures/forge").glob("*.jsonl"))  # the good files; import/ has bad lines
+    assert len(forge) == 2
+    for f in forge:  # every complete line (a worker file ends in a truncated one)
+        assert sum(1 for _ in read_records(f)) == f.read_text(encoding="utf-8").count("\n"), f
+
+
+BODY_LIMIT = 64 * 1024
+
+
+@pytest.fixture
+def small_limit_app(repo) -> FastAPI:
+    app = FastAPI()
+    add_policy_routes(app, repo, {ATTEMPT: COMMIT}.get, guard=[], max_body_bytes=BODY_LIMIT)
+    return app
+
+
+@pytest.mark.parametrize("path", ["/api/ml/policy/act", "/api/ml/policy/act/batch"])
+def test_oversized_body_is_413_with_and_without_content_length(small_limit_app, holdout, path, monkeypatch):
+    """Over the limit: 413 from Content-Length, and from a chunked body's bytes; never parsed. Under it: answered."""
+    import ml.api.policy
+
+    parsed = []
+    real = ml.api.policy.PolicyService.answer
+    monkeypatch.setattr(ml.api.policy.PolicyService, "answer", lambda self, *a: parsed.append(1) or real(self, *a))
+    big = b'{"decisions": [' + b'{"game_id": "g"},' * (BODY_LIMIT // 16) + b"{}]}"
+    assert len(big) > BODY_LIMIT
+
+    def chunks():
+        for i in range(0, len(big), 4096):
+            yield big[i : i + 4096]
+
+    small = point_json(holdout[0]) if path.endswith("/act") else {"decisions": [point_json(r) for r in holdout[:3]]}
+    with TestClient(small_limit_app) as client:
+        declared = client.post(path, content=big, headers={"Content-Type": "application/json"})
+        streamed = client.post(path, content=chunks(), headers={"Content-Type": "application/json"})
+        assert parsed == []
+        fits = client.post(path, json=small)
+    assert declared.status_code == 413 and "Content-Length" in declared.request.headers
+    assert streamed.status_code == 413 and streamed.request.headers["Transfer-Encoding"] == "chunked"
+    assert "Too Large" in declared.text and "Too Large" in streamed.text
+    assert fits.status_code == 200 and parsed == [1], fits.text
+
+
+def _post_oversized(port: int, chunked: bool, chunk: bytes, total: int = 50_000_000) -> bytes:
+    """POST a ``total``-byte body to the act endpoint over a raw socket, declared by Content-Length or
+    chunked, sending ``chunk`` after ``chunk`` until it is all sent or the server answers; the status line."""
+    import select
+    import socket
+
+    head = "POST /api/ml/policy/act HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    head += "Transfer-Encoding: chunked\r\n\r\n" if chunked else f"Content-Length: {total}\r\n\r\n"
+    pieces = [chunk] * (total // len(chunk)) + [chunk[: total % len(chunk)]]
+    frames = [f"{len(c):x}\r\n".encode() + c + b"\r\n" for c in pieces if c] + [b"0\r\n\r\n"] if chunked else pieces
+    answer = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        try:
+            s.sendall(head.encode())
+            for frame in frames:
+                if select.select([s], [], [], 0)[0]:
+                    break  # answered before the whole body
+                s.sendall(frame)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server answered and closed: read what it sent
+        try:
+            while b"\r\n" not in answer and (data := s.recv(65536)):
+                answer += data
+        except ConnectionResetError:
+            pass
+    return answer.split(b"\r\n", 1)[0]
+
+
+def test_flood_of_oversized_bodies_is_413_and_memory_stays_flat(repo, capsys):
+    """20 requests declaring 50 MB and 20 streaming 50 MB chunked, against uvicorn on 127.0.0.1 with the
+    default limit (32 MiB): 413 each, and the server's memory (this process: the server runs in a
+    thread) does not grow with the requests (RSS before, after; the bound only catches a body kept)."""
+    import socket
+    import threading
+
+    import psutil
+    import uvicorn
+
+    from ml.api.policy import DEFAULT_MAX_BODY_BYTES
+    from tests.conftest import wait_for
+
+    app = FastAPI()
+    add_policy_routes(app, repo, {ATTEMPT: COMMIT}.get, guard=[])
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: server.started, 60, "uvicorn to start")
+        chunk = b"x" * (1 << 20)
+        rss = psutil.Process().memory_info().rss
+        declared = [_post_oversized(port, False, chunk) for _ in range(20)]
+        rss_declared = psutil.Process().memory_info().rss
+        streamed = [_post_oversized(port, True, chunk) for _ in range(20)]
+        rss_streamed = psutil.Process().memory_info().rss
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()
+    assert all(b" 413 " in d for d in declared), declared
+    assert all(b" 413 " in s for s in streamed), streamed
+    mib = 1 << 20
+    with capsys.disabled():
+        print(
+            f"\nRSS {rss / mib:.0f} MiB before, {rss_declared / mib:.0f} after 20 x 50 MB declared, "
+            f"{rss_streamed / mib:.0f} after 20 x 50 MB chunked (limit {DEFAULT_MAX_BODY_BYTES / mib:.0f} MiB)"
+        )
+    assert rss_streamed - rss < 10 * DEFAULT_MAX_BODY_BYTES, "memory grew with the oversized requests"

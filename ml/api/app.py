@@ -39,7 +39,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from ml.api.control import ControlError, Launcher, LoopController
 from ml.api.overrides import OverrideError, validate_overrides
 from ml.api.page import render_page, render_panels
-from ml.api.policy import add_policy_routes
+from ml.api.policy import DEFAULT_MAX_BODY_BYTES, add_policy_routes
 from ml.api.readers import RepoReadError, RepoView
 from ml.api.schemas import ControlResult, LoopStatus, Problem, StartRequest, StartResult, StopRequest
 from ml.api.status import loop_status
@@ -91,7 +91,11 @@ def _guard(bind_host: str, token: str | None):
 
 
 def create_app(
-    repo: Path, bind_host: str = "127.0.0.1", token: str | None = None, launcher: Launcher | None = None
+    repo: Path,
+    bind_host: str = "127.0.0.1",
+    token: str | None = None,
+    launcher: Launcher | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> FastAPI:
     """Build the app for the loop repository ``repo``.
 
@@ -100,6 +104,8 @@ def create_app(
         bind_host: the address the server listens on; decides the token rule.
         token: bearer token of the control endpoints; None for none.
         launcher: replaces ``ml.api.control.launch_loop`` (tests).
+        max_body_bytes: largest request body of any endpoint, in bytes; a bigger one is a 413
+            (``ml.api.policy``: from ``Content-Length`` before reading, or once a chunked body passes it).
 
     Raises:
         RepoReadError: ``repo`` is not a git repository.
@@ -107,7 +113,10 @@ def create_app(
     view = RepoView(repo)
     controller = LoopController(view, launcher=launcher)
     # /docs from the vendored swagger-ui files (no CDN); the dashboard's vega scripts under /static too
-    app = FastAPI(title="distill-loop", summary="Watch and steer loop.py", version="1", docs_url=None, redoc_url=None)
+    app = FastAPI(
+        title="distill-loop", summary="Watch and steer loop.py", version="1", docs_url=None, redoc_url=None,
+        max_body_size=max_body_bytes,
+    )  # fmt: skip
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.get("/docs", include_in_schema=False)(_swagger_docs)
     if is_loopback(bind_host):
@@ -133,7 +142,7 @@ def create_app(
     _add_read_routes(app, view, controller, token_required=token is not None, controls_enabled=controls_enabled)
     _add_control_routes(app, controller, [Depends(_guard(bind_host, token))])
     commit_of = lambda aid: c.sha if (c := view.attempt_commits().get(aid)) else None  # noqa: E731
-    add_policy_routes(app, view.root, commit_of, [Depends(_guard(bind_host, token))])
+    add_policy_routes(app, view.root, commit_of, [Depends(_guard(bind_host, token))], max_body_bytes=max_body_bytes)
     return app
 
 

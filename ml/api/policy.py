@@ -17,7 +17,11 @@ pod lacks or that are out (``ml.game.commander.encoding.record_legal_mask``; tra
 record as all actions legal). Validation of the body runs on the event loop (FastAPI); the seat
 checks, encoding, forward pass and answers run in the batcher's worker thread (``ml.serving``). Cards
 outside the built-in pool get the train stage's fallback (:data:`UNKNOWN_CARD_FALLBACK`) and are
-listed in the answer's ``unknown_cards``. Bad input: 422 whose ``detail[].loc`` names the field.
+listed in the answer's ``unknown_cards``. Bad input: 422 whose ``detail[].loc`` names the field; a
+count outside its bound (``ml.game.commander.records``: life, mana, list lengths ...) is a 422 whose
+``msg`` names the allowed range and its reason. A body over ``max_body_bytes``
+(:data:`DEFAULT_MAX_BODY_BYTES`) is a 413, answered from its ``Content-Length`` before anything is read,
+or, for a chunked body, as soon as the bytes read pass the limit (FastAPI's ``max_body_size``).
 """
 
 from __future__ import annotations
@@ -42,6 +46,12 @@ from ml.serving import MicroBatcher, ServedModel
 
 MAX_BATCH_POINTS = 4096
 """Most decision points in one batch request (a request-size guard; the batcher splits no request)."""
+MAX_DECISION_BYTES = 8 * 1024
+"""A generous size of one decision point's JSON: teacher records of 4-seat pods are 2.6 KB on average
+and 3.4 KB at most, of 6-seat pods 3.8 KB and 5.4 KB (3,331 records); the Forge fixtures' lines 2.1 KB."""
+DEFAULT_MAX_BODY_BYTES = MAX_BATCH_POINTS * MAX_DECISION_BYTES
+"""Largest request body (32 MiB: a full batch of generous points), answered 413 beyond it before it is
+parsed (``python -m ml.api --max-body-bytes``)."""
 UNKNOWN_CARD_FALLBACK = (
     "cards outside the built-in pool are encoded as the train stage encodes them: in hand they count as kind "
     "'unknown' (hand/hand_unknown), on the battlefield they add nothing to the creature features, and they never "
@@ -215,21 +225,35 @@ class PolicyService:
 
 
 def add_policy_routes(
-    app: FastAPI, root: Path, commit_of: Callable[[str], str | None], guard: list, batcher: MicroBatcher | None = None
+    app: FastAPI,
+    root: Path,
+    commit_of: Callable[[str], str | None],
+    guard: list,
+    batcher: MicroBatcher | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> PolicyService:
-    """Register the policy endpoints (module docstring) on ``app``; ``guard``: dependencies of the model switch."""
+    """Register the policy endpoints (module docstring) on ``app``.
+
+    Args:
+        guard: dependencies of the model switch.
+        max_body_bytes: the act endpoints' body limit in bytes (413 beyond it).
+    """
     registry = ModelRegistry(root, commit_of, shape=(RecordEncoder.obs_dim, RecordEncoder.num_actions))
     service = PolicyService(registry, batcher)
     app.state.policy = service
-    errors: dict[int | str, dict[str, Any]] = {404: {"description": "no such model"}, 409: {"description": "unusable model"}}
+    errors: dict[int | str, dict[str, Any]] = {
+        404: {"description": "no such model"}, 409: {"description": "unusable model"},
+        413: {"description": f"body over {max_body_bytes} bytes"},
+    }  # fmt: skip
+    act_opts: dict[str, Any] = {"responses": errors, "tags": ["policy"], "max_body_size": max_body_bytes}
 
-    @app.post("/api/ml/policy/act", response_model=PolicyAnswer, responses=errors, tags=["policy"])
+    @app.post("/api/ml/policy/act", response_model=PolicyAnswer, **act_opts)
     async def act(point: DecisionPoint, model: ModelQuery = None) -> JSONResponse:
         """The chosen macro action, its probabilities over the legal actions and the value of one decision point."""
         served, answers = await service.answer([point], model, lambda _: ("body",))
         return JSONResponse({**answers[0], "model": served.describe()})  # built as PolicyAnswer: no second validation
 
-    @app.post("/api/ml/policy/act/batch", response_model=BatchAnswer, responses=errors, tags=["policy"])
+    @app.post("/api/ml/policy/act/batch", response_model=BatchAnswer, **act_opts)
     async def act_batch(body: BatchRequest, model: ModelQuery = None) -> JSONResponse:
         """The answers of many decision points from one model, in order."""
         served, answers = await service.answer(body.decisions, model, lambda i: ("body", "decisions", i))
