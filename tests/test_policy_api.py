@@ -509,6 +509,24 @@ def test_oversized_body_is_413_with_and_without_content_length(small_limit_app, 
     assert fits.status_code == 200 and parsed == [1], fits.text
 
 
+def test_one_point_body_has_the_smaller_limit(app, holdout):
+    """``/act`` takes one point: a body past MAX_POINT_BODY_BYTES is 413 there, while the batch route,
+    whose limit is a full batch, reads the same body (and answers it on its merits)."""
+    from ml.api.policy import DEFAULT_MAX_BODY_BYTES, MAX_POINT_BODY_BYTES
+
+    point = point_json(holdout[0])
+    point["hand"] = ["x" * 150] * (MAX_POINT_BODY_BYTES // 150)  # past the point limit, far under the batch one
+    body = json.dumps(point).encode()
+    assert MAX_POINT_BODY_BYTES < len(body) < DEFAULT_MAX_BODY_BYTES
+    with TestClient(app) as client:
+        one = client.post("/api/ml/policy/act", content=body, headers={"Content-Type": "application/json"})
+        batch = client.post("/api/ml/policy/act/batch", json={"decisions": [point]})
+        fits = client.post("/api/ml/policy/act", json=point_json(holdout[0]))
+    assert one.status_code == 413
+    assert batch.status_code in (200, 422), batch.text  # read and answered on its merits, not refused by size
+    assert fits.status_code == 200, fits.text
+
+
 def _post_oversized(port: int, chunked: bool, chunk: bytes, total: int = 50_000_000) -> bytes:
     """POST a ``total``-byte body to the act endpoint over a raw socket, declared by Content-Length or
     chunked, sending ``chunk`` after ``chunk`` until it is all sent or the server answers; the status line."""

@@ -21,7 +21,8 @@ listed in the answer's ``unknown_cards``. Bad input: 422 whose ``detail[].loc`` 
 count outside its bound (``ml.game.commander.records``: life, mana, list lengths ...) is a 422 whose
 ``msg`` names the allowed range and its reason. A body over ``max_body_bytes``
 (:data:`DEFAULT_MAX_BODY_BYTES`) is a 413, answered from its ``Content-Length`` before anything is read,
-or, for a chunked body, as soon as the bytes read pass the limit (FastAPI's ``max_body_size``).
+or, for a chunked body, as soon as the bytes read pass the limit (FastAPI's ``max_body_size``);
+``/act``, which takes one point, has the smaller limit :data:`MAX_POINT_BODY_BYTES`.
 """
 
 from __future__ import annotations
@@ -52,6 +53,9 @@ and 3.4 KB at most, of 6-seat pods 3.8 KB and 5.4 KB (3,331 records); the Forge 
 DEFAULT_MAX_BODY_BYTES = MAX_BATCH_POINTS * MAX_DECISION_BYTES
 """Largest request body (32 MiB: a full batch of generous points), answered 413 beyond it before it is
 parsed (``python -m ml.api --max-body-bytes``)."""
+MAX_POINT_BODY_BYTES = 16 * MAX_DECISION_BYTES
+"""Largest body of ``/act`` (one decision point, 128 KiB: 16 generous points), or ``max_body_bytes`` when
+that is smaller: a single point cannot make the server parse a batch-sized body."""
 UNKNOWN_CARD_FALLBACK = (
     "cards outside the built-in pool are encoded as the train stage encodes them: in hand they count as kind "
     "'unknown' (hand/hand_unknown), on the battlefield they add nothing to the creature features, and they never "
@@ -236,7 +240,8 @@ def add_policy_routes(
 
     Args:
         guard: dependencies of the model switch.
-        max_body_bytes: the act endpoints' body limit in bytes (413 beyond it).
+        max_body_bytes: the batch endpoint's body limit in bytes (413 beyond it); ``/act`` takes at most
+            the smaller of it and :data:`MAX_POINT_BODY_BYTES`.
     """
     registry = ModelRegistry(root, commit_of, shape=(RecordEncoder.obs_dim, RecordEncoder.num_actions))
     service = PolicyService(registry, batcher)
@@ -246,8 +251,9 @@ def add_policy_routes(
         413: {"description": f"body over {max_body_bytes} bytes"},
     }  # fmt: skip
     act_opts: dict[str, Any] = {"responses": errors, "tags": ["policy"], "max_body_size": max_body_bytes}
+    point_opts = {**act_opts, "max_body_size": min(max_body_bytes, MAX_POINT_BODY_BYTES)}
 
-    @app.post("/api/ml/policy/act", response_model=PolicyAnswer, **act_opts)
+    @app.post("/api/ml/policy/act", response_model=PolicyAnswer, **point_opts)
     async def act(point: DecisionPoint, model: ModelQuery = None) -> JSONResponse:
         """The chosen macro action, its probabilities over the legal actions and the value of one decision point."""
         served, answers = await service.answer([point], model, lambda _: ("body",))
