@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ml.driver.bots import PromoteError
 from ml.driver.commands import apply_override, apply_profile, print_elo, promote_command, run_attempts, seed_checkpoint
+from ml.driver.dataguard import refuse_changed_data
 from ml.driver.evaluate import evaluate
 from ml.driver.forge_import import TEACHER_DIR, foreign_files_message, foreign_teacher_files, forge_weight, import_command
 from ml.driver.onnx_cmd import add_export_parser, export_command
@@ -143,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             if foreign := foreign_teacher_files(loop.path(TEACHER_DIR)):
                 raise LoopError(foreign_files_message(foreign, loop.root))
             refuse_hand_made(loop.root)
+            refuse_changed_data(loop.root, promotion_pending=state.in_flight is None or not state.in_flight.promoted)
         loop.check_tree(state)
         loop.check_records(state)
         if args.command == "promote":
