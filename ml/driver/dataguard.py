@@ -69,7 +69,8 @@ class TrackedChange:
 
 
 def tracked_changes(root: Path) -> list[TrackedChange]:
-    """Every file of a cached DVC output under ``data/`` that differs from its recorded hash.
+    """Every file of a cached DVC output under ``data/`` that differs from its recorded hash
+    (an output with no hash recorded yet, a stage never run, is left out: no commit records it).
 
     Cost: DVC's index diff (its state db rehashes only files whose inode, size or mtime
     changed), plus a hash of each changed file's cache object (the state db again).
@@ -92,7 +93,7 @@ def tracked_changes(root: Path) -> list[TrackedChange]:
                 else f"dvc.lock, stage {out.stage.name}"
             )
             for out in repo.index.outs
-            if out.use_cache and Path(out.fs_path).relative_to(root).parts[:1] == ("data",)
+            if out.use_cache and out.hash_info and Path(out.fs_path).relative_to(root).parts[:1] == ("data",)
         }
         if not outs:
             return []
