@@ -162,6 +162,7 @@ def run(args: argparse.Namespace, lock: FileLock | None) -> int:
     """The command of ``args`` (``main``), holding ``lock`` when ``early_lock`` took it; returns the exit status."""
     from ml.driver.bots import PromoteError
     from ml.driver.commands import apply_override, apply_profile, print_elo, promote_command, run_attempts, seed_checkpoint
+    from ml.driver.dataguard import refuse_changed_data
     from ml.driver.evaluate import evaluate
     from ml.driver.forge_import import TEACHER_DIR, foreign_files_message, foreign_teacher_files, import_command
     from ml.driver.onnx_cmd import export_command
@@ -190,13 +191,14 @@ def run(args: argparse.Namespace, lock: FileLock | None) -> int:
         state = loop.load_state()
         load_params(loop.path("params.yaml"))  # a bad value is named before any dirty-tree complaint
         check_cache_cap()
-        loop.commit_params_edit(state)  # params.yaml edited by hand between attempts: its own commit
-        if args.command == "import-forge":  # before check_tree: the files may sit in data/teacher
-            return import_command(loop, args.paths, args.cards, args.weight)
         if args.command is None:  # a run or an override: refused before anything is written
             if foreign := foreign_teacher_files(loop.path(TEACHER_DIR)):
                 raise LoopError(foreign_files_message(foreign, loop.root))
             refuse_hand_made(loop.root)
+            refuse_changed_data(loop.root, promotion_pending=state.in_flight is None or not state.in_flight.promoted)
+        loop.commit_params_edit(state)  # params.yaml edited by hand between attempts: its own commit
+        if args.command == "import-forge":  # before check_tree: the files may sit in data/teacher
+            return import_command(loop, args.paths, args.cards, args.weight)
         loop.check_tree(state)
         loop.check_records(state)
         if args.command == "promote":

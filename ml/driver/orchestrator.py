@@ -36,6 +36,7 @@ from ruamel.yaml import YAML
 
 from ml.compute import open_executor
 from ml.driver import generations, history, transitions
+from ml.driver.dataguard import refuse_changed_data
 from ml.driver.feedback import LEDGER, append_record, read_ledger, suggest
 from ml.driver.messages import params_edit_message, pending_message
 from ml.driver.params_file import attempt_params_text, attempt_text, check_text, overrides_text, value_changes
@@ -282,14 +283,16 @@ class Loop(Workspace):
 
         Raises:
             LoopError: ``dvc add`` failed (DVC's own message); or a promoted folder holds a file
-                added or edited by hand (``ml.driver.promotion.refuse_hand_made``; no data changed;
-                loop.py checks this at start, so it is met here only for a change made while
-                the loop was running).
+                added or edited by hand (``ml.driver.promotion.refuse_hand_made``), or a DVC-tracked
+                file differs from its record (``ml.driver.dataguard.refuse_changed_data``); no data
+                changed; loop.py checks both at start, so they are met here only for a change made
+                while the loop was running.
         """
         if flight.promoted:
             return
         merged = self.path("data/merged")
         refuse_hand_made(self.root)
+        refuse_changed_data(self.root, promotion_pending=True)
         if merged.is_dir():
             promote_folders(merged, self.path("data"), PROMOTED, before_swap=lambda name: self.seam(f"promote.copy.{name}"))
         self.seam("promote.dvc_add")
@@ -318,7 +321,8 @@ class Loop(Workspace):
 
         Raises:
             LoopError: a stage failed (the attempt stays in flight); or a file of the loop's
-                data folders was added or edited by hand (``ml.driver.promotion.refuse_hand_made``).
+                data folders was added or edited by hand (``ml.driver.promotion.refuse_hand_made``),
+                or a DVC-tracked file differs from its record (``ml.driver.dataguard.refuse_changed_data``).
         """
         times: dict[str, float] = {}
         stages = self.stages()
@@ -327,6 +331,7 @@ class Loop(Workspace):
                 return None
             self.write_status("running", flight, stage=stage, stage_index=i, stages=stages)
             refuse_hand_made(self.root)
+            refuse_changed_data(self.root, promotion_pending=False)
             self.seam(f"repro.{stage}")
             _, stage_times = self.run_timed([*DVC, "repro", "--single-item", stage])
             self.seam(f"repro.{stage}.done")

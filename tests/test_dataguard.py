@@ -1,0 +1,131 @@
+"""DVC-tracked data cannot change behind the loop's back (``ml.driver.dataguard``).
+
+Checks, on copies of the two-generation reference run (``reference_run``): a line appended to an
+accepted batch in ``data/pool`` through its hard link (so into the DVC cache object the earlier
+commits share) makes ``loop.py --max-generations 3`` refuse before it writes anything, naming
+the file, the shared object and the commands that restore it, and those commands do restore
+the object and the files; an edit of an intact copy is refused with ``dvc checkout --force``;
+the README's recipe for editing a tracked data file is accepted by the loop and leaves the
+earlier commits' object as it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ml.driver.dataguard import CACHE_DIR, refuse_changed_data, tracked_changes
+from ml.driver.workspace import LoopError
+from tests.conftest import ROOT, attempt_commits, git, run_loop
+
+pytestmark = pytest.mark.expensive  # loop.py, git and DVC in copies of a run
+FORGE = ROOT / "tests/fixtures/forge/import"
+ENV = {**os.environ, "DVC_NO_ANALYTICS": "1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+
+
+def _copy_run(reference_run, dest: Path) -> Path:
+    """A copy of the reference run with its hard links (``cp -a``: data/, data/merged and the cache stay one inode)."""
+    subprocess.run(["cp", "-a", str(reference_run[0]), str(dest)], check=True)
+    return dest
+
+
+def _md5(path: Path) -> str:
+    return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+def _snapshot(repo: Path) -> dict:
+    """What a refusal must leave as it was: the commits, the work tree's status, params and state."""
+    return {
+        "log": git(repo, "log", "--format=%H"),
+        "status": git(repo, "status", "--porcelain", "--untracked-files=all"),
+        "params": (repo / "params.yaml").read_bytes(),
+        "state": {p.name: p.read_bytes() for p in sorted((repo / "state").iterdir())},
+    }
+
+
+def _sh(repo: Path, script: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-e", "-c", script], cwd=repo, env={**ENV, **(env or {})}, capture_output=True, text=True)
+
+
+def test_edit_through_the_hard_link_is_refused_and_the_printed_commands_restore_it(reference_run, tmp_path: Path):
+    repo = _copy_run(reference_run, tmp_path / "repo")
+    batch = sorted((repo / "data/pool").glob("ml-decisions-ppo-*.jsonl"))[0]
+    md5 = _md5(batch)
+    obj = repo / CACHE_DIR / md5[:2] / md5[2:]
+    assert obj.samefile(batch) and obj.samefile(repo / "data/merged/pool" / batch.name)  # one inode: pool, merged, cache
+    before = _snapshot(repo)
+    os.chmod(batch, 0o644)  # what root's write ignores: the read-only mode
+    with batch.open("a") as f:
+        f.write(batch.read_text().splitlines()[-1] + "\n")
+    os.chmod(batch, 0o444)
+    assert _md5(obj) != md5  # the object the earlier commits point to no longer matches its name
+
+    res = run_loop(repo, "--max-generations", "3")
+    err = res.stderr
+    assert res.returncode == 2 and "Traceback" not in err, res.stdout[-2000:] + err[-3000:]
+    rel = str(batch.relative_to(repo))
+    merged = f"data/merged/pool/{batch.name}"
+    assert f"edited in place: {merged} (recorded in dvc.lock, stage merge), {rel} (recorded in data/pool.dvc)" in err
+    first, last = attempt_commits(repo)[0][0], attempt_commits(repo)[-1][0]
+    assert f"cache object {obj.relative_to(repo)}, so the edit changed that object too: the 2 commits that record it" in err
+    assert f"({first[:7]} " in err and f"{last[:7]} " in err and "checking them out brings the edit back" in err
+    assert f"stage export made it at {first[:7]}" in err  # the attempt that exported the batch, not merge which carries it
+    assert _snapshot(repo) == before  # no commit, nothing written, params and state as they were
+
+    # the commands it prints restore the object (the stage run again makes the same bytes) and the files
+    commands = [line.strip() for line in err.splitlines() if line.startswith("      ")]
+    assert commands[0] == f"rm -f {obj.relative_to(repo)}" and commands[-1] == "dvc checkout --force data/merged data/pool"
+    done = _sh(repo, "\n".join(commands))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert _md5(obj) == md5 and _md5(batch) == md5 and _md5(repo / "data/merged/pool" / batch.name) == md5
+    assert tracked_changes(repo) == [] and _snapshot(repo) == before
+    assert git(repo, "worktree", "list").count("\n") == 1  # the rebuild's worktree is gone
+
+
+def test_readme_edit_recipe_is_accepted_and_keeps_the_earlier_commits(reference_run, tmp_path: Path):
+    repo = _copy_run(reference_run, tmp_path / "repo")
+    res = run_loop(repo, "import-forge", "--cards", str(FORGE / "cards.yaml"), str(FORGE / "ml-decisions-5d0c3f19.jsonl"))
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    cards = repo / "data/forge/cards.yaml"
+    md5 = _md5(cards)
+    obj = repo / CACHE_DIR / md5[:2] / md5[2:]
+    imported = git(repo, "rev-parse", "HEAD").strip()
+    editor = tmp_path / "editor.sh"
+    editor.write_text('#!/bin/sh\necho "Recipe Test Card: land" >> "$1"\n')
+    editor.chmod(0o755)
+
+    # an edit of the unprotected copy left unrecorded is refused, the object intact; checkout restores it
+    _sh(repo, f'dvc unprotect {cards.relative_to(repo)} && "$EDITOR" {cards.relative_to(repo)}', {"EDITOR": str(editor)})
+    with pytest.raises(LoopError) as refused:
+        refuse_changed_data(repo, promotion_pending=True)
+    said = str(refused.value)
+    assert "edited: data/forge/cards.yaml (recorded in data/forge.dvc; its cache object is intact)" in said
+    assert "`dvc checkout --force data/forge`" in said and "`dvc add data/forge && git commit" in said
+    assert _sh(repo, "dvc checkout --force data/forge").returncode == 0 and _md5(cards) == md5
+    assert obj.samefile(cards)  # checked out: a hard link to the object, what the recipe's `dvc unprotect` is for
+    refuse_changed_data(repo, promotion_pending=True)
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    recipe = re.search(r"To edit a\s+tracked data file.*?```bash\n(.*?)```", readme, re.S)
+    assert recipe is not None, "README: the recipe 'To edit a tracked data file' is gone"
+    done = _sh(repo, recipe.group(1), {"EDITOR": str(editor)})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert cards.read_text().endswith("Recipe Test Card: land\n") and _md5(obj) == md5  # the earlier commits' object kept
+    assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
+    assert git(repo, "rev-parse", "HEAD~1").strip() == imported
+    recorded = yaml.safe_load((repo / "data/forge.dvc").read_text())["outs"][0]["md5"]
+    listing = json.loads((repo / CACHE_DIR / recorded[:2] / recorded[2:]).read_text())
+    assert {e["relpath"]: e["md5"] for e in listing}["cards.yaml"] == _md5(cards)
+
+    res = run_loop(repo, "--max-generations", "3", "--max-attempts", "1")
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
+    assert len(attempt_commits(repo)) == 3
+    assert git(repo, "show", "HEAD:data/forge.dvc") == (repo / "data/forge.dvc").read_text()
