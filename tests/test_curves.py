@@ -66,7 +66,9 @@ def test_stage_curves_leave_outputs_unchanged(pipeline: Pipeline, tmp_path: Path
 def test_metrics_carry_versions(pipeline: Pipeline):
     for stage in ("teacher", "train", "selfplay", "export", "gate", "merge"):
         env = pipeline.metrics(stage)[f"{stage}/env"]
-        assert env["torch"] == torch.__version__ and set(env) == {"python", "torch", "dvc", "numpy", "git_sha"}, stage
+        assert env["torch"] == torch.__version__, stage
+        assert set(env) == {"python", "torch", "dvc", "numpy", "git_sha", "cpu_capability"}, stage
+        assert env["cpu_capability"] == torch.backends.cpu.get_cpu_capability(), stage  # AVX2 on x86-64 (ml.determinism)
 
 
 def _attempt(attempt_id: str, generation: int, verdict: str, torch_version: str, capability: str = "AVX2") -> dict:
