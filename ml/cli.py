@@ -20,6 +20,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from ml.determinism import cpu_capability
 from ml.faults import seam
 from ml.io import atomic_write_json
 from ml.params import DEFAULT_PARAMS_PATH, Params, ParamsError, load_params
@@ -37,7 +38,8 @@ def git_sha() -> str:
 
 
 def environment(sha: str) -> dict[str, str]:
-    """The versions a stage ran on: ``python``, ``torch``, ``dvc``, ``numpy`` and ``git_sha`` (``sha``).
+    """The versions a stage ran on: ``python``, ``torch``, ``dvc``, ``numpy``, ``git_sha`` (``sha``) and
+    ``cpu_capability``, the vector unit torch's CPU kernels use (``AVX2`` on x86-64, ``ml.determinism``).
 
     Recorded as ``<stage>/env`` in every stage's metrics (``write_metrics``); the driver warns
     when an attempt's differ from the previous attempt's (``ml.driver.generations``).
@@ -55,6 +57,7 @@ def environment(sha: str) -> dict[str, str]:
         "dvc": dvc_version,
         "numpy": np.__version__,
         "git_sha": sha,
+        "cpu_capability": cpu_capability(),
     }
 
 

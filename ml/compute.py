@@ -16,7 +16,8 @@ seeds and game indices) and of values shared by all chunks (weights, opponents, 
 
 Results come back in task order whatever the order of completion, so for the same params
 ``local`` and ``ray`` give the same bits (``tests/test_ray.py``; nodes must run the same
-torch build on the same CPU architecture, as float rounding may differ between them).
+torch build on the same CPU architecture; ``ml.determinism`` caps every x86-64 node's vector
+unit at AVX2, so AVX-512 and AVX2 nodes agree).
 
 Ray is imported lazily: the project imports without it, and ``backend: ray`` without Ray is a
 one-line ``ComputeError`` saying what to install.
@@ -35,6 +36,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from ml.determinism import cpu_env
 
 if TYPE_CHECKING:
     from ml.params_sections import ComputeParams
@@ -220,7 +223,8 @@ class RayExecutor(Executor):
         runtime_env = {
             "py_modules": [str(Path(__file__).resolve().parent)],
             "excludes": ["__pycache__", "*.pyc", "api/static", "api/templates"],
-            "env_vars": {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")},
+            # the driver's CPU cap (ml.determinism), so a worker's first torch operator already sees it
+            "env_vars": {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0"), **cpu_env()},
         }
         try:
             extra = {"include_dashboard": False} if address == "local" else {}

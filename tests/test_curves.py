@@ -66,11 +66,14 @@ def test_stage_curves_leave_outputs_unchanged(pipeline: Pipeline, tmp_path: Path
 def test_metrics_carry_versions(pipeline: Pipeline):
     for stage in ("teacher", "train", "selfplay", "export", "gate", "merge"):
         env = pipeline.metrics(stage)[f"{stage}/env"]
-        assert env["torch"] == torch.__version__ and set(env) == {"python", "torch", "dvc", "numpy", "git_sha"}, stage
+        assert env["torch"] == torch.__version__, stage
+        assert set(env) == {"python", "torch", "dvc", "numpy", "git_sha", "cpu_capability"}, stage
+        assert env["cpu_capability"] == torch.backends.cpu.get_cpu_capability(), stage  # AVX2 on x86-64 (ml.determinism)
 
 
-def _attempt(attempt_id: str, generation: int, verdict: str, torch_version: str) -> dict:
-    env = {"python": "3.11.2", "torch": torch_version, "dvc": "3.60.0", "numpy": "2.1.0", "git_sha": attempt_id}
+def _attempt(attempt_id: str, generation: int, verdict: str, torch_version: str, capability: str = "AVX2") -> dict:
+    env = {"python": "3.11.2", "torch": torch_version, "dvc": "3.60.0", "numpy": "2.1.0", "git_sha": attempt_id,
+           "cpu_capability": capability}  # fmt: skip
     return {
         "attempt_id": attempt_id, "generation": generation, "attempt": 1, "verdict": verdict,
         "figures": {"win_rate": 0.4, "win_rate_low": 0.3, "win_rate_high": 0.5},
@@ -95,6 +98,10 @@ def test_generation_rows_and_version_warning():
     warning = version_warning(attempts, newer, "a3")
     assert warning is not None and "torch 2.13.0 -> 2.14.0" in warning and "a2" in warning
     assert version_warning([], newer, "a3") is None
+    # same versions, another vector unit (a process that ran torch before ml capped it, or a DISTILL_NATIVE_CPU run)
+    wider = _attempt("a3", 2, "accepted", "2.13.0", capability="AVX512")["metrics"]
+    warning = version_warning(attempts, wider, "a3")
+    assert warning is not None and "cpu_capability AVX2 -> AVX512" in warning and "torch" not in warning
 
 
 @pytest.mark.expensive

@@ -7,8 +7,8 @@ rate with its interval, student win rate, Elo with its interval, PPO share), and
 the dashboard.
 
 Each stage's metrics carry ``<stage>/env`` (``ml.cli.environment``: Python, torch, DVC and
-numpy versions and the git SHA); ``version_changes`` names what differs from the previous
-attempt's.
+numpy versions, the git SHA and torch's CPU capability); ``version_changes`` names what differs
+from the previous attempt's.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from ml.io import atomic_write_json
 GENERATIONS_FILE = Path("plots/generations.json")
 """The generation plot file (sync partner: the top-level ``plots:`` of ``dvc.yaml``)."""
 
-VERSION_KEYS = ("python", "torch", "dvc", "numpy")
-"""The versions compared between attempts (the git SHA changes every attempt)."""
+VERSION_KEYS = ("python", "torch", "dvc", "numpy", "cpu_capability")
+"""The versions compared between attempts (the git SHA changes every attempt); ``cpu_capability``
+is the vector unit torch's CPU kernels used (``ml.determinism``): another one rounds differently."""
 
 
 def _elo_row(elo_history: list[dict], entry: dict) -> dict[str, Any]:
@@ -98,7 +99,7 @@ def version_changes(previous: dict[str, str], current: dict[str, str]) -> list[s
 
 
 def version_warning(attempts: list[dict], metrics: dict[str, dict], attempt_id: str) -> str | None:
-    """A warning line when this attempt's stages ran on other versions than the previous attempt's.
+    """A warning line when this attempt's stages ran on other versions (or CPU capability) than the previous attempt's.
 
     Args:
         attempts: ``state/eval_history.json`` (the previous attempt is the last entry that is not ``attempt_id``).
