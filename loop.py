@@ -31,6 +31,7 @@ from ml.driver.orchestrator import Loop
 from ml.driver.promotion import refuse_hand_made
 from ml.driver.workspace import LoopError, acquire_lock
 from ml.encoded_cache import CacheConfigError, max_cache_bytes
+from ml.io import WriteError
 from ml.params import ParamsError, load_params
 
 
@@ -124,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "export-onnx":
             return export_command(loop, args.model, args.out)
         lock = acquire_lock(loop.root)
-    except (LoopError, ParamsError) as e:
+    except (LoopError, ParamsError, WriteError) as e:
         print(f"loop.py: {e}", file=sys.stderr)
         return 2
     running = False
@@ -155,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             seed_checkpoint(loop, args.seed_checkpoint)
         running = True
         return run_attempts(loop, args.max_generations, args.max_attempts)
-    except (LoopError, PromoteError, ParamsError) as e:
+    except (LoopError, PromoteError, ParamsError, WriteError) as e:  # one line each, no traceback
         print(f"loop.py: {e}", file=sys.stderr)
         if running:  # a refused command line (bad profile, dirty tree, promote) leaves the run's status as it was
             detail = getattr(e, "detail", "")

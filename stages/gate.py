@@ -17,7 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ml.cli import stage_setup, write_metrics
+from ml.cli import stage_main, stage_setup, write_metrics
 from ml.compute import ComputeError, open_executor
 from ml.curves import open_curves
 from ml.encoded_cache import CacheConfigError, default_cache_dir
@@ -39,6 +39,7 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metrics", type=Path, required=True, help="metrics JSON to write (the verdict)")
 
 
+@stage_main
 def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("gate", __doc__, argv, _args)
     curves = open_curves(args.plots)

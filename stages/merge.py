@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ml.cli import stage_setup, write_metrics
+from ml.cli import stage_main, stage_setup, write_metrics
 from ml.io import read_json
 from ml.merge import merge_generation
 
@@ -36,6 +36,7 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metrics", type=Path, required=True, help="metrics JSON to write")
 
 
+@stage_main
 def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("merge", __doc__, argv, _args)
     accepted = bool(read_json(args.gate)["gate/accepted"])

@@ -20,7 +20,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ml.cli import stage_setup, write_metrics
+from ml.cli import stage_main, stage_setup, write_metrics
 from ml.curves import open_curves
 from ml.encoded_cache import default_cache_dir
 from ml.game.registry import make_game
@@ -39,6 +39,7 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metrics", type=Path, required=True, help="metrics JSON to write")
 
 
+@stage_main
 def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("train", __doc__, argv, _args)
     curves = open_curves(args.plots)
