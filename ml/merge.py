@@ -219,8 +219,9 @@ def promote_folders(
 
     Raises:
         WriteError: a folder cannot be written (``data/<name>`` immutable, read-only, a full
-            disk): the message names it, the step and its path; the ``.tmp`` is removed, the
-            folders before it are promoted, it and those after it are as they were or missing.
+            disk): the message names it, the step and its path; its ``.tmp`` is removed, the
+            folders before it are promoted, those after it are as they were, and it is as it
+            was or partly removed (the next run rebuilds it from ``merged``).
     """
     replaced = []
     for name in names:

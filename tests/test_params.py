@@ -13,7 +13,9 @@ The walkthrough's items: non-finite floats (``.inf``) are refused everywhere, na
 writer (2); a key written twice is refused with file, line and key (3); errors name the line
 (4); an override of the repo's params.yaml changes exactly one line, never re-wrapping
 ``profiles`` (6); duplicate phase names are refused naming both indices, and a phase-level
-typo names the phase (7).
+typo names the phase (7). Issue 24, item 4: a NUL, bytes that are not UTF-8, a tab where YAML
+needs spaces and a control character are one line naming file, line and column, from the
+reader and the writer alike, and a parser's error is one line too.
 """
 
 from __future__ import annotations
