@@ -169,6 +169,7 @@ def run(args: argparse.Namespace, lock: FileLock | None) -> int:
     from ml.driver.orchestrator import Loop
     from ml.driver.promotion import refuse_hand_made
     from ml.driver.workspace import LoopError, acquire_lock
+    from ml.io import WriteError
     from ml.params import ParamsError, load_params
 
     try:
@@ -178,7 +179,7 @@ def run(args: argparse.Namespace, lock: FileLock | None) -> int:
         if args.command == "export-onnx":
             return export_command(loop, args.model, args.out)
         lock = lock or acquire_lock(loop.root)
-    except (LoopError, ParamsError) as e:
+    except (LoopError, ParamsError, WriteError) as e:
         print(f"loop.py: {e}", file=sys.stderr)
         return 2  # an early lock is released with its FileLock, when this frame goes
     running = False
@@ -211,7 +212,7 @@ def run(args: argparse.Namespace, lock: FileLock | None) -> int:
             seed_checkpoint(loop, args.seed_checkpoint)
         running = True
         return run_attempts(loop, args.max_generations, args.max_attempts)
-    except (LoopError, PromoteError, ParamsError) as e:
+    except (LoopError, PromoteError, ParamsError, WriteError) as e:  # one line each, no traceback
         print(f"loop.py: {e}", file=sys.stderr)
         if running:  # a refused command line (bad profile, dirty tree, promote) leaves the run's status as it was
             detail = getattr(e, "detail", "")

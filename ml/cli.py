@@ -1,14 +1,15 @@
 """What every stage entry point shares: argument parsing, params, logging, seeding, metrics.
 
-A stage is ``main(argv) -> int``: it calls ``stage_setup`` once, then one ``ml`` function,
-then ``write_metrics``. Paths come from ``dvc.yaml`` through argv. A stage imports that
-function (torch and the rest) inside ``main``, after ``stage_setup``, and this module imports
-torch there too: ``--help`` answers with argparse and ``ml.params`` alone (bench/bench_startup.py).
+A stage is ``main(argv) -> int`` (wrapped in ``stage_main``): it calls ``stage_setup`` once,
+then one ``ml`` function, then ``write_metrics``. Paths come from ``dvc.yaml`` through argv. A stage
+imports that function (torch and the rest) inside ``main``, after ``stage_setup``, and this module
+imports torch there too: ``--help`` answers with argparse and ``ml.params`` alone (bench/bench_startup.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import platform
@@ -18,14 +19,15 @@ import time
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec
 
 from ml.determinism import cpu_capability
 from ml.faults import seam
-from ml.io import atomic_write_json
+from ml.io import WriteError, atomic_write_json
 from ml.params import DEFAULT_PARAMS_PATH, Params, ParamsError, load_params
 
 logger = logging.getLogger("distill")
+_P = ParamSpec("_P")
 
 
 def git_sha() -> str:
@@ -59,6 +61,21 @@ def environment(sha: str) -> dict[str, str]:
         "git_sha": sha,
         "cpu_capability": cpu_capability(),
     }
+
+
+def stage_main(main: Callable[_P, int]) -> Callable[_P, int]:
+    """A stage's ``main`` that reports a failed write (``ml.io.WriteError``) as one line,
+    ``error: cannot write <file> (<step> <path>): <reason>``, and returns 2 (no traceback)."""
+
+    @functools.wraps(main)
+    def run(*args: _P.args, **kwargs: _P.kwargs) -> int:
+        try:
+            return main(*args, **kwargs)
+        except WriteError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+
+    return run
 
 
 def stage_setup(

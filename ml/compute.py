@@ -20,14 +20,20 @@ torch build on the same CPU architecture; ``ml.determinism`` caps every x86-64 n
 unit at AVX2, so AVX-512 and AVX2 nodes agree).
 
 Ray is imported lazily: the project imports without it, and ``backend: ray`` without Ray is a
-one-line ``ComputeError`` saying what to install.
+one-line ``ComputeError`` saying what to install. A ``host:port`` address is checked before
+``ray.init`` (which retries for minutes where no GCS answers), within
+``compute.connect_timeout_s``: a TCP connect to the address Ray dials, then the first gRPC call
+of a Ray client (``grpc_check``); a failure is one ``ComputeError`` line naming the address and
+what is there.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
+import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -45,6 +51,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 INSTALL_HINT = 'pip install -e ".[ray]"'
+
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+"""Hosts Ray's ``ray.init(address=...)`` replaces by this machine's address (sync partner:
+``ray._common.network_utils.is_localhost``, used by ``ray._private.services.resolve_ip_for_localhost``)."""
+GCS_CHECK_PATH = "/ray.rpc.NodeInfoGcsService/GetClusterId"
+"""The gRPC method a Ray client calls first (``gcs_service.proto``; it needs no cluster id): answered only by a GCS."""
 
 
 class ComputeError(RuntimeError):
@@ -140,6 +152,97 @@ class Executor:
 LOCAL = Executor()
 """The in-process executor (the default of every function that takes ``executor=``)."""
 
+# ------------------------------------------------------------------------------------------------ the address check
+
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+"""The client connection preface of HTTP/2 (RFC 9113, 3.4), which gRPC runs on."""
+_DATA, _HEADERS, _RST_STREAM, _SETTINGS, _GOAWAY = 0x0, 0x1, 0x3, 0x4, 0x7
+"""HTTP/2 frame types (RFC 9113, 6.1-6.8)."""
+_END_STREAM, _ACK, _END_HEADERS = 0x1, 0x1, 0x4
+
+
+def _frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
+    """An HTTP/2 frame: 24-bit length, type, flags, 31-bit stream id, payload (RFC 9113, 4.1)."""
+    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
+
+
+def _literal(name: str, value: str) -> bytes:
+    """An HPACK header field, literal without indexing, new name, no Huffman (RFC 7541, 6.2.2; strings < 127 bytes)."""
+    n, v = name.encode(), value.encode()
+    return b"\x00" + bytes([len(n)]) + n + bytes([len(v)]) + v
+
+
+def _recv_exact(sock: socket.socket, n: int, deadline: float) -> bytes:
+    """``n`` bytes from ``sock``, fewer when it closes; TimeoutError when ``deadline`` passes first."""
+    out = b""
+    while len(out) < n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        sock.settimeout(left)
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            break
+        out += chunk
+    return out
+
+
+def grpc_check(sock: socket.socket, authority: str, path: str | None, deadline: float) -> str | None:
+    """Whether the server on ``sock`` speaks gRPC and, with ``path``, answers that unary method
+    with a message; None when it does, else what was found, in words. Bounded by ``deadline``
+    (``time.monotonic``).
+
+    It sends the HTTP/2 preface and an empty SETTINGS frame, and with ``path`` one gRPC call of
+    an empty request message (gRPC over HTTP/2: grpc/grpc ``doc/PROTOCOL-HTTP2.md``): a gRPC
+    server answers with SETTINGS first; the method's server answers with a DATA frame, another
+    gRPC server with trailers only (``UNIMPLEMENTED``). An empty request is a valid protobuf of
+    every message whose fields are all optional (``GetClusterIdRequest`` has none).
+    """
+    greeting = _H2_PREFACE + _frame(_SETTINGS, 0, 0)
+    if path is not None:
+        headers = [(":method", "POST"), (":scheme", "http"), (":path", path), (":authority", authority),
+                   ("content-type", "application/grpc"), ("te", "trailers")]  # fmt: skip
+        block = b"".join(_literal(k, v) for k, v in headers)
+        greeting += _frame(_HEADERS, _END_HEADERS, 1, block) + _frame(_DATA, _END_STREAM, 1, b"\0\0\0\0\0")
+    waited = f"{round(max(0.0, deadline - time.monotonic()), 1):g} s"
+    service = path.split("/")[1] if path else ""
+    first = True
+    try:
+        sock.sendall(greeting)
+        while True:
+            head = _recv_exact(sock, 9, deadline)
+            if first and (len(head) < 9 or head[3] != _SETTINGS or head[5:9] != bytes(4)):
+                if not head:
+                    return "it closed the connection at an HTTP/2 (gRPC) greeting without a word"
+                with contextlib.suppress(OSError):
+                    sock.settimeout(0.2)
+                    head += sock.recv(64 - len(head))
+                return f"it answered an HTTP/2 (gRPC) greeting with {head[:64]!r}"
+            if len(head) < 9:
+                return "it closed the connection in the middle of the gRPC call"
+            length, kind, flags, stream = int.from_bytes(head[:3], "big"), head[3], head[4], int.from_bytes(head[5:9], "big")
+            if length > 1 << 20:
+                return f"it sent an HTTP/2 frame of {length} bytes"
+            _recv_exact(sock, length, deadline)
+            if kind == _SETTINGS and not flags & _ACK:
+                sock.sendall(_frame(_SETTINGS, _ACK, 0))
+                if first and path is None:
+                    return None
+            first = False
+            if stream == 1 and kind == _DATA:
+                return None
+            if stream == 1 and (kind == _RST_STREAM or (kind == _HEADERS and flags & _END_STREAM)):
+                return f"it speaks gRPC but has no {service} service (its call ended without a reply)"
+            if kind == _GOAWAY:
+                return "it speaks gRPC but closed the connection (GOAWAY) at the call"
+    except TimeoutError:
+        if first:
+            return f"no HTTP/2 (gRPC) answer within {waited} (compute.connect_timeout_s)"
+        return f"it speaks gRPC but its {service} did not answer within {waited} (compute.connect_timeout_s)"
+    except OSError as e:
+        return f"the connection failed during the gRPC greeting ({e})"
+
+
 # ------------------------------------------------------------------------------------------------ Ray workers
 
 _CACHE: OrderedDict[str, Any] = OrderedDict()
@@ -179,7 +282,8 @@ class RayExecutor(Executor):
         torch_threads: torch threads per chunk (``base.torch_threads``, as in a local stage).
 
     Raises:
-        ComputeError: Ray is not installed, or the cluster at ``cfg.address`` does not answer.
+        ComputeError: Ray is not installed, or nothing answers at ``cfg.address``, or what answers
+            is not a Ray GCS (``_probe``), or ``ray.init`` fails.
     """
 
     backend = "ray"
@@ -209,14 +313,34 @@ class RayExecutor(Executor):
         logger.info("compute: ray cluster %s, %d chunk slots", self.address, self.slots)
 
     def _probe(self) -> None:
-        """Fail in one line, within ``connect_timeout_s``, when a ``host:port`` address does not answer (Ray retries for minutes)."""
+        """Fail in one line, within ``connect_timeout_s``, unless a ``host:port`` address is a Ray GCS
+        (``ray://host:port``: a gRPC server, the Ray Client's); Ray itself retries for minutes.
+
+        The probe dials what Ray dials: Ray replaces a loopback host (``localhost``, ``127.0.0.1``,
+        ``::1``) by this machine's address (``ray.util.get_node_ip_address``), the address it hands
+        to the other nodes, so a server listening on loopback only is not what Ray reaches.
+        """
         address = self.address
-        if address not in ("local", "auto"):
-            host, port = address.removeprefix("ray://").rsplit(":", 1)
-            try:
-                socket.create_connection((host, int(port)), timeout=self.cfg.connect_timeout_s).close()
-            except OSError as e:
-                raise ComputeError(f"compute.address {address}: the Ray cluster does not answer ({e})") from None
+        if address in ("local", "auto"):
+            return
+        client = address.startswith("ray://")
+        host, port = address.removeprefix("ray://").rsplit(":", 1)
+        dialed = host
+        if not client and host in LOOPBACK_HOSTS:
+            dialed = self._ray.util.get_node_ip_address()
+        at = f" at {dialed}:{port}, where Ray dials it (Ray replaces a loopback host by this machine's address)"
+        at = at if dialed != host else ""
+        timeout = self.cfg.connect_timeout_s
+        deadline = time.monotonic() + timeout
+        try:
+            sock = socket.create_connection((dialed, int(port)), timeout=timeout)
+        except OSError as e:
+            raise ComputeError(f"compute.address {address}: the Ray cluster does not answer{at} ({e})") from None
+        with sock:
+            found = grpc_check(sock, f"{dialed}:{port}", None if client else GCS_CHECK_PATH, deadline)
+        if found is not None:
+            what = "a Ray Client server" if client else "a Ray GCS (the head's ray start --port)"
+            raise ComputeError(f"compute.address {address}: something listens{at}, but not {what}: {found}") from None
 
     def _connect(self) -> None:
         ray, address = self._ray, self.address

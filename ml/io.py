@@ -17,7 +17,9 @@ Reading follows the quirks of real Forge files (``shared/docs/forge-decision-for
   last line makes no empty line.
 
 Errors in user files raise :class:`DataFileError`, whose message reads
-``"<file>:<line>: <field>: <problem>"``.
+``"<file>:<line>: <field>: <problem>"``; a write that fails raises :class:`WriteError`, whose
+message names what was being written, the operation and path that failed, and the system's
+reason (``cannot write data/pool (creating data/pool.tmp): Operation not permitted``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ import hashlib
 import json
 import logging
 import os
+import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -73,6 +77,85 @@ class DataFileError(ValueError):
         return (type(self), (self.path, self.line, self.field, self.problem))
 
 
+class WriteError(OSError):
+    """A write failed: ``cannot write <target> (<doing>): <reason>``.
+
+    An ``OSError`` (``errno`` and ``strerror`` are the failed call's), so a caller that copes
+    with one copes with this. Paths are shown relative to the working directory when under it.
+
+    Attributes:
+        target: the file or folder being written (its final name: ``data/pool``, not ``data/pool.tmp``).
+        doing: the operation that failed and its path (``creating data/pool.tmp``, ``renaming a to b``).
+    """
+
+    def __init__(self, target: str | os.PathLike[str], doing: str, errno: int | None, reason: str) -> None:
+        super().__init__(errno, reason)
+        self.target, self.doing, self.reason = Path(target), doing, reason
+
+    def __str__(self) -> str:
+        return f"cannot write {shown(self.target)} ({self.doing}): {self.reason}"
+
+    def __reduce__(self) -> tuple[Any, ...]:  # keep picklable across worker processes
+        return (type(self), (self.target, self.doing, self.errno, self.reason))
+
+    @classmethod
+    def of(cls, target: str | os.PathLike[str], doing: str, error: OSError) -> WriteError:
+        """``error`` (a failed call) as the failure of writing ``target`` while ``doing``."""
+        return cls(target, doing, error.errno, error.strerror or str(error))
+
+
+def shown(path: str | os.PathLike[str]) -> str:
+    """``path`` relative to the working directory when it is under it, else as given."""
+    p = Path(path)
+    with contextlib.suppress(ValueError, OSError):
+        return str(p.absolute().relative_to(Path.cwd()))
+    return str(p)
+
+
+@contextlib.contextmanager
+def writing(target: str | os.PathLike[str], doing: str) -> Iterator[None]:
+    """Raise an ``OSError`` of the block as a :class:`WriteError` of ``target`` while ``doing``
+    (a WriteError passes unchanged).
+
+    Raises:
+        WriteError: the block raised an OSError.
+    """
+    try:
+        yield
+    except WriteError:
+        raise
+    except OSError as e:
+        raise WriteError.of(target, doing, e) from e
+
+
+def remove_tree(path: Path, target: str | os.PathLike[str] | None = None) -> None:
+    """Remove the folder (or file) ``path`` and everything in it; nothing there is fine.
+
+    Raises:
+        WriteError: something could not be removed (``removing <that path>``), as part of
+            writing ``target`` (default: ``path``).
+    """
+
+    def failed(_: Any, name: str, exc: Any) -> None:  # rmtree's own error names the entry alone, not its folder
+        error = exc if isinstance(exc, BaseException) else exc[1]
+        if isinstance(error, FileNotFoundError):  # removed meanwhile: fine
+            return
+        if not isinstance(error, OSError):
+            raise error
+        raise WriteError.of(target or path, f"removing {shown(name)}", error) from error
+
+    if path.is_dir() and not path.is_symlink():
+        if sys.version_info >= (3, 12):
+            shutil.rmtree(path, onexc=failed)
+        else:
+            shutil.rmtree(path, onerror=failed)
+        return
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as e:
+        raise WriteError.of(target or path, f"removing {shown(path)}", e) from e
+
+
 # --------------------------------------------------------------------------- atomic writes
 
 
@@ -101,19 +184,24 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         data: the complete new content.
 
     Raises:
-        OSError: if the directory cannot be created or the file cannot be written; the old
-            file (if any) is left untouched and the temporary file is removed.
+        WriteError: if the directory cannot be created or the file cannot be written (the
+            message names ``path`` and the step that failed); the old file (if any) is left
+            untouched and the temporary file is removed.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
+    with writing(path, f"creating the folder {shown(path.parent)}"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    with writing(path, f"creating a temporary file in {shown(path.parent)}"):
+        fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
     try:
-        os.chmod(tmp_name, _FILE_MODE)  # mkstemp's 0600 would make state files private
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp_name, path)
+        with writing(path, f"writing {shown(tmp_name)}"):
+            os.chmod(tmp_name, _FILE_MODE)  # mkstemp's 0600 would make state files private
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        with writing(path, f"renaming {shown(tmp_name)} to {shown(path)}"):
+            os.replace(tmp_name, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp_name)
@@ -125,7 +213,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically; see :func:`atomic_write_bytes`.
 
     Raises:
-        OSError: as :func:`atomic_write_bytes`.
+        WriteError: as :func:`atomic_write_bytes`.
         UnicodeEncodeError: if ``text`` holds lone surrogates; nothing is written.
     """
     atomic_write_bytes(path, text.encode("utf-8"))
@@ -144,7 +232,7 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
     Raises:
         TypeError: if ``obj`` is not JSON-serializable (nothing is written).
         ValueError: on a circular reference (nothing is written).
-        OSError: as :func:`atomic_write_bytes`.
+        WriteError: as :func:`atomic_write_bytes`.
     """
     text = json.dumps(obj, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
     atomic_write_text(path, text)
@@ -264,6 +352,9 @@ class JsonlWriter:
     Args:
         path: the final file name. Parent directories are created.
 
+    Raises:
+        WriteError: the folder or the temporary file cannot be created (naming ``path`` and the step).
+
     Attributes:
         path: the final file.
         tmp_path: the temporary file being written (``<path>.tmp``).
@@ -276,8 +367,10 @@ class JsonlWriter:
         self.tmp_path = self.path.with_name(self.path.name + TMP_SUFFIX)
         self.count = 0
         self.closed = False
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._f: IO[str] | None = open(self.tmp_path, "w", encoding="utf-8", newline="\n")
+        with writing(self.path, f"creating the folder {shown(self.path.parent)}"):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        with writing(self.path, f"creating {shown(self.tmp_path)}"):
+            self._f: IO[str] | None = open(self.tmp_path, "w", encoding="utf-8", newline="\n")
 
     def write(self, obj: dict[str, Any]) -> None:
         """Append ``obj`` as one compact JSON line (non-ASCII written raw).
@@ -293,29 +386,35 @@ class JsonlWriter:
 
         Raises:
             ValueError: if ``line`` contains a newline or the writer is closed.
+            WriteError: the temporary file cannot be written (a full disk).
         """
         if self._f is None:
             raise ValueError(f"{self.tmp_path}: write on a closed JsonlWriter")
         if "\n" in line:
             raise ValueError(f"{self.tmp_path}: a JSONL line must not contain a newline")
-        self._f.write(line)
-        self._f.write("\n")
+        try:
+            self._f.write(line)
+            self._f.write("\n")
+        except OSError as e:
+            raise WriteError.of(self.path, f"writing {shown(self.tmp_path)}", e) from e
         self.count += 1
 
     def close(self) -> None:
         """Flush, fsync and rename the temporary file to the final name. Idempotent.
 
         Raises:
-            OSError: if the flush or rename fails (the temporary file is then removed).
+            WriteError: if the flush or rename fails (the temporary file is then removed).
         """
         if self._f is None:
             return
         f, self._f = self._f, None
         try:
-            f.flush()
-            os.fsync(f.fileno())
-            f.close()
-            os.replace(self.tmp_path, self.path)
+            with writing(self.path, f"writing {shown(self.tmp_path)}"):
+                f.flush()
+                os.fsync(f.fileno())
+                f.close()
+            with writing(self.path, f"renaming {shown(self.tmp_path)} to {shown(self.path)}"):
+                os.replace(self.tmp_path, self.path)
         except BaseException:
             f.close()
             with contextlib.suppress(FileNotFoundError):

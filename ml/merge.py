@@ -13,6 +13,11 @@ to ``data/<name>`` before the next attempt (a DVC pipeline cannot feed its own i
 Files are hard-linked, not copied (a copy where the file system has no hard links), so a
 merge costs the same whatever the size of the pool: batch files and checkpoints are written
 once, atomically under a new name, and never changed in place by any stage or the loop.
+
+A folder is built in ``<name>.tmp`` beside it and swapped in (remove, rename). A step that
+fails raises ``ml.io.WriteError`` naming the folder, the step and its path (``cannot write
+data/pool (removing data/pool/x.jsonl): Operation not permitted``) and removes the ``.tmp``
+it made; one a kill left behind is removed by the next run before it builds its own.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ml.io import TMP_SUFFIX, file_md5
+from ml.io import TMP_SUFFIX, WriteError, file_md5, remove_tree, shown, writing
 from ml.records import scan_batches
 
 FOLDERS = ("pool", "rejected", "frozen", "students", "next_student")
@@ -49,13 +54,46 @@ def link_file(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
         shutil.copy2(src, dst)
 
 
-def _link_tree(src: Path | None, dst: Path) -> None:
-    """Link the files of ``src`` (not ``*.tmp``, not subfolders) into ``dst``; a missing ``src`` (or None) is empty."""
-    dst.mkdir(parents=True, exist_ok=True)
+def _link_tree(src: Path | None, dst: Path, target: Path) -> None:
+    """Link the files of ``src`` (not ``*.tmp``, not subfolders) into ``dst``; a missing ``src`` (or None) is empty.
+
+    Raises:
+        WriteError: ``dst`` or a link in it cannot be made, as part of writing ``target``.
+    """
+    with writing(target, f"creating {shown(dst)}"):
+        dst.mkdir(parents=True, exist_ok=True)
     if src is not None and src.is_dir():
         for f in sorted(src.iterdir()):
             if f.is_file() and not f.name.endswith(TMP_SUFFIX):
-                link_file(f, dst / f.name)
+                _link(f, dst / f.name, target)
+
+
+def _link(src: Path, dst: Path, target: Path) -> None:
+    """``link_file``; a failure is a WriteError of ``target`` naming ``dst``."""
+    with writing(target, f"linking {shown(dst)}"):
+        link_file(src, dst)
+
+
+def _swap(tmp: Path, dst: Path, build: Callable[[], None]) -> None:
+    """Build ``dst`` in ``tmp`` (``build``; a leftover ``tmp`` removed first), then remove ``dst`` and rename ``tmp`` to it.
+
+    A kill leaves ``dst`` old, new or missing, and at most a ``tmp`` the next call removes; a
+    failure removes ``tmp`` (best effort) and raises.
+
+    Raises:
+        WriteError: a step failed (the message names ``dst``, the step and its path).
+    """
+    remove_tree(tmp, dst)
+    try:
+        with writing(dst, f"creating {shown(tmp)}"):
+            tmp.mkdir(parents=True)
+        build()
+        remove_tree(dst)
+        with writing(dst, f"renaming {shown(tmp)} to {shown(dst)}"):
+            tmp.rename(dst)
+    except WriteError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def merge_generation(
@@ -70,7 +108,7 @@ def merge_generation(
 ) -> dict[str, Any]:
     """Write ``out/{pool,rejected,frozen,students,next_student}``: the current folders plus this attempt's files.
 
-    Built in ``<out>.tmp`` and renamed to ``out`` (any older ``out`` is removed first).
+    Built in ``<out>.tmp`` and renamed to ``out`` (any older ``out`` is removed first; ``_swap``).
 
     Args:
         accepted: the gate's verdict (``gate/accepted``).
@@ -91,25 +129,28 @@ def merge_generation(
     Raises:
         ValueError: ``candidate_dir`` does not hold exactly one PPO batch (nothing written).
         KeyError: ``current`` lacks one of :data:`FOLDERS` but ``next_student``.
+        WriteError: a folder or link cannot be made, the old ``out`` removed or the new one
+            renamed in (naming ``out``, the step and its path; the ``.tmp`` is removed).
     """
     (candidate,) = scan_batches(candidate_dir, sources=("ppo",))
     tmp = out.with_name(out.name + TMP_SUFFIX)
-    shutil.rmtree(tmp, ignore_errors=True)
-    for name in FOLDERS:
-        if name == "next_student":  # replaced when accepted, carried when rejected, emptied without a candidate student
-            _link_tree(current.get(name) if not accepted and candidate_student is not None else None, tmp / name)
+
+    def build() -> None:
+        for name in FOLDERS:
+            if name == "next_student":  # replaced when accepted, carried when rejected, emptied without a candidate student
+                _link_tree(current.get(name) if not accepted and candidate_student is not None else None, tmp / name, out)
+            else:
+                _link_tree(current[name], tmp / name, out)
+        if accepted:
+            _link(candidate, tmp / "pool" / candidate.name, out)
+            _link(model, tmp / "frozen" / f"gen{generation:03d}.pt", out)
+            _link(student, tmp / "students" / f"gen{generation:03d}.pt", out)
+            if candidate_student is not None:
+                _link(candidate_student, tmp / "next_student" / "student.pt", out)
         else:
-            _link_tree(current[name], tmp / name)
-    if accepted:
-        link_file(candidate, tmp / "pool" / candidate.name)
-        link_file(model, tmp / "frozen" / f"gen{generation:03d}.pt")
-        link_file(student, tmp / "students" / f"gen{generation:03d}.pt")
-        if candidate_student is not None:
-            link_file(candidate_student, tmp / "next_student" / "student.pt")
-    else:
-        link_file(candidate, tmp / "rejected" / candidate.name)
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
+            _link(candidate, tmp / "rejected" / candidate.name, out)
+
+    _swap(tmp, out, build)
     return {
         "merge/accepted": accepted,
         "merge/pool_batches": len(scan_batches(out / "pool", sources=("ppo",))),
@@ -162,9 +203,9 @@ def promote_folders(
 
     A folder whose files are all the same (``same_file``: for linked files a ``stat``, so the
     cost does not grow with the pool) is left alone; another is rebuilt in ``<name>.tmp``
-    (hard links, ``link_file``) and swapped in (remove, rename). A kill anywhere leaves each
-    folder old, new or missing; running it again completes it. A missing ``merged/<name>``
-    is an empty folder.
+    (hard links, ``link_file``) and swapped in (remove, rename; ``_swap``). A kill anywhere
+    leaves each folder old, new or missing, and at most a ``<name>.tmp`` the next run removes;
+    running it again completes it. A missing ``merged/<name>`` is an empty folder.
 
     Args:
         merged: the merge output (``data/merged``).
@@ -175,6 +216,12 @@ def promote_folders(
 
     Returns:
         The names whose folder was replaced.
+
+    Raises:
+        WriteError: a folder cannot be written (``data/<name>`` immutable, read-only, a full
+            disk): the message names it, the step and its path; its ``.tmp`` is removed, the
+            folders before it are promoted, those after it are as they were, and it is as it
+            was or partly removed (the next run rebuilds it from ``merged``).
     """
     replaced = []
     for name in names:
@@ -184,10 +231,11 @@ def promote_folders(
         if dst.is_dir() and want.keys() == have.keys() and all(same_file(want[k], have[k]) for k in want):
             continue
         tmp = dst.with_name(dst.name + TMP_SUFFIX)
-        shutil.rmtree(tmp, ignore_errors=True)
-        _link_tree(src, tmp)
-        before_swap(name)
-        shutil.rmtree(dst, ignore_errors=True)
-        tmp.rename(dst)
+
+        def build(src: Path = src, tmp: Path = tmp, dst: Path = dst, name: str = name) -> None:
+            _link_tree(src, tmp, dst)
+            before_swap(name)
+
+        _swap(tmp, dst, build)
         replaced.append(name)
     return replaced

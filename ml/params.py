@@ -38,7 +38,7 @@ from ml.params_sections import (
     TrainParams,
     _Section,
 )
-from ml.params_yaml import At, KeyPath, ParamsError, error_lines, message, read_yaml
+from ml.params_yaml import At, KeyPath, ParamsError, error_lines, message, read_params_text, read_yaml
 
 DEFAULT_PARAMS_PATH = Path("params.yaml")
 
@@ -166,12 +166,13 @@ def load_params(path: str | Path = DEFAULT_PARAMS_PATH) -> Params:
     """Read and validate ``params.yaml`` (``params_from_text``).
 
     Raises:
-        ParamsError: missing file, bad YAML, a key written twice, unknown section or key, or a
-            bad value; the message names the file, the line, the section and the key.
+        ParamsError: missing or unreadable file, bytes that are not UTF-8 or not YAML characters,
+            bad YAML, a key written twice, unknown section or key, or a bad value; the message
+            names the file, the line (and column, for bad bytes and bad YAML), the section and the key.
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_params_text(path)
     except FileNotFoundError as e:
         raise ParamsError(f"{path}: params file not found") from e
     return params_from_text(text, str(path))

@@ -268,7 +268,8 @@ class ComputeParams(_Section):
     max_in_flight: int = Field(0, ge=0)
     """Chunks submitted ahead of the one being read by a stage that stops early (the gate's SPRT); 0: the cluster's CPUs."""
     connect_timeout_s: float = Field(15.0, gt=0)
-    """Seconds to wait for the cluster's address to answer at start before the stage fails naming it."""
+    """Seconds the start-up check of a ``host:port`` or ``ray://`` address may take (connect, then a gRPC call
+    only a Ray GCS answers, ``ml.compute.grpc_check``) before the stage fails naming the address and what is there."""
     chunk_games: int = Field(0, ge=0)
     """Games per chunk of the teacher, export and the rating tournaments (by game index); 0: one chunk per stage.
     Changes export's and the tournament's games (each chunk samples with its own seed); self-play uses

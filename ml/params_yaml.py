@@ -4,6 +4,11 @@ PyYAML reads YAML 1.1, where ``1e-3`` (no dot) is a string; ruamel.yaml (``ml.dr
 and DVC read YAML 1.2, where it is a float. ``read_yaml`` reads floats as YAML 1.2 does, refuses
 a key written twice in one mapping (PyYAML keeps the later value silently) and returns each
 key's line, so an error can name it (``params.yaml:12: train.epochs: ...``).
+
+Bytes that are not YAML are named at their line and column (1-based), one line each, before
+either YAML library sees them (``read_params_text``, ``check_characters``): bytes that are not
+UTF-8, a NUL or another character outside YAML's printable set (YAML 1.2 spec, 5.1 "Character
+Set"), and, from the scanner's mark (``yaml_error``), a tab where YAML wants spaces.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import difflib
 import re
 import typing
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -23,6 +29,10 @@ KeyPath = tuple[str | int, ...]
 class ParamsError(ValueError):
     """A bad ``params.yaml``: the message names the file, the line where known, the section and the key
     (``ml.params.ParamsError``: ``ml.params`` raises it, this module only for bad YAML and a key written twice)."""
+
+
+_NOT_PRINTABLE = re.compile("[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+"""A character YAML does not allow in a stream (YAML 1.2 spec, 5.1 ``c-printable``; PyYAML's ``Reader.NON_PRINTABLE``)."""
 
 
 class At(ValueError):
@@ -46,13 +56,76 @@ _Loader.add_implicit_resolver(  # after the int and YAML 1.1 float resolvers: on
 )
 
 
+def read_params_text(path: Path) -> str:
+    """The text of the params file at ``path``, decoded as UTF-8 (a leading BOM is kept; YAML skips it).
+
+    Raises:
+        FileNotFoundError: there is no file at ``path``.
+        ParamsError: its bytes are not UTF-8 (``<path>:<line>:<col>: not valid UTF-8 (byte 0xff)``;
+            the column counts characters before the bad byte), or it cannot be read
+            (``<path>: cannot read: <reason>``).
+    """
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise ParamsError(f"{path}: cannot read: {e.strerror or e}") from e
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        before = data[: e.start].decode("utf-8")
+        place = _place(before, len(before), str(path))
+        raise ParamsError(f"{place}: not valid UTF-8 (byte 0x{data[e.start]:02x}); save the file as UTF-8") from e
+
+
+def check_characters(text: str, source: str) -> None:
+    """Refuse a character YAML does not allow (a NUL, another control character, a lone surrogate).
+
+    Raises:
+        ParamsError: ``<source>:<line>:<col>: <what> is not allowed in YAML`` for the first one.
+    """
+    if (m := _NOT_PRINTABLE.search(text)) is None:
+        return
+    ch = m.group()
+    what = "a NUL byte (U+0000)" if ch == "\0" else f"the control character U+{ord(ch):04X}"
+    raise ParamsError(f"{_place(text, m.start(), source)}: {what} is not allowed in YAML")
+
+
+def yaml_error(e: Exception, source: str) -> str:
+    """PyYAML's or ruamel.yaml's error about ``source`` as one line, ``<source>:<line>:<col>: <problem>``.
+
+    A marked error (scanner, parser) gives its problem's line and column (1-based) and what it
+    was parsing (``(while parsing a flow sequence from line 3)``); a tab that cannot start a token
+    is named as such; an error without a mark gives its first line.
+    """
+    mark, problem = getattr(e, "problem_mark", None), getattr(e, "problem", None)
+    if mark is None or problem is None:
+        return f"{source}: not valid YAML: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+    where = f"{source}:{mark.line + 1}:{mark.column + 1}"
+    if "'\\t'" in problem:
+        return f"{where}: a tab character where YAML needs spaces (replace it with spaces)"
+    context, context_mark = getattr(e, "context", None), getattr(e, "context_mark", None)
+    if context and context_mark is not None and context_mark.line != mark.line:
+        return f"{where}: not valid YAML: {problem} ({context} from line {context_mark.line + 1})"
+    return f"{where}: not valid YAML: {problem}" + (f" ({context})" if context else "")
+
+
+def _place(text: str, pos: int, source: str) -> str:
+    """``<source>:<line>:<col>`` of character ``pos`` of ``text`` (both 1-based)."""
+    line, line_start = text.count("\n", 0, pos) + 1, text.rfind("\n", 0, pos) + 1
+    return f"{source}:{line}:{pos - line_start + 1}"
+
+
 def read_yaml(text: str, source: str) -> tuple[Any, dict[KeyPath, int]]:
     """The data of the YAML ``text`` and key path -> line (1-based) of every key and list item.
 
     Raises:
-        ParamsError: not valid YAML (``<source>: not valid YAML: ...``), or a key written
+        ParamsError: a character YAML does not allow (``check_characters``), not valid YAML
+            (``<source>:<line>:<col>: not valid YAML: ...``, ``yaml_error``), or a key written
             twice in one mapping (``<source>:<line>: <section>: key '<key>' written twice (first on line <n>)``).
     """
+    check_characters(text, source)
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
@@ -60,7 +133,7 @@ def read_yaml(text: str, source: str) -> tuple[Any, dict[KeyPath, int]]:
         _key_lines(node, (), lines, source)
         return (loader.construct_document(node) if node is not None else None), lines
     except yaml.YAMLError as e:
-        raise ParamsError(f"{source}: not valid YAML: {e}") from e
+        raise ParamsError(yaml_error(e, source)) from e
     finally:
         loader.dispose()
 

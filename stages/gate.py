@@ -17,7 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ml.cli import stage_setup, write_metrics
+from ml.cli import stage_main, stage_setup, write_metrics
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -32,6 +32,7 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metrics", type=Path, required=True, help="metrics JSON to write (the verdict)")
 
 
+@stage_main
 def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("gate", __doc__, argv, _args)
     from ml.compute import ComputeError, open_executor

@@ -20,7 +20,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ml.cli import stage_setup, write_metrics
+from ml.cli import stage_main, stage_setup, write_metrics
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -33,6 +33,7 @@ def _args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metrics", type=Path, required=True, help="metrics JSON to write")
 
 
+@stage_main
 def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("train", __doc__, argv, _args)
     from ml.curves import open_curves

@@ -4,6 +4,7 @@ starts a process (``subprocess``, ``multiprocessing``; git and DVC included) fai
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing.process
 import os
@@ -12,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,6 +96,39 @@ def wait_for(pred: Callable[[], object], timeout: float = 60.0, what: str = "the
             return value
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(poll)
+
+
+_FS_IOC_GETFLAGS, _FS_IOC_SETFLAGS, _FS_IMMUTABLE_FL = 0x80086601, 0x40086602, 0x10
+"""linux/fs.h: the ioctls ``chattr``/``lsattr`` use, and the ``i`` (immutable) flag."""
+
+
+def _set_immutable(path: Path, on: bool) -> None:
+    import fcntl
+    import struct
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        (flags,) = struct.unpack("i", fcntl.ioctl(fd, _FS_IOC_GETFLAGS, struct.pack("i", 0)))
+        flags = flags | _FS_IMMUTABLE_FL if on else flags & ~_FS_IMMUTABLE_FL
+        fcntl.ioctl(fd, _FS_IOC_SETFLAGS, struct.pack("i", flags))
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def immutable(path: Path) -> Iterator[Path]:
+    """``chattr +i path`` for the block (as root, ``chmod`` does not stop writes; this does):
+    nothing in it can be created, removed or renamed, nor it itself. Done with the ioctl
+    ``chattr`` uses, so no process is started. Skips the test where the file system or the
+    user cannot set the flag (not Linux, not root, tmpfs before 6.0, overlayfs)."""
+    try:
+        _set_immutable(path, True)
+    except (OSError, ImportError) as e:
+        pytest.skip(f"cannot make {path} immutable here (chattr +i): {e}")
+    try:
+        yield path
+    finally:
+        _set_immutable(path, False)
 
 
 def git(repo: Path, *args: str) -> str:

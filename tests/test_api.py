@@ -350,6 +350,26 @@ def test_two_simultaneous_starts_launch_one_loop(repo: Path, launches: list):
 
 
 @pytest.mark.expensive
+def test_params_with_a_nul_byte_is_one_line(repo: Path, launches: list, caplog: pytest.LogCaptureFixture):
+    """Issue 24, item 4: the status read logs one line naming the file, line and column and goes on;
+    a start with overrides answers 409 with that line, writes nothing and launches nothing."""
+    text = (repo / "params.yaml").read_text()
+    bad = text.replace("  epochs: 8\n", "  epochs: 8\0\n", 1)
+    (repo / "params.yaml").write_text(bad)
+    git(repo, "commit", "-qam", "a NUL")
+    line = text[: text.index("  epochs: 8\n")].count("\n") + 1
+    problem = f"{repo / 'params.yaml'}:{line}:12: a NUL byte (U+0000) is not allowed in YAML"
+    c = client(repo)
+    with caplog.at_level("WARNING", logger="ml.api.readers"):
+        assert c.get("/api/ml/distill/status").status_code == 200 and c.get("/").status_code == 200
+    logged = [r.getMessage() for r in caplog.records if "params.yaml" in r.getMessage()]
+    assert logged[-1] == f"params.yaml unreadable: {problem}"
+    r = c.post("/api/ml/distill/start", json={"params": {"train": {"epochs": 3}}})
+    assert r.status_code == 409 and r.json() == {"detail": problem}, r.text
+    assert (repo / "params.yaml").read_text() == bad and launches == []
+
+
+@pytest.mark.expensive
 def test_start_commits_params_overrides(repo: Path, launches: list):
     before = (repo / "params.yaml").read_text()
     c = client(repo)

@@ -2,7 +2,8 @@
 
 Checks: stage processes left running in the repo by a loop killed alone are found and
 killed (and nothing else is); a bad params.yaml stops loop.py with one line naming the
-file, section and key, and exit status 2.
+file, section and key, and exit status 2; a NUL byte in it stops loop.py (a run, ``eval``,
+``promote``) and a stage with one line naming the file, line and column, nothing written.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import psutil
 import pytest
 
 from ml.driver.orchestrator import Loop
-from tests.conftest import make_project_copy, run_loop, tiny_params
+from tests.conftest import git, make_project_copy, run_loop, tiny_params
 
 pytestmark = pytest.mark.expensive  # processes started and killed, loop.py run
 
@@ -50,3 +51,21 @@ def test_bad_params_one_line(tmp_path: Path):
         and "params.yaml:" in res.stderr
         and ": train.epochz: unknown key; did you mean 'epochs'?" in res.stderr
     )
+
+
+def test_nul_in_params_one_line(tmp_path: Path):
+    """Issue 24, item 4: PyYAML's ReaderError came out as a traceback naming no file or line."""
+    repo = make_project_copy(tmp_path / "repo", tiny_params())
+    text = (repo / "params.yaml").read_text()
+    (repo / "params.yaml").write_text(text.replace("  epochs: 2\n", "  epochs: 2\0\n", 1))
+    git(repo, "commit", "-qam", "a NUL")
+    line = text[: text.index("  epochs: 2\n")].count("\n") + 1
+    problem = f"params.yaml:{line}:12: a NUL byte (U+0000) is not allowed in YAML"
+    for args in ((), ("eval",), ("promote", "x")):
+        res = run_loop(repo, *args, timeout=120)
+        assert res.returncode == 2 and res.stderr == f"loop.py: {repo / problem}\n", (args, res.stderr[-2000:])
+    stage = [sys.executable, "-m", "stages.train", "--params", "params.yaml", "--teacher", "t", "--pool", "p",
+             "--reuse", "r", "--out", "s.pt", "--metrics", "m.json"]  # fmt: skip
+    res = subprocess.run(stage, cwd=repo, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and res.stderr == f"error: {problem}\n", res.stderr[-2000:]
+    assert git(repo, "status", "--porcelain", "--untracked-files=all") == "" and not (repo / "state").exists()

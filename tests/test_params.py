@@ -14,7 +14,9 @@ The walkthrough's items: non-finite floats (``.inf``) are refused everywhere, na
 writer (2); a key written twice is refused with file, line and key (3); errors name the line
 (4); an override of the repo's params.yaml changes exactly one line, never re-wrapping
 ``profiles`` (6); duplicate phase names are refused naming both indices, and a phase-level
-typo names the phase (7).
+typo names the phase (7). Issue 24, item 4: a NUL, bytes that are not UTF-8, a tab where YAML
+needs spaces and a control character are one line naming file, line and column, from the
+reader and the writer alike, and a parser's error is one line too.
 """
 
 from __future__ import annotations
@@ -178,3 +180,39 @@ def test_override_changes_one_line_of_the_repo_params(tmp_path: Path):
     after = p.read_text()
     changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines(), strict=True) if a != b]
     assert changed == [("  epochs: 8", "  epochs: 9")] and after.endswith("\n")
+
+
+BAD_BYTES = [  # (what replaces "  epochs: 8\n" of the repo's params.yaml, column, the problem)
+    (b"  epochs: 8\x00\n", 12, "a NUL byte (U+0000) is not allowed in YAML"),
+    (b"  epochs: 8  # caf\xe9\n", 19, "not valid UTF-8 (byte 0xe9); save the file as UTF-8"),
+    (b"\tepochs: 8\n", 1, "a tab character where YAML needs spaces (replace it with spaces)"),
+    (b"  epochs: \x078\n", 11, "the control character U+0007 is not allowed in YAML"),
+]
+
+
+@pytest.mark.parametrize(("line", "col", "problem"), BAD_BYTES, ids=["nul", "latin1", "tab", "bell"])
+def test_bad_bytes_name_line_and_column(tmp_path: Path, line: bytes, col: int, problem: str):
+    """Issue 24, item 4: a NUL raised PyYAML's ReaderError (no file, a character position), bytes
+    that are not UTF-8 a UnicodeDecodeError, each a traceback; a tab a message of five lines.
+    Now one line, ``<file>:<line>:<col>: <problem>``, from the reader and from the writer alike."""
+    text = (ROOT / "params.yaml").read_bytes()
+    assert text.count(b"  epochs: 8\n") == 1
+    p = tmp_path / "params.yaml"
+    p.write_bytes(text.replace(b"  epochs: 8\n", line))
+    lineno = text[: text.index(b"  epochs: 8\n")].count(b"\n") + 1
+    expected = f"{p}:{lineno}:{col}: {problem}"
+    for read in (load_params, lambda p: overrides_text(p, {"train": {"epochs": 7}})):  # the writer reads with ruamel
+        with pytest.raises(ParamsError) as e:
+            read(p)
+        assert str(e.value) == expected
+    assert p.read_bytes() == text.replace(b"  epochs: 8\n", line)  # nothing written
+
+
+def test_bad_yaml_is_one_line(tmp_path: Path):
+    """A parser's error names the line and column of the problem and the line of what it was parsing."""
+    with pytest.raises(ParamsError) as e:
+        _load(tmp_path, "train:\n  hidden_sizes: [32, 32\n  epochs: 3\n")
+    assert str(e.value) == (
+        f"{tmp_path / 'params.yaml'}:3:9: not valid YAML: expected ',' or ']', but got ':'"
+        " (while parsing a flow sequence from line 2)"
+    )

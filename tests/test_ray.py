@@ -7,18 +7,27 @@ head's GCS; the ``ml`` package shipped as a runtime environment). Outputs are co
 the ``local`` backend bit for bit: the PPO checkpoint after two rounds of self-play, the
 teacher and export batch files, and the gate's duplicate-deal outcomes. The last test kills
 the second node's processes during a round: Ray re-runs its chunks on the head, and the
-round is still the same. Skipped only where Ray is not installed (``pip install -e ".[ray]"``;
-``.ci/run`` installs it).
+round is still the same. An address where something listens that is not a Ray GCS (a plain
+TCP server, the raylet's gRPC port) stops a stage within ``compute.connect_timeout_s`` with one
+line naming the address and what is there (Ray itself retried for minutes). Skipped only where
+Ray is not installed (``pip install -e ".[ray]"``; ``.ci/run`` installs it).
 """
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+import yaml
 
 ray = pytest.importorskip("ray", reason='Ray is not installed: pip install -e ".[ray]" (.ci/run installs it)')
 
@@ -33,7 +42,7 @@ from ml.policy import PolicyNet  # noqa: E402
 from ml.ppo import PPOConfig, train_ppo  # noqa: E402
 from ml.rollout import Controller  # noqa: E402
 from ml.teacher import write_teacher_batch  # noqa: E402
-from tests.conftest import wait_for  # noqa: E402
+from tests.conftest import ROOT, tiny_params, wait_for  # noqa: E402
 
 pytestmark = [pytest.mark.expensive, pytest.mark.xdist_group("ray")]  # one cluster per run: one worker takes them all
 MB = 2**20
@@ -125,6 +134,73 @@ def test_unreachable_cluster_is_one_line_naming_the_address() -> None:
     with pytest.raises(ComputeError, match=r"compute.address 127.0.0.1:9: the Ray cluster does not answer") as e:
         make_executor(ComputeParams(backend="ray", address="127.0.0.1:9", connect_timeout_s=2))
     assert "\n" not in str(e.value)
+
+
+@contextmanager
+def _tcp_listener(host: str) -> Iterator[int]:
+    """A plain TCP server on ``host`` (its port yielded): it accepts connections and never says a word."""
+    srv = socket.create_server((host, 0))
+    srv.settimeout(0.2)
+    stop, held = threading.Event(), []
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                held.append(srv.accept()[0])
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield srv.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join(5)
+        for conn in held:
+            conn.close()
+        srv.close()
+
+
+@pytest.mark.parametrize("where", ["loopback", "node ip"])
+def test_a_tcp_server_that_is_not_ray_is_one_line_within_the_timeout(tmp_path: Path, where: str) -> None:
+    """Issue 24, item 6: the TCP probe passed and Ray then retried "Failed to connect to GCS" for
+    minutes, dialing this machine's address rather than 127.0.0.1. On loopback, the line names
+    the address Ray dials; on the address Ray dials, the server that does not speak gRPC."""
+    node_ip = ray.util.get_node_ip_address()
+    host = "127.0.0.1" if where == "loopback" else node_ip
+    with _tcp_listener(host) as port:
+        params = tiny_params({"compute": {"backend": "ray", "address": f"{host}:{port}", "connect_timeout_s": 3}})
+        (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+        stage = [sys.executable, "-m", "stages.teacher", "--params", str(tmp_path / "params.yaml"), "--no-progress",
+                 "--out", str(tmp_path / "teacher"), "--metrics", str(tmp_path / "teacher.json")]  # fmt: skip
+        res = subprocess.run(stage, cwd=ROOT, capture_output=True, text=True, timeout=120)  # Ray alone: minutes
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    line = res.stderr.strip().splitlines()[-1]
+    if host == node_ip:
+        assert line == (
+            f"error: compute.address {host}:{port}: something listens, but not a Ray GCS (the head's ray start --port): "
+            "no HTTP/2 (gRPC) answer within 3 s (compute.connect_timeout_s)"
+        )
+    else:
+        assert line.startswith(
+            f"error: compute.address {host}:{port}: the Ray cluster does not answer at {node_ip}:{port}, where Ray dials it "
+            "(Ray replaces a loopback host by this machine's address) ("
+        ), line
+    assert not (tmp_path / "teacher").exists() and not (tmp_path / "teacher.json").exists()
+
+
+def test_a_grpc_server_that_is_not_the_gcs_is_named(cluster) -> None:
+    """The raylet speaks gRPC too: the probe calls the GCS's own first method, which it lacks."""
+    c, _, _ = cluster
+    host = c.address.rsplit(":", 1)[0]
+    port = next(n["NodeManagerPort"] for n in ray.nodes() if n["Alive"])
+    with pytest.raises(ComputeError) as e:
+        make_executor(ComputeParams(backend="ray", address=f"{host}:{port}", connect_timeout_s=3))
+    assert str(e.value) == (
+        f"compute.address {host}:{port}: something listens, but not a Ray GCS (the head's ray start --port): "
+        "it speaks gRPC but has no ray.rpc.NodeInfoGcsService service (its call ended without a reply)"
+    )
 
 
 def _alive_in_gcs(node_id: str) -> bool:

@@ -12,7 +12,8 @@ reported and kept byte for byte (5); a detached HEAD is refused, a missing git i
 said (6); untracked files outside the loop's paths do not block it, edits to tracked ones do;
 a hand edit of params.yaml between attempts is validated and committed alone (killed at each of
 its seams, the next start makes the same commit), one made in flight is refused naming the
-command that resumes the attempt with it.
+command that resumes the attempt with it; an unwritable promoted folder stops loop.py with one
+line naming the folder and the step, a ``.tmp`` left by a kill is removed, and the next run promotes.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ from ml.driver.orchestrator import Loop
 from ml.driver.promotion import refuse_hand_made
 from ml.driver.state import HISTORY_FILE, AttemptLog, LoopState
 from ml.driver.workspace import LoopError
+from ml.faults import FAULT_ENV
 from ml.params import ParamsError, load_params
-from tests.conftest import git, make_project_copy, run_loop, tiny_params
+from tests.conftest import git, immutable, make_project_copy, run_loop, tiny_params
 
 pytestmark = pytest.mark.expensive  # git and DVC in a project copy
 ENV = {**os.environ, "DVC_NO_ANALYTICS": "1"}
@@ -80,6 +82,34 @@ def test_promotion_converges_and_never_feeds_an_attempt_its_own_output(loop: Loo
     (repo / "data/merged/pool/ml-decisions-ppo-gen000-a2.jsonl").write_text("this attempt's own batch\n")
     loop.promote(loop.load_state().in_flight)
     assert sorted(p.name for p in (repo / "data/pool").iterdir()) == ["ml-decisions-ppo-gen000-a1.jsonl"]
+
+
+def test_unwritable_promoted_folder_is_one_line_and_the_next_run_promotes(loop: Loop):
+    """``chattr +i data/pool`` made promotion raise PermissionError from ml/merge.py (a traceback)
+    and leave ``data/pool.tmp``; now one line, the leftover of a kill is removed, nothing is
+    flagged promoted, and once the folder is writable the next run promotes it."""
+    repo = loop.root
+    loop.ensure_data_dirs()
+    _merged_output(repo)
+    with (repo / "data/.gitignore").open("a") as f:
+        f.write("/merged\n")  # as the first merge stage leaves it
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "data folders")
+    leftover = repo / "data/pool.tmp"  # a kill while the folder was being built
+    leftover.mkdir()
+    (leftover / "ml-decisions-ppo-gen000-a9.jsonl").write_text("half built\n")
+    with immutable(repo / "data/pool"):
+        res = run_loop(repo, timeout=300)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stdout[-2000:] + res.stderr[-2000:]
+    assert res.stderr.splitlines()[-1] == "loop.py: cannot write data/pool (removing data/pool): Operation not permitted"
+    assert not leftover.exists() and not loop.load_state().in_flight.promoted and not any((repo / "data/pool").iterdir())
+    leftover.mkdir()  # and one more kill's, left for the next run
+    (leftover / "ml-decisions-ppo-gen000-a9.jsonl").write_text("half built\n")
+    res = run_loop(repo, timeout=300, env={FAULT_ENV: "g000.promote.done"})  # killed once promoted
+    assert res.returncode == -9, res.stdout[-2000:] + res.stderr[-2000:]
+    assert loop.load_state().in_flight.promoted and not leftover.exists()
+    (batch,) = (repo / "data/pool").iterdir()  # `dvc add` put it in the cache: the same bytes, maybe not the same file
+    assert batch.read_bytes() == (repo / "data/merged/pool" / batch.name).read_bytes()
 
 
 def test_files_added_or_edited_by_hand_are_refused_and_kept(loop: Loop):

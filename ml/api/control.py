@@ -33,6 +33,7 @@ from ml.api.readers import LAUNCH_FILE, LOG_FILE, RepoView
 from ml.driver.state import CONTROL_FILE, LOCK_FILE, RUNTIME_DIR, STATUS_FILE
 from ml.driver.workspace import DVC_ENV
 from ml.io import atomic_write_json
+from ml.params import ParamsError
 
 logger = logging.getLogger(__name__)
 
@@ -152,7 +153,9 @@ class LoopController:
         Raises:
             LoopBusyError: a loop already runs, or another start is being handled.
             DirtyParamsError: overrides were given while ``params.yaml`` has foreign uncommitted edits.
-            ControlError: no ``loop.py`` in the repository, or the params commit failed.
+            ControlError: no ``loop.py`` in the repository, overrides were given and ``params.yaml``
+                itself does not read (bad bytes, bad YAML: one line naming its line and column),
+                or the params commit failed.
             ml.api.overrides.OverrideError: the merged params do not validate.
         """
         lock_path = self.view.path(START_LOCK_FILE)
@@ -189,7 +192,10 @@ class LoopController:
         if dirty and self.view.state().in_flight is None:
             raise DirtyParamsError("params.yaml has uncommitted changes the loop did not make; commit or revert them first")
         params = self.view.path(Path("params.yaml"))
-        changed = write_overrides(params, overrides)
+        try:
+            changed = write_overrides(params, overrides)
+        except ParamsError as e:  # the file as it is, not the overrides: nothing was written
+            raise ControlError(str(e)) from e
         if not changed:
             return [], None
         message = (

@@ -282,6 +282,9 @@ class Loop(Workspace):
         rehash). Once done, the flag is saved; a resumed attempt never promotes its own merge output.
 
         Raises:
+            ml.io.WriteError: a promoted folder cannot be written (``ml.merge.promote_folders``:
+                the folder, the step and its path named; not flagged promoted, so the next run
+                promotes again).
             LoopError: ``dvc add`` failed (DVC's own message); or a promoted folder holds a file
                 added or edited by hand (``ml.driver.promotion.refuse_hand_made``), or a DVC-tracked
                 file differs from its record (``ml.driver.dataguard.refuse_changed_data``); no data

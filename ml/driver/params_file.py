@@ -22,7 +22,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedSeq
 
 from ml.params import BaseParams, Params, ParamsError, attempt_seed, params_from_text
-from ml.params_yaml import read_yaml
+from ml.params_yaml import check_characters, read_params_text, read_yaml, yaml_error
 
 DEFAULT_BASE_SEED: int = BaseParams.model_fields["seed"].default
 """``base.seed`` when params.yaml has none (sync partner: ``ml.params.BaseParams.seed``)."""
@@ -102,15 +102,22 @@ def _yaml(text: str = "") -> YAML:
 
 
 def _load(path: Path) -> tuple[Any, str]:
-    """The round-trip data of params.yaml at ``path``, and its text."""
-    return _parse(path.read_text(encoding="utf-8"), str(path))
+    """The round-trip data of params.yaml at ``path``, and its text.
+
+    Raises:
+        ParamsError: bytes that are not UTF-8 or not YAML characters, or not valid YAML; one line
+            naming the file, line and column (``ml.params_yaml.read_params_text``, ``yaml_error``).
+        FileNotFoundError: there is no params.yaml.
+    """
+    return _parse(read_params_text(path), str(path))
 
 
 def _parse(text: str, source: str) -> tuple[Any, str]:
+    check_characters(text, source)
     try:
         return _yaml(text).load(text), text
     except Exception as e:  # ruamel raises several YAMLError subclasses
-        raise ParamsError(f"{source}: not valid YAML: {e}") from e
+        raise ParamsError(yaml_error(e, source)) from e
 
 
 def _dump(data: Any, like: str) -> str:
@@ -126,10 +133,10 @@ def attempt_params_text(path: Path, generation: int, attempt: int, nudges: dict[
     ``run.seed`` is ``ml.params.attempt_seed`` of ``base.seed`` (``DEFAULT_BASE_SEED`` without one).
 
     Raises:
-        ParamsError: the file is not valid YAML.
+        ParamsError: the file is not valid YAML (one line naming its line and column).
         KeyError: a nudge's parent section or key is missing from the file.
     """
-    return attempt_text(path.read_text(encoding="utf-8"), str(path), generation, attempt, nudges)
+    return attempt_text(read_params_text(path), str(path), generation, attempt, nudges)
 
 
 def attempt_text(text: str, source: str, generation: int, attempt: int, nudges: dict[str, Any] | None = None) -> str:
@@ -152,7 +159,7 @@ def overrides_text(path: Path, overrides: dict[str, dict[str, Any]]) -> tuple[st
         text equals the file's).
 
     Raises:
-        ParamsError: the file is not valid YAML.
+        ParamsError: the file is not valid YAML (one line naming its line and column).
         MergeError: the result does not validate (the message names the file, section and key).
     """
     data, original = _load(path)
