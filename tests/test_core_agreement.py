@@ -249,6 +249,49 @@ def test_encode_checks_its_buffer():
         core.encode(st, TABLES, np.zeros(2, np.int64), np.zeros((2, core.OBS_DIM), np.float64))
 
 
+def _plain_python_kernels():
+    """``kernels.py`` loaded again with numba's JIT off (``njit`` then returns the plain functions)."""
+    import importlib.util
+
+    import numba
+
+    spec = importlib.util.spec_from_file_location("_plain_kernels", ROOT / "ml/game/commander/core/kernels.py")
+    module = importlib.util.module_from_spec(spec)
+    saved = numba.config.DISABLE_JIT
+    numba.config.DISABLE_JIT = True
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        numba.config.DISABLE_JIT = saved
+    assert not hasattr(module.step_kernel, "py_func")
+    return module
+
+
+def test_plain_python_kernels_equal_the_compiled_ones():
+    """The kernels run as plain Python (what ``NUMBA_DISABLE_JIT=1`` gives) reach the compiled run's arrays and observations."""
+    from ml.game.commander.core import kernels
+
+    plain = _plain_python_kernels()
+    n = 3
+    seeds = np.array([11, 12, 13], np.int64)
+    args = (seeds, np.arange(n), np.array([2, 4, 6]), np.full(n, 30), np.full((n, MAX_POD), -1),
+            seeds[:, None] * 7 + np.arange(MAX_POD)[None, :], np.ones((n, MAX_POD), np.int8))  # fmt: skip
+    results = []
+    for k in (kernels, plain):
+        st = k.allocate(n)
+        tables = k.Tables(*TABLES.nb)
+        k.reset_kernel(st, tables, *args)
+        k.step_kernel(st, tables, np.full(n, -1), np.zeros((n, MAX_POD), np.float32))
+        obs = np.zeros((n, core.OBS_DIM), np.float32)
+        k.encode_kernel(st, tables, np.zeros(n, np.int64), obs)
+        results.append((st, obs))
+    (a, obs_a), (b, obs_b) = results
+    assert a.decisions.sum() > 50 and a.done.all()
+    for name, x, y in zip(a._fields, a, b, strict=True):
+        assert np.array_equal(x, y), name
+    assert np.array_equal(obs_a, obs_b)
+
+
 _DIGEST = """
 import hashlib, numpy as np
 from ml.game.commander import core
@@ -267,6 +310,7 @@ print(h.hexdigest(), int(st.decisions.sum()))
 """
 
 
+@pytest.mark.expensive
 def test_plain_python_run_equals_the_compiled_run():
     """``NUMBA_DISABLE_JIT=1`` runs the same kernels as plain Python: same final arrays and observations."""
     out = {}
@@ -277,3 +321,34 @@ def test_plain_python_run_equals_the_compiled_run():
         out[jit] = proc.stdout.split()
     assert out["0"] == out["1"]
     assert int(out["0"][1]) > 100
+
+
+def test_drawing_from_an_empty_library_eliminates_as_in_the_reference():
+    """Libraries cut to their top few cards in both engines: seats deck out, identically."""
+    n = 20
+    seeds = np.arange(500, 500 + n, dtype=np.int64)
+    pods = np.array([2, 3, 4, 5, 6] * 4)
+    kinds = np.ones((n, MAX_POD), np.int8)
+    pseeds = seeds[:, None] * 7 + np.arange(MAX_POD)[None, :]
+    st = core.new_state(n)
+    core.reset(st, TABLES, seeds, pods, 30, seat_kind=kinds, player_seeds=pseeds)
+    refs = []
+    for g in range(n):
+        state = rules.new_game(int(seeds[g]), int(pods[g]), 30, g)
+        for s, p in enumerate(state.players):
+            keep = 1 + (g + s) % 4
+            p.library = p.library[-keep:]
+            top = st.lib[g, s, st.lib_n[g, s] - keep : st.lib_n[g, s]].copy()
+            st.lib[g, s, :keep] = top
+            st.lib_n[g, s] = keep
+        assert ref_snapshot(state) == core_snapshot(st, g)
+        refs.append(state)
+    core.step(st, TABLES, np.full(n, -1), np.zeros((n, MAX_POD), np.float32))
+    decked = 0
+    for g, state in enumerate(refs):
+        ps = [HeuristicPlayer(int(pseeds[g, s])) for s in range(MAX_POD)]
+        while not state.done:
+            rules.apply_action(state, ps[state.current_seat].act(state))
+        assert ref_snapshot(state) == core_snapshot(st, g), _first_difference(ref_snapshot(state), core_snapshot(st, g))
+        decked += sum(p.eliminated and not p.library for p in state.players)
+    assert decked > 0
