@@ -99,6 +99,11 @@ def load_tables() -> CoreTables:
     return CoreTables(load_card_pool(), load_decks())
 
 
+def scratch() -> np.ndarray:
+    """The kernels' scratch rows (int64[kernels.N_ROWS, kernels.CAP]); every batched call takes one."""
+    return np.zeros((kernels.N_ROWS, kernels.CAP), np.int64)
+
+
 def new_state(n: int) -> CoreState:
     """Zeroed state arrays for ``n`` games (``kernels.CoreState``); fill with :func:`reset`."""
     return kernels.allocate(n)
@@ -155,7 +160,7 @@ def reset(
     for name, arr in (("deck_choice", decks), ("seat_kind", kinds), ("player_seeds", pseeds)):
         if arr.shape != (n, MAX_POD):
             raise ValueError(f"{name} must have shape ({n}, {MAX_POD}), got {arr.shape}")
-    kernels.reset_kernel(st, tables.nb, seeds, index, pods, turns, decks, pseeds, kinds)
+    kernels.reset_kernel(st, tables.nb, seeds, index, pods, turns, decks, pseeds, kinds, scratch())
 
 
 def step(st: CoreState, tables: CoreTables, actions: np.ndarray, rewards: np.ndarray) -> int:
@@ -171,7 +176,7 @@ def step(st: CoreState, tables: CoreTables, actions: np.ndarray, rewards: np.nda
     Raises:
         ValueError: an action outside its game's legal mask.
     """
-    return int(kernels.step_kernel(st, tables.nb, np.asarray(actions, np.int64), rewards))
+    return int(kernels.step_kernel(st, tables.nb, np.asarray(actions, np.int64), rewards, scratch()))
 
 
 def apply_actions(st: CoreState, tables: CoreTables, actions: np.ndarray, rewards: np.ndarray) -> None:
@@ -180,7 +185,7 @@ def apply_actions(st: CoreState, tables: CoreTables, actions: np.ndarray, reward
     Raises:
         ValueError: an action outside its game's legal mask.
     """
-    kernels.apply_kernel(st, tables.nb, np.asarray(actions, np.int64), rewards)
+    kernels.apply_kernel(st, tables.nb, np.asarray(actions, np.int64), rewards, scratch())
 
 
 def choose_scripted(st: CoreState, tables: CoreTables, out: np.ndarray) -> np.ndarray:
@@ -188,7 +193,7 @@ def choose_scripted(st: CoreState, tables: CoreTables, out: np.ndarray) -> np.nd
 
     Draws from the seat's generator as the object player's ``act`` would.
     """
-    kernels.choose_kernel(st, tables.nb, out)
+    kernels.choose_kernel(st, tables.nb, out, scratch())
     return out
 
 
@@ -197,7 +202,7 @@ def encode(st: CoreState, tables: CoreTables, seats: np.ndarray, out: np.ndarray
     ``RecordEncoder.encode_state`` writes them."""
     if out.shape != (st.seed.shape[0], OBS_DIM) or out.dtype != np.float32:
         raise ValueError(f"out must be float32[{st.seed.shape[0]}, {OBS_DIM}], got {out.dtype}{list(out.shape)}")
-    kernels.encode_kernel(st, tables.nb, np.asarray(seats, np.int64), out)
+    kernels.encode_kernel(st, tables.nb, np.asarray(seats, np.int64), out, scratch())
     return out
 
 
