@@ -74,22 +74,27 @@ def bench_core_rules(seconds: float) -> float:
 
 
 def bench_core_env(seconds: float) -> float:
-    """Core as an env: per decision step, obs + mask of every game to act, then the heuristic's choice applied."""
+    """Core as an env: per decision step, obs + mask of every game to act, then the heuristic's choice
+    applied; a finished game is dealt again at once (the games in flight stay CORE_GAMES)."""
     tables, st = core.load_tables(), core.new_state(CORE_GAMES)
     obs = np.zeros((CORE_GAMES, OBS_DIM), np.float32)
     mask = np.zeros((CORE_GAMES, core.kernels.NUM_ACTIONS), bool)
     actions, rewards = np.zeros(CORE_GAMES, np.int64), np.zeros((CORE_GAMES, MAX_POD), np.float32)
-    decisions, started, batch = 0, time.perf_counter(), 0
+    kinds = np.full((CORE_GAMES, MAX_POD), core.SEAT_HEURISTIC, np.int8)
+    _core_reset(st, tables, 0, core.SEAT_HEURISTIC)
+    decisions, started, dealt = 0, time.perf_counter(), CORE_GAMES
     while time.perf_counter() - started < seconds:
-        _core_reset(st, tables, batch, core.SEAT_HEURISTIC)
-        while not st.done.all():
-            seats = np.where(st.done, -1, st.active).astype(np.int64)
-            core.encode(st, tables, seats, obs)
-            np.copyto(mask, st.legal)
-            core.choose_scripted(st, tables, actions)
-            core.apply_actions(st, tables, actions, rewards)
-            decisions += int((actions >= 0).sum())
-        batch += 1
+        core.encode(st, tables, st.active.astype(np.int64), obs)
+        np.copyto(mask, st.legal)
+        core.choose_scripted(st, tables, actions)
+        core.apply_actions(st, tables, actions, rewards)
+        decisions += CORE_GAMES
+        if st.done.any():
+            seeds = np.arange(dealt, dealt + CORE_GAMES, dtype=np.int64)
+            core.reset(
+                st, tables, seeds, 4, 30, seat_kind=kinds, player_seeds=seeds[:, None] * 4 + np.arange(MAX_POD), games=st.done
+            )
+            dealt += CORE_GAMES
     return decisions / (time.perf_counter() - started)
 
 
@@ -170,7 +175,9 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     cold, cached = bench_core_compile()
-    print(f"core compile: {cold:.1f} s cold (empty numba cache), {cached:.1f} s from the cache (import + warm-up, fresh process)")
+    print(
+        f"core compile: {cold:.1f} s cold (empty numba cache), {cached:.1f} s from the cache (import + warm-up, fresh process)"
+    )
     core_warm_up()
     reference = bench_openspiel(args.seconds)
     core_rules = bench_core_rules(args.seconds)

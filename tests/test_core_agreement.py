@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from ml.game.commander import core, rules
-from ml.game.commander.actions import CAST_WIPE, MAX_POD, NUM_ACTIONS
+from ml.game.commander.actions import CAST_WIPE, MAX_POD
 from ml.game.commander.env import CommanderPodEnv
 from ml.game.commander.players import HeuristicPlayer, RandomPlayer
 from ml.game.commander.state import PHASES, GameState
@@ -202,7 +202,10 @@ def test_scripted_seats_play_inside_step_as_the_reference_plays():
     total = 0
     for g in range(n):
         state = rules.new_game(int(seeds[g]), int(pods[g]), 30, g)
-        ps = [(HeuristicPlayer if kinds[g, s] == core.SEAT_HEURISTIC else RandomPlayer)(int(pseeds[g, s])) for s in range(MAX_POD)]
+        ps = [
+            (HeuristicPlayer if kinds[g, s] == core.SEAT_HEURISTIC else RandomPlayer)(int(pseeds[g, s]))
+            for s in range(MAX_POD)
+        ]
         while not state.done:
             rules.apply_action(state, ps[state.current_seat].act(state))
             total += 1
@@ -274,7 +277,7 @@ def test_plain_python_kernels_equal_the_compiled_ones():
     plain = _plain_python_kernels()
     n = 3
     seeds = np.array([11, 12, 13], np.int64)
-    args = (seeds, np.arange(n), np.array([2, 4, 6]), np.full(n, 30), np.full((n, MAX_POD), -1),
+    args = (np.ones(n, bool), seeds, np.arange(n), np.array([2, 4, 6]), np.full(n, 30), np.full((n, MAX_POD), -1),
             seeds[:, None] * 7 + np.arange(MAX_POD)[None, :], np.ones((n, MAX_POD), np.int8))  # fmt: skip
     results = []
     for k in (kernels, plain):

@@ -126,6 +126,7 @@ def reset(
     deck_choice: np.ndarray | None = None,
     seat_kind: np.ndarray | None = None,
     player_seeds: np.ndarray | None = None,
+    games: np.ndarray | None = None,
 ) -> None:
     """Deal every game as ``rules.new_game(seeds[g], pod_size, max_turns, game_index[g], deck_names)`` does.
 
@@ -140,6 +141,7 @@ def reset(
         seat_kind: int8[N, MAX_POD] ``SEAT_*`` codes; None: every seat external.
         player_seeds: int64[N, MAX_POD] seeds of the scripted seats' generators
             (``HeuristicPlayer(seed)``/``RandomPlayer(seed)``); None: zeros.
+        games: bool[N], the games to deal (the others are left as they are); None: all.
 
     No seat acts: the games stop at their first decision (call :func:`step` with all -1 to
     let scripted seats play up to the first external decision).
@@ -160,7 +162,10 @@ def reset(
     for name, arr in (("deck_choice", decks), ("seat_kind", kinds), ("player_seeds", pseeds)):
         if arr.shape != (n, MAX_POD):
             raise ValueError(f"{name} must have shape ({n}, {MAX_POD}), got {arr.shape}")
-    kernels.reset_kernel(st, tables.nb, seeds, index, pods, turns, decks, pseeds, kinds, scratch())
+    which = np.ones(n, bool) if games is None else np.asarray(games, bool)
+    if which.shape != (n,):
+        raise ValueError(f"games must be bool[{n}], got shape {which.shape}")
+    kernels.reset_kernel(st, tables.nb, which, seeds, index, pods, turns, decks, pseeds, kinds, scratch())
 
 
 def step(st: CoreState, tables: CoreTables, actions: np.ndarray, rewards: np.ndarray) -> int:

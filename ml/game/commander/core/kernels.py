@@ -42,7 +42,7 @@ rng, prng           uint32[N,625],      MT19937 state + index: the game's, and e
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from numba import njit
@@ -106,7 +106,7 @@ def _check_frozen() -> None:
         "seat aliases": ((F_ATT_DMG, F_ATT_LETHAL), (f.S["ready_attackers"], f.S["ready_power"])),
         "hand": ((H_KIND, H_AFFORD, H_INSTANTS, H_BEST_POW, H_CMDR_COST, H_CMDR_AFF),
                  (f.H["hand_land"], f.H["affordable_land"], f.H["instants"], f.H["best_affordable_power"], f.H["commander_cost"], f.H["commander_affordable"])),
-        "kinds in features": (KINDS + ("unknown",), f.KINDS),
+        "kinds in features": ((*KINDS, "unknown"), f.KINDS),
         "scales": ((30.0, 6, 40.0, 10.0, 10.0, 20.0, 10.0, 20.0, 10.0, 30.0, 99.0, 21.0, 42.0, 1.5),
                    (f.TURN_SCALE, f.POD_SCALE, f.LIFE_SCALE, f.MANA_SCALE, f.CREATURE_COUNT_SCALE, f.BOARD_POWER_SCALE, f.CREATURE_POWER_SCALE,
                     f.LANDS_SCALE, f.CARD_COUNT_SCALE, f.GRAVEYARD_SCALE, f.LIBRARY_SCALE, f.CMDR_DAMAGE_SCALE, f.TOTAL_CMDR_DAMAGE_SCALE, f.PREVIEW_DAMAGE_CAP)),
@@ -203,7 +203,8 @@ def allocate(n: int) -> CoreState:
 
 # ---------------------------------------------------------------------------- compilation
 
-kernel = njit(cache=True, _nrt=False)
+_KERNEL_OPTIONS: dict[str, Any] = {"cache": True, "_nrt": False}
+kernel = njit(**_KERNEL_OPTIONS)
 """Every kernel's decorator: nopython, cached, and without numba's reference counting (NRT).
 
 The kernels allocate nothing (the caller owns every buffer, the scratch rows included), so
@@ -212,6 +213,9 @@ costs an incref/decref pair per array of the 39-array ``CoreState`` (measured: 1
 ``not tapped and (not sick or haste)`` test, 1 ns without). ``_nrt`` is numba's own jit
 option (numba is pinned in constraints.txt); an unknown option would fail at import.
 """
+helper = njit(**_KERNEL_OPTIONS, inline="always")
+"""Small helpers, inlined into their callers by numba: a call that is not inlined passes the
+whole state (39 arrays, about 350 machine words) by value, about 150 ns a call (measured)."""
 
 # ---------------------------------------------------------------------------- MT19937 (Python's random)
 
@@ -308,28 +312,28 @@ def _shuffle(mt, arr, n):
 # ---------------------------------------------------------------------------- card facts
 
 
-@kernel
+@helper
 def _threat(T, c, cmdr):
     t = 2 * T.power[c] + T.tough[c] + 2 * T.nkw[c]
     return t + THREAT_BONUS if cmdr else t
 
 
-@kernel
+@helper
 def _board_value(T, c):
     return T.power[c] + T.tough[c] + T.nkw[c]
 
 
-@kernel
+@helper
 def _has(T, c, bit):
     return (T.kw[c] & bit) != 0
 
 
-@kernel
+@helper
 def _kills(T, src, dst, damage):
     return damage > 0 and (damage >= T.tough[dst] or _has(T, src, KW_DEATHTOUCH))
 
 
-@kernel
+@helper
 def _trample_excess(T, a, b):
     if not _has(T, a, KW_TRAMPLE):
         return 0
@@ -337,7 +341,7 @@ def _trample_excess(T, a, b):
     return max(0, T.power[a] - needed)
 
 
-@kernel
+@helper
 def _can_block(T, b, a):
     return not _has(T, a, KW_FLYING) or _has(T, b, KW_FLYING)
 
@@ -349,7 +353,7 @@ ATT_CARD, ATT_CMDR, BLK_CARD, BLK_CMDR, BLK_TAPPED, BLOCKS, ORDER, POOL, DEAD_AT
 N_ROWS = 13
 
 
-@kernel
+@helper
 def _unblocked(T, scr, na):
     total = 0
     cmdr = 0
@@ -363,19 +367,49 @@ def _unblocked(T, scr, na):
     return total, cmdr
 
 
+@helper
+def _sort_by_key(scr, items, n):
+    """Stable insertion sort of ``scr[items, :n]`` by ``scr[KEY, :n]`` (keys move with their items)."""
+    for i in range(1, n):
+        x, kx = scr[items, i], scr[KEY, i]
+        j = i - 1
+        while j >= 0 and scr[KEY, j] > kx:
+            scr[items, j + 1] = scr[items, j]
+            scr[KEY, j + 1] = scr[KEY, j]
+            j -= 1
+        scr[items, j + 1] = x
+        scr[KEY, j + 1] = kx
+
+
+@helper
+def _pool_remove(scr, pp, pool_n):
+    for q in range(pp, pool_n - 1):
+        scr[POOL, q] = scr[POOL, q + 1]
+    return pool_n - 1
+
+
+@helper
+def _favourable_rank(T, scr, a, b):
+    """``combat._favourable_blocker``'s rank of blocker index ``b`` against attacker card ``a``: 0 eat, 1 wall, 2 trade, -1 none."""
+    bc = scr[BLK_CARD, b]
+    if not _can_block(T, bc, a):
+        return -1
+    survives = not _kills(T, a, bc, T.power[a])
+    kills = _kills(T, bc, a, T.power[bc])
+    if survives:
+        return 0 if kills else 1
+    if kills and not scr[BLK_CMDR, b] and T.mv[bc] <= T.mv[a]:
+        return 2
+    return -1
+
+
 @kernel
 def _plan_blocks(T, scr, na, pool_n, life, taken):
     """``combat.plan_blocks`` over the scratch rows (pool = untapped blocker indices, in order)."""
-    for i in range(na):
+    for i in range(na):  # attackers by threat, biggest first (stable)
         scr[ORDER, i] = i
         scr[KEY, i] = -_threat(T, scr[ATT_CARD, i], scr[ATT_CMDR, i])
-    for i in range(1, na):  # stable insertion sort by -threat
-        x = scr[ORDER, i]
-        j = i - 1
-        while j >= 0 and scr[KEY, scr[ORDER, j]] > scr[KEY, x]:
-            scr[ORDER, j + 1] = scr[ORDER, j]
-            j -= 1
-        scr[ORDER, j + 1] = x
+    _sort_by_key(scr, ORDER, na)
     for oi in range(na):
         i = scr[ORDER, oi]
         a = scr[ATT_CARD, i]
@@ -384,50 +418,26 @@ def _plan_blocks(T, scr, na, pool_n, life, taken):
         best_mv = 0
         for pp in range(pool_n):
             b = scr[POOL, pp]
-            bc = scr[BLK_CARD, b]
-            if not _can_block(T, bc, a):
+            rank = _favourable_rank(T, scr, a, b)
+            if rank < 0:
                 continue
-            survives = not _kills(T, a, bc, T.power[a])
-            kills = _kills(T, bc, a, T.power[bc])
-            if survives and kills:
-                rank = 0
-            elif survives:
-                rank = 1
-            elif kills and not scr[BLK_CMDR, b] and T.mv[bc] <= T.mv[a]:
-                rank = 2
-            else:
-                continue
-            if best < 0 or rank < best_rank or (rank == best_rank and T.mv[bc] < best_mv):
-                best, best_rank, best_mv = pp, rank, T.mv[bc]
+            mv = T.mv[scr[BLK_CARD, b]]
+            if best < 0 or rank < best_rank or (rank == best_rank and mv < best_mv):
+                best, best_rank, best_mv = pp, rank, mv
         if best >= 0:
             scr[BLOCKS, i] = scr[POOL, best]
-            for pp in range(best, pool_n - 1):
-                scr[POOL, pp] = scr[POOL, pp + 1]
-            pool_n -= 1
+            pool_n = _pool_remove(scr, best, pool_n)
     total, cmdr = _unblocked(T, scr, na)
     if total < life and taken + cmdr < LETHAL_CMDR:
         return
-    for pp in range(pool_n):  # key of the pool sort: (mana value, threat)
+    for pp in range(pool_n):  # chump blockers: cheapest first, then least threat (stable)
         b = scr[POOL, pp]
         scr[KEY, pp] = T.mv[scr[BLK_CARD, b]] * 100000 + _threat(T, scr[BLK_CARD, b], scr[BLK_CMDR, b])
-    for i in range(1, pool_n):
-        x, kx = scr[POOL, i], scr[KEY, i]
-        j = i - 1
-        while j >= 0 and scr[KEY, j] > kx:
-            scr[POOL, j + 1] = scr[POOL, j]
-            scr[KEY, j + 1] = scr[KEY, j]
-            j -= 1
-        scr[POOL, j + 1] = x
-        scr[KEY, j + 1] = kx
-    for i in range(na):  # attackers by -power, stable (reuses ORDER)
+    _sort_by_key(scr, POOL, pool_n)
+    for i in range(na):  # attackers by power, biggest first (stable)
         scr[ORDER, i] = i
-    for i in range(1, na):
-        x = scr[ORDER, i]
-        j = i - 1
-        while j >= 0 and T.power[scr[ATT_CARD, scr[ORDER, j]]] < T.power[scr[ATT_CARD, x]]:
-            scr[ORDER, j + 1] = scr[ORDER, j]
-            j -= 1
-        scr[ORDER, j + 1] = x
+        scr[KEY, i] = -T.power[scr[ATT_CARD, i]]
+    _sort_by_key(scr, ORDER, na)
     for oi in range(na):
         i = scr[ORDER, oi]
         if scr[BLOCKS, i] >= 0:
@@ -436,9 +446,7 @@ def _plan_blocks(T, scr, na, pool_n, life, taken):
             b = scr[POOL, pp]
             if _can_block(T, scr[BLK_CARD, b], scr[ATT_CARD, i]):
                 scr[BLOCKS, i] = b
-                for q in range(pp, pool_n - 1):
-                    scr[POOL, q] = scr[POOL, q + 1]
-                pool_n -= 1
+                pool_n = _pool_remove(scr, pp, pool_n)
                 break
         total, cmdr = _unblocked(T, scr, na)
         if total < life and taken + cmdr < LETHAL_CMDR:
@@ -492,7 +500,7 @@ def combat(T, scr, na, nb, life, taken):
     return pd, cd, ag, dg
 
 
-@kernel
+@helper
 def _lost_values(T, scr, na):
     """Board value of the dead attackers and of the dead blockers after combat()."""
     lost = killed = 0
@@ -504,12 +512,12 @@ def _lost_values(T, scr, na):
     return lost, killed
 
 
-@kernel
+@helper
 def _can_attack(st, T, g, s, i):
     return not st.crt_tapped[g, s, i] and (not st.crt_sick[g, s, i] or _has(T, st.crt[g, s, i], KW_HASTE))
 
 
-@kernel
+@helper
 def _gather_ready(st, T, g, s, scr):
     """The seat's creatures able to attack into the attacker rows (and their slots); returns their count."""
     na = 0
@@ -522,7 +530,7 @@ def _gather_ready(st, T, g, s, scr):
     return na
 
 
-@kernel
+@helper
 def _gather_all_attackers(st, g, s, scr):
     """All the seat's creatures as untapped, ready attackers (the counterattack previews)."""
     n = st.crt_n[g, s]
@@ -532,7 +540,7 @@ def _gather_all_attackers(st, g, s, scr):
     return n
 
 
-@kernel
+@helper
 def _gather_blockers(st, g, s, scr):
     n = st.crt_n[g, s]
     for i in range(n):
@@ -542,7 +550,7 @@ def _gather_blockers(st, g, s, scr):
     return n
 
 
-@kernel
+@helper
 def _gather_kept(st, T, g, s, scr):
     """The seat's creatures left home by an all-out attack (cannot attack, or vigilance) into the blocker rows."""
     nk = 0
@@ -559,7 +567,7 @@ def _gather_kept(st, T, g, s, scr):
 # ---------------------------------------------------------------------------- zones and turn flow (engine.py)
 
 
-@kernel
+@helper
 def _hand_pop(st, g, s, i):
     c = st.hand[g, s, i]
     n = st.hand_n[g, s]
@@ -569,19 +577,19 @@ def _hand_pop(st, g, s, i):
     return np.int64(c)
 
 
-@kernel
+@helper
 def _to_grave(st, g, s, c):
     st.grave[g, s, st.grave_n[g, s]] = c
     st.grave_n[g, s] += 1
 
 
-@kernel
+@helper
 def _to_perm(st, g, s, c):
     st.perm[g, s, st.perm_n[g, s]] = c
     st.perm_n[g, s] += 1
 
 
-@kernel
+@helper
 def _add_creature(st, g, s, c, cmdr):
     i = st.crt_n[g, s]
     st.crt[g, s, i] = c
@@ -711,7 +719,7 @@ def _after_pass(st, g):
     return COMBAT if st.phase[g] == MAIN_1 else END
 
 
-@kernel
+@helper
 def _biggest_slot(st, T, g, s):
     best = 0
     best_t = _threat(T, st.crt[g, s, 0], st.crt_cmdr[g, s, 0])
@@ -743,6 +751,33 @@ def removal_target(st, T, g, s):
     return best_s, best_i
 
 
+@helper
+def _combat_legal(st, T, g, s, n):
+    """The combat half of ``engine.compute_legal``: pass, and an attack on each living opponent if a creature can attack."""
+    st.legal[g, PASS] = True
+    ready = False
+    for i in range(st.crt_n[g, s]):
+        if _can_attack(st, T, g, s, i):
+            ready = True
+            break
+    if not ready:
+        return 1
+    count = 1
+    for k in range(1, n):
+        if not st.eliminated[g, (s + k) % n]:
+            st.legal[g, FIRST_ATTACK + k - 1] = True
+            count += 1
+    return count
+
+
+@helper
+def _wipe_has_targets(st, g, n):
+    for q in range(n):
+        if st.crt_n[g, q] > 0:
+            return True
+    return False
+
+
 @kernel
 def _compute_legal(st, T, g):
     """``engine.compute_legal`` into ``st.legal[g]``; returns the number of legal actions."""
@@ -751,20 +786,7 @@ def _compute_legal(st, T, g):
     s = np.int64(st.active[g])
     n = np.int64(st.pod[g])
     if st.phase[g] == COMBAT:
-        st.legal[g, PASS] = True
-        ready = False
-        for i in range(st.crt_n[g, s]):
-            if _can_attack(st, T, g, s, i):
-                ready = True
-                break
-        if not ready:
-            return 1
-        count = 1
-        for k in range(1, n):
-            if not st.eliminated[g, (s + k) % n]:
-                st.legal[g, FIRST_ATTACK + k - 1] = True
-                count += 1
-        return count
+        return _combat_legal(st, T, g, s, n)
     mana = st.mana[g, s]
     affordable = 0
     instant = False
@@ -780,13 +802,8 @@ def _compute_legal(st, T, g):
             continue
         if action == CAST_REMOVAL and removal_target(st, T, g, s)[0] < 0:
             continue
-        if action == CAST_WIPE:
-            any_creature = False
-            for q in range(n):
-                if st.crt_n[g, q] > 0:
-                    any_creature = True
-            if not any_creature:
-                continue
+        if action == CAST_WIPE and not _wipe_has_targets(st, g, n):
+            continue
         st.legal[g, action] = True
         count += 1
     if st.in_cz[g, s] and T.mv[T.deck_cmdr[st.deck[g, s]]] + TAX_STEP * st.casts[g, s] <= mana:
@@ -839,7 +856,7 @@ def choose_card(st, T, g, s, kind):
     return best
 
 
-@kernel
+@helper
 def _cheapest_instant(st, T, g, s):
     best = -1
     best_mv = 0
@@ -881,6 +898,34 @@ def _cast(st, T, g, s, action):
                 _destroy(st, g, q, 0)
 
 
+@helper
+def _instant_response(st, T, g, s, d, scr, na):
+    """A holding defender casts its cheapest affordable instant removal on the biggest attacker; returns the attackers left."""
+    ii = _cheapest_instant(st, T, g, d)
+    if ii < 0:
+        return na
+    c = _hand_pop(st, g, d, ii)
+    st.mana[g, d] -= T.mv[c]
+    _to_grave(st, g, d, c)
+    bj = 0
+    bt = _threat(T, scr[ATT_CARD, 0], scr[ATT_CMDR, 0])
+    for j in range(1, na):
+        t = _threat(T, scr[ATT_CARD, j], scr[ATT_CMDR, j])
+        if t > bt:
+            bj, bt = j, t
+    removed = scr[ATT_SLOT, bj]
+    for j in range(bj, na - 1):
+        scr[ATT_SLOT, j] = scr[ATT_SLOT, j + 1]
+        scr[ATT_CARD, j] = scr[ATT_CARD, j + 1]
+        scr[ATT_CMDR, j] = scr[ATT_CMDR, j + 1]
+    na -= 1
+    for j in range(na):
+        if scr[ATT_SLOT, j] > removed:
+            scr[ATT_SLOT, j] -= 1
+    _destroy(st, g, s, removed)
+    return na
+
+
 @kernel
 def _attack(st, T, g, s, d, scr):
     """``engine.attack``: seat ``s`` attacks ``d`` with every creature able to; responses, blocks, damage."""
@@ -891,27 +936,7 @@ def _attack(st, T, g, s, d, scr):
         if not _has(T, st.crt[g, s, i], KW_VIGILANCE):
             st.crt_tapped[g, s, i] = True
     if st.holding[g, d]:
-        ii = _cheapest_instant(st, T, g, d)
-        if ii >= 0:
-            c = _hand_pop(st, g, d, ii)
-            st.mana[g, d] -= T.mv[c]
-            _to_grave(st, g, d, c)
-            bj = 0
-            bt = _threat(T, scr[ATT_CARD, 0], scr[ATT_CMDR, 0])
-            for j in range(1, na):
-                t = _threat(T, scr[ATT_CARD, j], scr[ATT_CMDR, j])
-                if t > bt:
-                    bj, bt = j, t
-            removed = scr[ATT_SLOT, bj]
-            for j in range(bj, na - 1):
-                scr[ATT_SLOT, j] = scr[ATT_SLOT, j + 1]
-                scr[ATT_CARD, j] = scr[ATT_CARD, j + 1]
-                scr[ATT_CMDR, j] = scr[ATT_CMDR, j + 1]
-            na -= 1
-            for j in range(na):
-                if scr[ATT_SLOT, j] > removed:
-                    scr[ATT_SLOT, j] -= 1
-            _destroy(st, g, s, removed)
+        na = _instant_response(st, T, g, s, d, scr, na)
     nb = _gather_blockers(st, g, d, scr)
     pd, cd, ag, dg = combat(T, scr, na, nb, st.life[g, d], st.cmdr_dmg[g, d, s])
     st.life[g, d] += dg - pd
@@ -982,18 +1007,20 @@ def _deal_opening_hand(st, T, g, s, mt):
 
 
 @kernel
-def reset_kernel(st, T, seeds, game_index, pods, max_turns, deck_choice, player_seeds, seat_kind, scr):
+def reset_kernel(st, T, which, seeds, game_index, pods, max_turns, deck_choice, player_seeds, seat_kind, scr):
     """``rules.new_game`` for every game: deal from ``seeds[g]`` and advance to the first decision.
 
     ``deck_choice[g, 0] < 0`` draws decks as ``new_game(deck_names=None)`` (sample without
     repeats while the pool allows, else with); otherwise ``deck_choice[g, :pod]`` are deck
-    indices before the seat shuffle. Scripted seats (``seat_kind`` 1 or 2) seed their own
+    indices before the seat shuffle. Only games with ``which[g]`` are dealt. Scripted seats (``seat_kind`` 1 or 2) seed their own
     generator from ``player_seeds[g, s]``. No scripted seat acts here.
     """
     n_decks = T.deck_cards.shape[0]
     chosen = scr[ORDER]
     names = scr[POOL]
     for g in range(seeds.shape[0]):
+        if not which[g]:
+            continue
         n = np.int64(pods[g])
         st.seed[g] = seeds[g]
         st.game_index[g] = game_index[g]
@@ -1257,7 +1284,7 @@ def choose_kernel(st, T, out, scr):
 # ---------------------------------------------------------------------------- observation (observation.py)
 
 
-@kernel
+@helper
 def _tenths(count):
     """``count`` additions of 1.0 / 10.0 from 0.0 (the object encoder's accumulation, rounding included)."""
     v = 0.0
@@ -1266,7 +1293,7 @@ def _tenths(count):
     return v
 
 
-@kernel
+@helper
 def _encode_seat(st, T, g, p, actor, n, o, base):
     power = tough = flying = max_power = lands = 0
     for i in range(st.crt_n[g, p]):
@@ -1310,7 +1337,7 @@ def _encode_seat(st, T, g, p, actor, n, o, base):
         o[base + F_TOTCMDR] = total / 42.0
 
 
-@kernel
+@helper
 def _encode_hand(st, T, g, me, o, base, scr):
     mana = st.mana[g, me]
     kinds = scr[ORDER, :14]
@@ -1337,7 +1364,7 @@ def _encode_hand(st, T, g, me, o, base, scr):
         o[base + H_CMDR_AFF] = 1.0 if cost <= mana else 0.0
 
 
-@kernel
+@helper
 def _encode_previews(st, T, g, me, p, o, base, scr):
     """Attack previews each way between the actor ``me`` and opponent ``p`` (the same combat() as the rules)."""
     na = _gather_ready(st, T, g, me, scr)
