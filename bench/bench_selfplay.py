@@ -5,21 +5,31 @@ Prints, in decisions per second on one core:
   * the same pods through the PettingZoo env with the observation encoder (what self-play pays),
   * PPO self-play collection (``ml.ppo.train_ppo``, fresh student) with 1 and 2 worker
     processes, their ratio (scaling), and the PPO update's samples/s,
+  * the batched core (``ml.game.commander.core``, numba) with four heuristic seats: rules only
+    (scripted seats play inside ``step``), and as an env (an observation and a legal mask
+    written for every decision, the heuristic's choice fed back; no forward pass),
   * OpenSpiel ``crazy_eights`` with 4 players and uniform-random play (the reference),
-and each figure's ratio to the OpenSpiel reference.
+and each figure's ratio to the OpenSpiel reference, and numba's compile time of the core
+(cold, in a fresh cache directory) and its load time from the cache.
 
-Usage: python bench/bench_selfplay.py [--seconds 5]
+Usage: python bench/bench_selfplay.py [--seconds 5] [--core-only]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
+import tempfile
 import time
 
 import numpy as np
 import pyspiel
 import torch
 
+from ml.game.commander import core
+from ml.game.commander.actions import MAX_POD
 from ml.game.commander.encoding import OBS_DIM, RecordEncoder
 from ml.game.commander.players import HeuristicPlayer
 from ml.game.commander.rules import apply_action, new_game
@@ -38,6 +48,80 @@ def bench_rules(seconds: float) -> float:
             decisions += 1
         g += 1
     return decisions / (time.perf_counter() - started)
+
+
+CORE_GAMES = 256
+"""Games in flight in the core rows."""
+
+
+def _core_reset(st: core.CoreState, tables: core.CoreTables, batch: int, kind: int) -> None:
+    n = st.seed.shape[0]
+    seeds = np.arange(batch * n, (batch + 1) * n, dtype=np.int64)
+    kinds = np.full((n, MAX_POD), kind, np.int8)
+    core.reset(st, tables, seeds, 4, 30, seat_kind=kinds, player_seeds=seeds[:, None] * 4 + np.arange(MAX_POD))
+
+
+def bench_core_rules(seconds: float) -> float:
+    """Core, 4 heuristic seats playing inside ``step``: decisions/s (dealing included)."""
+    tables, st = core.load_tables(), core.new_state(CORE_GAMES)
+    actions, rewards = np.full(CORE_GAMES, -1), np.zeros((CORE_GAMES, MAX_POD), np.float32)
+    decisions, started, batch = 0, time.perf_counter(), 0
+    while time.perf_counter() - started < seconds:
+        _core_reset(st, tables, batch, core.SEAT_HEURISTIC)
+        decisions += core.step(st, tables, actions, rewards)
+        batch += 1
+    return decisions / (time.perf_counter() - started)
+
+
+def bench_core_env(seconds: float) -> float:
+    """Core as an env: per decision step, obs + mask of every game to act, then the heuristic's choice
+    applied; a finished game is dealt again at once (the games in flight stay CORE_GAMES)."""
+    tables, st = core.load_tables(), core.new_state(CORE_GAMES)
+    obs = np.zeros((CORE_GAMES, OBS_DIM), np.float32)
+    mask = np.zeros((CORE_GAMES, core.kernels.NUM_ACTIONS), bool)
+    actions, rewards = np.zeros(CORE_GAMES, np.int64), np.zeros((CORE_GAMES, MAX_POD), np.float32)
+    kinds = np.full((CORE_GAMES, MAX_POD), core.SEAT_HEURISTIC, np.int8)
+    _core_reset(st, tables, 0, core.SEAT_HEURISTIC)
+    decisions, started, dealt = 0, time.perf_counter(), CORE_GAMES
+    while time.perf_counter() - started < seconds:
+        core.encode(st, tables, st.active.astype(np.int64), obs)
+        np.copyto(mask, st.legal)
+        core.choose_scripted(st, tables, actions)
+        core.apply_actions(st, tables, actions, rewards)
+        decisions += CORE_GAMES
+        if st.done.any():
+            seeds = np.arange(dealt, dealt + CORE_GAMES, dtype=np.int64)
+            core.reset(
+                st, tables, seeds, 4, 30, seat_kind=kinds, player_seeds=seeds[:, None] * 4 + np.arange(MAX_POD), games=st.done
+            )
+            dealt += CORE_GAMES
+    return decisions / (time.perf_counter() - started)
+
+
+_WARM_UP = "import time; t = time.perf_counter(); from bench.bench_selfplay import core_warm_up; core_warm_up(); print(time.perf_counter() - t)"
+
+
+def core_warm_up() -> None:
+    """Every core kernel once on one tiny batch (compiles, or loads from numba's cache)."""
+    tables, st = core.load_tables(), core.new_state(1)
+    _core_reset(st, tables, 0, core.SEAT_HEURISTIC)
+    core.step(st, tables, np.full(1, -1), np.zeros((1, MAX_POD), np.float32))
+    _core_reset(st, tables, 0, core.SEAT_HEURISTIC)
+    out = np.zeros(1, np.int64)
+    core.choose_scripted(st, tables, out)
+    core.apply_actions(st, tables, out, np.zeros((1, MAX_POD), np.float32))
+    core.encode(st, tables, np.zeros(1, np.int64), np.zeros((1, OBS_DIM), np.float32))
+
+
+def bench_core_compile() -> tuple[float, float]:
+    """Seconds to import and warm the core in a fresh process: with an empty numba cache, then from that cache."""
+    times = []
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "NUMBA_CACHE_DIR": cache, "PYTHONPATH": os.getcwd()}
+        for _ in range(2):
+            out = subprocess.run([sys.executable, "-c", _WARM_UP], env=env, capture_output=True, text=True, check=True)
+            times.append(float(out.stdout.split()[-1]))
+    return times[0], times[1]
 
 
 def bench_env(seconds: float) -> float:
@@ -87,21 +171,42 @@ def bench_openspiel(seconds: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=5.0, help="time per measurement (default: %(default)s)")
+    parser.add_argument("--core-only", action="store_true", help="only the core rows, the compile time and the reference")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    cold, cached = bench_core_compile()
+    print(
+        f"core compile: {cold:.1f} s cold (empty numba cache), {cached:.1f} s from the cache (import + warm-up, fresh process)"
+    )
+    core_warm_up()
     reference = bench_openspiel(args.seconds)
+    core_rules = bench_core_rules(args.seconds)
+    core_env = bench_core_env(args.seconds)
+    core_rows = [
+        (f"core rules-only, 4 heuristic seats, {CORE_GAMES} games batched", core_rules),
+        ("core env + encoder (obs + mask every decision, no forward pass)", core_env),
+    ]
+    if args.core_only:
+        rows = [*core_rows, ("OpenSpiel crazy_eights 4p, uniform random (reference)", reference)]
+        print(f"{'benchmark':66s} {'decisions/s':>12s} {'vs OpenSpiel':>12s}")
+        for name, rate in rows:
+            print(f"{name:66s} {rate:12,.0f} {rate / reference:11.2f}x")
+        print(f"core env + encoder / core rules-only: {core_env / core_rules:.2f}x")
+        return
     one, update_one = bench_ppo(args.seconds, 1)
     two, _ = bench_ppo(args.seconds, 2)
     rows = [
+        *core_rows,
         ("simulator, 4 heuristic players (rules API)", bench_rules(args.seconds)),
         ("env + encoder, 1 net + 3 heuristic seats, 16 games batched", bench_env(args.seconds)),
         ("PPO self-play collection, 1 worker, all seats", one),
         ("PPO self-play collection, 2 workers, all seats", two),
         ("OpenSpiel crazy_eights 4p, uniform random (reference)", reference),
     ]
-    print(f"{'benchmark':62s} {'decisions/s':>12s} {'vs OpenSpiel':>12s}")
+    print(f"{'benchmark':66s} {'decisions/s':>12s} {'vs OpenSpiel':>12s}")
     for name, rate in rows:
-        print(f"{name:62s} {rate:12,.0f} {rate / reference:11.2f}x")
+        print(f"{name:66s} {rate:12,.0f} {rate / reference:11.2f}x")
+    print(f"core env + encoder / core rules-only: {core_env / core_rules:.2f}x")
     print(f"self-play scaling, 2 workers / 1 worker: {two / one:.2f}x (ideal 2.00x on 2 free cores)")
     print(f"PPO update: {update_one:,.0f} samples/s (minibatch 512, MLP 256x256, CPU, 1 thread)")
 

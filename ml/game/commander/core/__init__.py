@@ -1,0 +1,261 @@
+"""The batched Commander core: N games as arrays, stepped, scripted and encoded by compiled kernels.
+
+The compiled code is ``kernels.py`` (numba ``njit``, ``cache=True``; ``NUMBA_DISABLE_JIT=1``
+runs the same code as plain Python). This module is the Python face: the card and deck
+tables, allocation, and thin wrappers that check shapes and dtypes once per batched call.
+The object engine (``rules.py`` and friends) is the reference: from the same seed the core
+deals the same game (it carries Python's Mersenne Twister per game and per scripted seat),
+and from the same actions it reaches the same states, masks, observations, rewards and
+scripted choices (``tests/test_core_agreement.py``).
+
+Typical use (N games, 4 seats, seat 0 played by a network, the rest by the heuristic)::
+
+    tables = load_tables()
+    st = new_state(n)
+    reset(st, tables, seeds, pod_size=4, max_turns=30, seat_kind=kinds, player_seeds=pseeds)
+    while not st.done.all():
+        encode(st, tables, st.active.astype(np.int64), obs)   # float32[N, OBS_DIM]
+        mask = st.legal                                        # bool[N, NUM_ACTIONS]
+        step(st, tables, actions, rewards)                     # rewards float32[N, MAX_POD]
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ml.game.commander.actions import MAX_POD, NUM_ACTIONS
+from ml.game.commander.cards import KEYWORDS, KINDS, Card, Deck, load_card_pool, load_decks
+from ml.game.commander.core import kernels
+from ml.game.commander.core.kernels import CoreState, Tables
+from ml.game.commander.features import OBS_DIM
+from ml.game.commander.state import PHASES
+
+__all__ = [
+    "OBS_DIM",
+    "SEAT_EXTERNAL",
+    "SEAT_HEURISTIC",
+    "SEAT_RANDOM",
+    "CoreState",
+    "CoreTables",
+    "apply_actions",
+    "choose_scripted",
+    "decision_record",
+    "encode",
+    "load_tables",
+    "new_state",
+    "reset",
+    "step",
+]
+
+SEAT_EXTERNAL, SEAT_HEURISTIC, SEAT_RANDOM = 0, 1, 2
+"""``seat_kind`` codes: a seat whose actions the caller gives, the teacher, uniform random play."""
+MAX_SAMPLED_DECKS = 21
+"""``random.sample`` draws by its pool method (the one the kernels implement) for populations up to 21."""
+
+
+class CoreTables:
+    """The card pool and decks as kernel tables, with the names records need.
+
+    Attributes:
+        nb: the ``kernels.Tables`` passed to every kernel (int64 arrays).
+        card_names: card id -> name (pool file order).
+        card_id: name -> card id.
+        deck_names, deck_archetypes, deck_commanders: per deck index (decks file order).
+    """
+
+    def __init__(self, pool: dict[str, Card], decks: dict[str, Deck]) -> None:
+        if len(decks) > MAX_SAMPLED_DECKS:
+            raise ValueError(f"the core samples decks from at most {MAX_SAMPLED_DECKS} decks, got {len(decks)}")
+        cards = list(pool.values())
+        self.card_names = [c.name for c in cards]
+        self.card_id = {name: i for i, name in enumerate(self.card_names)}
+        self.deck_names = list(decks)
+        self.deck_archetypes = [d.archetype for d in decks.values()]
+        self.deck_commanders = [d.commander for d in decks.values()]
+        kw = [sum(1 << KEYWORDS.index(k) for k in c.keywords) for c in cards]
+
+        def col(values: list[int]) -> np.ndarray:
+            return np.asarray(values, dtype=np.int64)
+
+        self.nb = Tables(
+            kind=col([KINDS.index(c.kind) for c in cards]),
+            mv=col([c.mana_value for c in cards]),
+            power=col([c.power for c in cards]),
+            tough=col([c.toughness for c in cards]),
+            kw=col(kw),
+            nkw=col([len(c.keywords) for c in cards]),
+            instant=col([int(c.instant) for c in cards]),
+            amount=col([c.amount for c in cards]),
+            deck_cards=np.asarray([[self.card_id[n] for n in d.cards] for d in decks.values()], dtype=np.int64),
+            deck_cmdr=col([self.card_id[d.commander] for d in decks.values()]),
+        )
+
+
+@functools.lru_cache(maxsize=1)
+def load_tables() -> CoreTables:
+    """Tables of the built-in card pool and decks (``cards.load_card_pool``/``load_decks``), cached."""
+    return CoreTables(load_card_pool(), load_decks())
+
+
+def scratch() -> np.ndarray:
+    """The kernels' scratch rows (int64[kernels.N_ROWS, kernels.CAP]); every batched call takes one."""
+    return np.zeros((kernels.N_ROWS, kernels.CAP), np.int64)
+
+
+def new_state(n: int) -> CoreState:
+    """Zeroed state arrays for ``n`` games (``kernels.CoreState``); fill with :func:`reset`."""
+    return kernels.allocate(n)
+
+
+def _per_game(value: int | np.ndarray, n: int, dtype: type, name: str) -> np.ndarray:
+    out = np.broadcast_to(np.asarray(value, dtype=dtype), (n,)).copy()
+    if out.shape != (n,):
+        raise ValueError(f"{name} must be a scalar or shape ({n},), got {np.shape(value)}")
+    return out
+
+
+def reset(
+    st: CoreState,
+    tables: CoreTables,
+    seeds: np.ndarray,
+    pod_size: int | np.ndarray = 4,
+    max_turns: int | np.ndarray = 30,
+    game_index: np.ndarray | None = None,
+    deck_choice: np.ndarray | None = None,
+    seat_kind: np.ndarray | None = None,
+    player_seeds: np.ndarray | None = None,
+    games: np.ndarray | None = None,
+) -> None:
+    """Deal every game as ``rules.new_game(seeds[g], pod_size, max_turns, game_index[g], deck_names)`` does.
+
+    Args:
+        st: the state (N games), overwritten.
+        tables: ``load_tables()``.
+        seeds: int64[N] game seeds (Python ``random.Random`` seeds).
+        pod_size, max_turns: per game (scalar or int[N]); 2..MAX_POD seats, >= 1 rounds.
+        game_index: int64[N] for ``game_id``; None: 0..N-1.
+        deck_choice: int[N, MAX_POD] deck indices per seat before the seat shuffle; -1 in
+            column 0 (or None) draws the decks from the seed.
+        seat_kind: int8[N, MAX_POD] ``SEAT_*`` codes; None: every seat external.
+        player_seeds: int64[N, MAX_POD] seeds of the scripted seats' generators
+            (``HeuristicPlayer(seed)``/``RandomPlayer(seed)``); None: zeros.
+        games: bool[N], the games to deal (the others are left as they are); None: all.
+
+    No seat acts: the games stop at their first decision (call :func:`step` with all -1 to
+    let scripted seats play up to the first external decision).
+
+    Raises:
+        ValueError: a bad pod size, round cap or shape.
+    """
+    n = st.seed.shape[0]
+    seeds = _per_game(seeds, n, np.int64, "seeds")
+    pods = _per_game(pod_size, n, np.int64, "pod_size")
+    turns = _per_game(max_turns, n, np.int64, "max_turns")
+    if pods.min() < 2 or pods.max() > MAX_POD or turns.min() < 1:
+        raise ValueError(f"pod_size must be in 2..{MAX_POD} and max_turns >= 1")
+    index = np.arange(n, dtype=np.int64) if game_index is None else _per_game(game_index, n, np.int64, "game_index")
+    decks = np.full((n, MAX_POD), -1, np.int64) if deck_choice is None else np.asarray(deck_choice, np.int64)
+    kinds = np.zeros((n, MAX_POD), np.int8) if seat_kind is None else np.asarray(seat_kind, np.int8)
+    pseeds = np.zeros((n, MAX_POD), np.int64) if player_seeds is None else np.asarray(player_seeds, np.int64)
+    for name, arr in (("deck_choice", decks), ("seat_kind", kinds), ("player_seeds", pseeds)):
+        if arr.shape != (n, MAX_POD):
+            raise ValueError(f"{name} must have shape ({n}, {MAX_POD}), got {arr.shape}")
+    which = np.ones(n, bool) if games is None else np.asarray(games, bool)
+    if which.shape != (n,):
+        raise ValueError(f"games must be bool[{n}], got shape {which.shape}")
+    kernels.reset_kernel(st, tables.nb, which, seeds, index, pods, turns, decks, pseeds, kinds, scratch())
+
+
+def step(st: CoreState, tables: CoreTables, actions: np.ndarray, rewards: np.ndarray) -> int:
+    """The batched step (``kernels.step_kernel``).
+
+    Args:
+        actions: int64[N]; the action of the external seat to act in each game, -1 for none.
+        rewards: float32[N, MAX_POD], overwritten with each seat's reward over this step.
+
+    Returns:
+        Decisions applied (external and scripted).
+
+    Raises:
+        ValueError: an action outside its game's legal mask.
+    """
+    return int(kernels.step_kernel(st, tables.nb, np.asarray(actions, np.int64), rewards, scratch()))
+
+
+def apply_actions(st: CoreState, tables: CoreTables, actions: np.ndarray, rewards: np.ndarray) -> None:
+    """One decision per game with ``actions[g] >= 0``, whatever the seat's kind; ``rewards`` as in :func:`step`.
+
+    Raises:
+        ValueError: an action outside its game's legal mask.
+    """
+    kernels.apply_kernel(st, tables.nb, np.asarray(actions, np.int64), rewards, scratch())
+
+
+def choose_scripted(st: CoreState, tables: CoreTables, out: np.ndarray) -> np.ndarray:
+    """int64[N]: the scripted seat's choice in each game (-1 where the seat to act is external or the game is over).
+
+    Draws from the seat's generator as the object player's ``act`` would.
+    """
+    kernels.choose_kernel(st, tables.nb, out, scratch())
+    return out
+
+
+def encode(st: CoreState, tables: CoreTables, seats: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Observations of ``seats[g]`` (int64[N], -1 for zeros) into ``out`` (float32[N, OBS_DIM]), as
+    ``RecordEncoder.encode_state`` writes them."""
+    if out.shape != (st.seed.shape[0], OBS_DIM) or out.dtype != np.float32:
+        raise ValueError(f"out must be float32[{st.seed.shape[0]}, {OBS_DIM}], got {out.dtype}{list(out.shape)}")
+    kernels.encode_kernel(st, tables.nb, np.asarray(seats, np.int64), out, scratch())
+    return out
+
+
+def decision_record(st: CoreState, tables: CoreTables, g: int, seat: int | None = None) -> dict:
+    """``rules.decision_record`` of game ``g`` from the arrays (same keys, order and values)."""
+    names = tables.card_names
+    n = int(st.pod[g])
+    seat = int(st.active[g]) if seat is None else seat
+
+    def cards(zone: np.ndarray, count: int) -> list[str]:
+        return [names[c] for c in zone[:count]]
+
+    players = []
+    for s in range(n):
+        crt = [names[c] for c in st.crt[g, s, : st.crt_n[g, s]]]
+        perms = cards(st.perm[g, s], int(st.perm_n[g, s]))
+        kinds = tables.nb.kind
+        players.append({
+            "seat": s,
+            "life": int(st.life[g, s]),
+            "cmdr_dmg": {str(src): int(st.cmdr_dmg[g, s, src]) for src in range(n) if st.cmdr_dmg[g, s, src]},
+            "mana": int(st.mana[g, s]),
+            "cmdr_tax": 2 * int(st.casts[g, s]),
+            "creatures": len(crt),
+            "lands": sum(1 for c in st.perm[g, s, : st.perm_n[g, s]] if kinds[c] == 0),
+            "hand": cards(st.hand[g, s], int(st.hand_n[g, s])),
+            "battlefield": perms + crt,
+            "graveyard": cards(st.grave[g, s], int(st.grave_n[g, s])),
+            "command_zone": [tables.deck_commanders[st.deck[g, s]]] if st.in_cz[g, s] else [],
+            "library": int(st.lib_n[g, s]),
+            "mana_sources": int(st.mana_sources[g, s]),
+            "eliminated": bool(st.eliminated[g, s]),
+            "commander_name": tables.deck_commanders[st.deck[g, s]],
+            "tapped": [c for i, c in enumerate(crt) if st.crt_tapped[g, s, i]],
+            "sick": [c for i, c in enumerate(crt) if st.crt_sick[g, s, i]],
+            "last_attacker": int(st.last_attacker[g, s]),
+        })  # fmt: skip
+    mask = [int(x) for x in st.legal[g]] if seat == int(st.active[g]) else [0] * NUM_ACTIONS
+    d = int(st.deck[g, seat])
+    return {
+        "game_id": f"game-{int(st.game_index[g])}-{int(st.seed[g])}",
+        "turn": int(st.turn[g]),
+        "phase": PHASES[int(st.phase[g])],
+        "active_seat": seat,
+        "game_outcome": "",
+        "deck_name": tables.deck_names[d],
+        "commander": tables.deck_commanders[d],
+        "archetype": tables.deck_archetypes[d],
+        "players": players,
+        "action_mask": mask,
+    }

@@ -1,0 +1,357 @@
+"""The batched core (``ml.game.commander.core``) agrees with the object engine, decision by decision.
+
+From the same seed (the core carries Python's Mersenne Twister, so it deals the same game)
+and the same actions, both give identical states (every zone, in order, every counter and
+flag), legal masks, observations (``np.array_equal`` on float32), per-step rewards (the
+PettingZoo env's), scripted choices (heuristic and random seats, their generators included),
+decision records and results. Seats are a seeded mix of heuristic, random and "external"
+(uniform over the legal mask, drawn by the test) players; pods of 2 to 6, every deck, round
+caps from 2 to 30, so that wipes, commander-damage eliminations, decking and the turn cap all
+occur (asserted).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ml.game.commander import core, rules
+from ml.game.commander.actions import CAST_WIPE, MAX_POD
+from ml.game.commander.env import CommanderPodEnv
+from ml.game.commander.players import HeuristicPlayer, RandomPlayer
+from ml.game.commander.state import PHASES, GameState
+
+ROOT = Path(__file__).resolve().parents[1]
+TABLES = core.load_tables()
+
+
+def ref_snapshot(state: GameState) -> dict:
+    """Every field of the object state that the core holds, with cards as ids."""
+    cid = TABLES.card_id
+    out: dict = {
+        "turn": state.turn, "phase": PHASES.index(state.phase), "active": state.active_seat, "done": state.done,
+        "winner": -1 if state.winner is None else state.winner, "elim": list(state.elimination_order),
+        "legal": sorted(state.legal),
+    }  # fmt: skip
+    for p in state.players:
+        out[p.seat] = {
+            "deck": TABLES.deck_names.index(p.deck_name), "life": p.life, "mana": p.mana, "sources": p.mana_sources,
+            "casts": p.commander_casts, "cmdr_dmg": list(p.cmdr_dmg), "eliminated": p.eliminated,
+            "holding": p.holding_mana, "in_cz": bool(p.command_zone), "last_attacker": p.last_attacker,
+            "lib": [cid[c.name] for c in p.library], "hand": [cid[c.name] for c in p.hand],
+            "grave": [cid[c.name] for c in p.graveyard], "perm": [cid[c.card.name] for c in p.permanents],
+            "crt": [(cid[c.card.name], c.tapped, c.sick, c.is_commander) for c in p.creatures],
+        }  # fmt: skip
+    return out
+
+
+def core_snapshot(st: core.CoreState, g: int) -> dict:
+    """The same fields from the core's arrays."""
+    out: dict = {
+        "turn": int(st.turn[g]), "phase": int(st.phase[g]), "active": int(st.active[g]), "done": bool(st.done[g]),
+        "winner": int(st.winner[g]), "elim": [int(x) for x in st.elim_order[g, : st.elim_n[g]]],
+        "legal": [int(a) for a in np.flatnonzero(st.legal[g])],
+    }  # fmt: skip
+    n = int(st.pod[g])
+    for s in range(n):
+        k = int(st.crt_n[g, s])
+        out[s] = {
+            "deck": int(st.deck[g, s]), "life": int(st.life[g, s]), "mana": int(st.mana[g, s]),
+            "sources": int(st.mana_sources[g, s]), "casts": int(st.casts[g, s]),
+            "cmdr_dmg": [int(x) for x in st.cmdr_dmg[g, s, :n]], "eliminated": bool(st.eliminated[g, s]),
+            "holding": bool(st.holding[g, s]), "in_cz": bool(st.in_cz[g, s]), "last_attacker": int(st.last_attacker[g, s]),
+            "lib": st.lib[g, s, : st.lib_n[g, s]].tolist(), "hand": st.hand[g, s, : st.hand_n[g, s]].tolist(),
+            "grave": st.grave[g, s, : st.grave_n[g, s]].tolist(), "perm": st.perm[g, s, : st.perm_n[g, s]].tolist(),
+            "crt": [(int(st.crt[g, s, i]), bool(st.crt_tapped[g, s, i]), bool(st.crt_sick[g, s, i]), bool(st.crt_cmdr[g, s, i]))
+                    for i in range(k)],
+        }  # fmt: skip
+    return out
+
+
+def _first_difference(a: dict, b: dict) -> str:
+    for key in a:
+        if a[key] != b.get(key):
+            if isinstance(a[key], dict):
+                return f"seat {key}: " + _first_difference(a[key], b[key])
+            return f"{key}: reference {a[key]} core {b.get(key)}"
+    return "keys differ"
+
+
+def play_agreement(n_games: int, seed: int, record_every: int = 7) -> Counter:
+    """Play ``n_games`` through the env (reference) and the core side by side, asserting agreement
+    after every decision. Returns counts of what happened (decisions, wipes, outcomes, decks)."""
+    rng = np.random.default_rng(seed)
+    seeds = rng.choice(2**31 - 1, size=n_games, replace=False).astype(np.int64)
+    pods = rng.integers(2, MAX_POD + 1, size=n_games)
+    caps = np.where(rng.random(n_games) < 0.25, rng.integers(2, 9, size=n_games), 30)
+    kinds = rng.choice([core.SEAT_EXTERNAL, core.SEAT_HEURISTIC, core.SEAT_RANDOM], p=[0.2, 0.6, 0.2], size=(n_games, MAX_POD))
+    pseeds = seeds[:, None] * 7 + np.arange(MAX_POD)[None, :]
+    envs, players = [], []
+    for g in range(n_games):
+        env = CommanderPodEnv(pod_size=int(pods[g]), max_turns=int(caps[g]))
+        env.reset(seed=int(seeds[g]))
+        envs.append(env)
+        players.append([HeuristicPlayer(int(pseeds[g, s])) if kinds[g, s] == core.SEAT_HEURISTIC else
+                        RandomPlayer(int(pseeds[g, s])) if kinds[g, s] == core.SEAT_RANDOM else None
+                        for s in range(MAX_POD)])  # fmt: skip
+    st = core.new_state(n_games)
+    core.reset(st, TABLES, seeds, pods, caps, game_index=np.zeros(n_games, np.int64), seat_kind=kinds, player_seeds=pseeds)
+    obs = np.zeros((n_games, core.OBS_DIM), np.float32)
+    rewards = np.zeros((n_games, MAX_POD), np.float32)
+    chosen = np.zeros(n_games, np.int64)
+    seen: Counter = Counter()
+    for g in range(n_games):
+        seen.update(f"deck {d}" for d in st.deck[g, : pods[g]])
+        seen[f"pod {pods[g]}"] += 1
+    while True:
+        live = [g for g in range(n_games) if not envs[g].state.done]
+        for g in range(n_games):  # states agree, finished games included
+            ref, mine = ref_snapshot(envs[g].state), core_snapshot(st, g)
+            assert ref == mine, f"game {g} after {st.decisions[g]} decisions: {_first_difference(ref, mine)}"
+        if not live:
+            break
+        core.encode(st, TABLES, np.where(st.done, -1, st.active).astype(np.int64), obs)
+        core.choose_scripted(st, TABLES, chosen)
+        actions = np.full(n_games, -1, np.int64)
+        for g in live:
+            env, state = envs[g], envs[g].state
+            seat = state.current_seat
+            seen["decisions"] += 1
+            observed = env.observe(env.agent_selection)
+            assert env.agent_selection == f"player_{seat}"
+            assert np.array_equal(observed["action_mask"].astype(bool), st.legal[g]), f"game {g}: masks differ"
+            if not np.array_equal(observed["observation"], obs[g]):
+                bad = np.flatnonzero(observed["observation"] != obs[g])
+                raise AssertionError(f"game {g} decision {st.decisions[g]}: observations differ at {bad.tolist()}: "
+                                     f"{observed['observation'][bad].tolist()} vs {obs[g][bad].tolist()}")  # fmt: skip
+            if st.decisions[g] % record_every == 0:
+                assert rules.decision_record(state) == core.decision_record(st, TABLES, g), f"game {g}: records differ"
+                seen["records"] += 1
+            player = players[g][seat]
+            if player is None:
+                action = int(rng.choice(state.legal))
+                assert chosen[g] == -1
+            else:
+                action = player.act(state)
+                assert chosen[g] == action, f"game {g}: scripted choice {chosen[g]}, reference {action}"
+                seen["scripted"] += 1
+            seen["wipes"] += action == CAST_WIPE
+            actions[g] = action
+            env.step(action)
+            step_rewards = np.zeros(MAX_POD, np.float32)
+            for agent, r in env.rewards.items():
+                step_rewards[env.agent_name_mapping[agent]] = r
+            actions[g] = action
+            while env.agents and (env.terminations[env.agent_selection] or env.truncations[env.agent_selection]):
+                env.step(None)
+            rewards[g] = step_rewards  # compared after the core's step
+        expected = rewards.copy()
+        core.apply_actions(st, TABLES, actions, rewards)
+        for g in live:
+            assert np.array_equal(rewards[g], expected[g]), f"game {g}: rewards {rewards[g]} vs {expected[g]}"
+    for g, env in enumerate(envs):
+        state = env.state
+        if state.winner is None:
+            seen["turn cap"] += 1
+        by_cmdr = any(max(p.cmdr_dmg) >= 21 for p in state.players if p.eliminated)
+        seen["commander kill"] += by_cmdr
+        seen["decked"] += any(p.eliminated and not p.library for p in state.players)
+        assert int(st.winner[g]) == (-1 if state.winner is None else state.winner)
+    return seen
+
+
+def _assert_coverage(seen: Counter) -> None:
+    for what in ("wipes", "turn cap", "commander kill", "records", "scripted"):
+        assert seen[what] > 0, f"no game reached: {what} ({dict(seen)})"
+    for d in range(len(TABLES.deck_names)):
+        assert seen[f"deck {d}"] > 0
+    for n in range(2, MAX_POD + 1):
+        assert seen[f"pod {n}"] > 0
+
+
+def test_core_agrees_with_the_object_engine_300_games():
+    seen = play_agreement(300, seed=1)
+    _assert_coverage(seen)
+
+
+@pytest.mark.expensive
+def test_core_agrees_with_the_object_engine_2000_games():
+    seen = play_agreement(2000, seed=2, record_every=3)
+    _assert_coverage(seen)
+
+
+def test_scripted_seats_play_inside_step_as_the_reference_plays():
+    """All-scripted pods run to the end inside one ``step`` call, reaching the reference's final states."""
+    n = 60
+    rng = np.random.default_rng(5)
+    seeds = rng.choice(2**31 - 1, size=n, replace=False).astype(np.int64)
+    pods = rng.integers(2, MAX_POD + 1, size=n)
+    kinds = np.where(rng.random((n, MAX_POD)) < 0.8, core.SEAT_HEURISTIC, core.SEAT_RANDOM).astype(np.int8)
+    pseeds = seeds[:, None] * 7 + np.arange(MAX_POD)[None, :]
+    st = core.new_state(n)
+    core.reset(st, TABLES, seeds, pods, 30, seat_kind=kinds, player_seeds=pseeds)
+    rewards = np.zeros((n, MAX_POD), np.float32)
+    decisions = core.step(st, TABLES, np.full(n, -1), rewards)
+    assert st.done.all()
+    total = 0
+    for g in range(n):
+        state = rules.new_game(int(seeds[g]), int(pods[g]), 30, g)
+        ps = [
+            (HeuristicPlayer if kinds[g, s] == core.SEAT_HEURISTIC else RandomPlayer)(int(pseeds[g, s]))
+            for s in range(MAX_POD)
+        ]
+        while not state.done:
+            rules.apply_action(state, ps[state.current_seat].act(state))
+            total += 1
+        assert ref_snapshot(state) == core_snapshot(st, g)
+        loss = -1.0 / (pods[g] - 1)
+        for s in range(pods[g]):
+            expected = 1.0 if s == state.winner else loss if state.players[s].eliminated else None
+            if expected is not None:
+                assert rewards[g, s] == np.float32(expected)
+        assert abs(float(rewards[g, : pods[g]].sum())) < 1e-5
+    assert decisions == total == int(st.decisions.sum())
+
+
+def test_given_decks_deal_as_new_game_with_deck_names():
+    n = 12
+    seeds = np.arange(100, 100 + n, dtype=np.int64)
+    choice = np.full((n, MAX_POD), -1, np.int64)
+    pods = np.array([2, 3, 4, 5, 6, 6] * 2)
+    rng = np.random.default_rng(0)
+    for g in range(n):
+        choice[g, : pods[g]] = rng.integers(0, len(TABLES.deck_names), size=pods[g])
+    st = core.new_state(n)
+    core.reset(st, TABLES, seeds, pods, 30, deck_choice=choice)
+    for g in range(n):
+        names = [TABLES.deck_names[d] for d in choice[g, : pods[g]]]
+        state = rules.new_game(int(seeds[g]), int(pods[g]), 30, g, deck_names=names)
+        assert ref_snapshot(state) == core_snapshot(st, g)
+        assert rules.decision_record(state) == core.decision_record(st, TABLES, g)
+
+
+def test_illegal_action_is_refused():
+    st = core.new_state(1)
+    core.reset(st, TABLES, np.array([3]), 4, 30)
+    illegal = int(np.flatnonzero(~st.legal[0])[0])
+    with pytest.raises(ValueError, match="legal mask"):
+        core.apply_actions(st, TABLES, np.array([illegal]), np.zeros((1, MAX_POD), np.float32))
+    assert st.decisions[0] == 0
+
+
+def test_encode_checks_its_buffer():
+    st = core.new_state(2)
+    core.reset(st, TABLES, np.array([1, 2]), 4, 30)
+    with pytest.raises(ValueError, match="float32"):
+        core.encode(st, TABLES, np.zeros(2, np.int64), np.zeros((2, core.OBS_DIM), np.float64))
+
+
+def _plain_python_kernels():
+    """``kernels.py`` loaded again with numba's JIT off (``njit`` then returns the plain functions)."""
+    import importlib.util
+
+    import numba
+
+    spec = importlib.util.spec_from_file_location("_plain_kernels", ROOT / "ml/game/commander/core/kernels.py")
+    module = importlib.util.module_from_spec(spec)
+    saved = numba.config.DISABLE_JIT
+    numba.config.DISABLE_JIT = True
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        numba.config.DISABLE_JIT = saved
+    assert not hasattr(module.step_kernel, "py_func")
+    return module
+
+
+def test_plain_python_kernels_equal_the_compiled_ones():
+    """The kernels run as plain Python (what ``NUMBA_DISABLE_JIT=1`` gives) reach the compiled run's arrays and observations."""
+    from ml.game.commander.core import kernels
+
+    plain = _plain_python_kernels()
+    n = 3
+    seeds = np.array([11, 12, 13], np.int64)
+    args = (np.ones(n, bool), seeds, np.arange(n), np.array([2, 4, 6]), np.full(n, 30), np.full((n, MAX_POD), -1),
+            seeds[:, None] * 7 + np.arange(MAX_POD)[None, :], np.ones((n, MAX_POD), np.int8))  # fmt: skip
+    results = []
+    for k in (kernels, plain):
+        st = k.allocate(n)
+        tables = k.Tables(*TABLES.nb)
+        k.reset_kernel(st, tables, *args, core.scratch())
+        k.step_kernel(st, tables, np.full(n, -1), np.zeros((n, MAX_POD), np.float32), core.scratch())
+        obs = np.zeros((n, core.OBS_DIM), np.float32)
+        k.encode_kernel(st, tables, np.zeros(n, np.int64), obs, core.scratch())
+        results.append((st, obs))
+    (a, obs_a), (b, obs_b) = results
+    assert a.decisions.sum() > 50 and a.done.all()
+    for name, x, y in zip(a._fields, a, b, strict=True):
+        assert np.array_equal(x, y), name
+    assert np.array_equal(obs_a, obs_b)
+
+
+_DIGEST = """
+import hashlib, numpy as np
+from ml.game.commander import core
+t = core.load_tables(); n = 6
+st = core.new_state(n)
+seeds = np.arange(7, 7 + n, dtype=np.int64)
+core.reset(st, t, seeds, np.array([2, 3, 4, 5, 6, 4]), 30, seat_kind=np.ones((n, 6), np.int8), player_seeds=np.arange(n * 6).reshape(n, 6))
+core.step(st, t, np.full(n, -1), np.zeros((n, 6), np.float32))
+obs = np.zeros((n, core.OBS_DIM), np.float32)
+core.encode(st, t, np.zeros(n, np.int64), obs)
+h = hashlib.sha256()
+for a in st:
+    h.update(np.ascontiguousarray(a).tobytes())
+h.update(obs.tobytes())
+print(h.hexdigest(), int(st.decisions.sum()))
+"""
+
+
+@pytest.mark.expensive
+def test_plain_python_run_equals_the_compiled_run():
+    """``NUMBA_DISABLE_JIT=1`` runs the same kernels as plain Python: same final arrays and observations."""
+    out = {}
+    for jit in ("0", "1"):
+        env = {**os.environ, "NUMBA_DISABLE_JIT": jit, "PYTHONHASHSEED": "0"}
+        proc = subprocess.run([sys.executable, "-c", _DIGEST], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        out[jit] = proc.stdout.split()
+    assert out["0"] == out["1"]
+    assert int(out["0"][1]) > 100
+
+
+def test_drawing_from_an_empty_library_eliminates_as_in_the_reference():
+    """Libraries cut to their top few cards in both engines: seats deck out, identically."""
+    n = 20
+    seeds = np.arange(500, 500 + n, dtype=np.int64)
+    pods = np.array([2, 3, 4, 5, 6] * 4)
+    kinds = np.ones((n, MAX_POD), np.int8)
+    pseeds = seeds[:, None] * 7 + np.arange(MAX_POD)[None, :]
+    st = core.new_state(n)
+    core.reset(st, TABLES, seeds, pods, 30, seat_kind=kinds, player_seeds=pseeds)
+    refs = []
+    for g in range(n):
+        state = rules.new_game(int(seeds[g]), int(pods[g]), 30, g)
+        for s, p in enumerate(state.players):
+            keep = 1 + (g + s) % 4
+            p.library = p.library[-keep:]
+            top = st.lib[g, s, st.lib_n[g, s] - keep : st.lib_n[g, s]].copy()
+            st.lib[g, s, :keep] = top
+            st.lib_n[g, s] = keep
+        assert ref_snapshot(state) == core_snapshot(st, g)
+        refs.append(state)
+    core.step(st, TABLES, np.full(n, -1), np.zeros((n, MAX_POD), np.float32))
+    decked = 0
+    for g, state in enumerate(refs):
+        ps = [HeuristicPlayer(int(pseeds[g, s])) for s in range(MAX_POD)]
+        while not state.done:
+            rules.apply_action(state, ps[state.current_seat].act(state))
+        assert ref_snapshot(state) == core_snapshot(st, g), _first_difference(ref_snapshot(state), core_snapshot(st, g))
+        decked += sum(p.eliminated and not p.library for p in state.players)
+    assert decked > 0
