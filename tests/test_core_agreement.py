@@ -30,6 +30,8 @@ from ml.game.commander.state import PHASES, GameState
 ROOT = Path(__file__).resolve().parents[1]
 TABLES = core.load_tables()
 
+pytestmark = pytest.mark.xdist_group("numba-core")  # one worker compiles the kernels once (numba cache)
+
 
 def ref_snapshot(state: GameState) -> dict:
     """Every field of the object state that the core holds, with cards as ids."""
