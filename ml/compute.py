@@ -23,13 +23,12 @@ Ray is imported lazily: the project imports without it, and ``backend: ray`` wit
 one-line ``ComputeError`` saying what to install. A ``host:port`` address is checked before
 ``ray.init`` (which retries for minutes where no GCS answers), within
 ``compute.connect_timeout_s``: a TCP connect to the address Ray dials, then the first gRPC call
-of a Ray client (``grpc_check``); a failure is one ``ComputeError`` line naming the address and
+of a Ray client (``grpc_check``, grpcio); a failure is one ``ComputeError`` line naming the address and
 what is there.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import socket
@@ -154,93 +153,41 @@ LOCAL = Executor()
 
 # ------------------------------------------------------------------------------------------------ the address check
 
-_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-"""The client connection preface of HTTP/2 (RFC 9113, 3.4), which gRPC runs on."""
-_DATA, _HEADERS, _RST_STREAM, _SETTINGS, _GOAWAY = 0x0, 0x1, 0x3, 0x4, 0x7
-"""HTTP/2 frame types (RFC 9113, 6.1-6.8)."""
-_END_STREAM, _ACK, _END_HEADERS = 0x1, 0x1, 0x4
+def grpc_check(target: str, path: str | None, timeout_s: float) -> str | None:
+    """Whether the server at ``target`` (``host:port``) speaks gRPC and, with ``path``, answers that
+    unary method; None when it does, else what was found, in words. Bounded by ``timeout_s`` seconds.
 
+    grpcio's channel is READY only after the HTTP/2 handshake (SETTINGS exchanged), which a plain
+    TCP or HTTP/1 server never completes; the call then sends an empty request message, a valid
+    protobuf of every message whose fields are all optional (``GetClusterIdRequest`` has none):
+    the GCS answers it, another gRPC server (the raylet) answers ``UNIMPLEMENTED``.
 
-def _frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
-    """An HTTP/2 frame: 24-bit length, type, flags, 31-bit stream id, payload (RFC 9113, 4.1)."""
-    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
-
-
-def _literal(name: str, value: str) -> bytes:
-    """An HPACK header field, literal without indexing, new name, no Huffman (RFC 7541, 6.2.2; strings < 127 bytes)."""
-    n, v = name.encode(), value.encode()
-    return b"\x00" + bytes([len(n)]) + n + bytes([len(v)]) + v
-
-
-def _recv_exact(sock: socket.socket, n: int, deadline: float) -> bytes:
-    """``n`` bytes from ``sock``, fewer when it closes; TimeoutError when ``deadline`` passes first."""
-    out = b""
-    while len(out) < n:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError
-        sock.settimeout(left)
-        chunk = sock.recv(n - len(out))
-        if not chunk:
-            break
-        out += chunk
-    return out
-
-
-def grpc_check(sock: socket.socket, authority: str, path: str | None, deadline: float) -> str | None:
-    """Whether the server on ``sock`` speaks gRPC and, with ``path``, answers that unary method
-    with a message; None when it does, else what was found, in words. Bounded by ``deadline``
-    (``time.monotonic``).
-
-    It sends the HTTP/2 preface and an empty SETTINGS frame, and with ``path`` one gRPC call of
-    an empty request message (gRPC over HTTP/2: grpc/grpc ``doc/PROTOCOL-HTTP2.md``): a gRPC
-    server answers with SETTINGS first; the method's server answers with a DATA frame, another
-    gRPC server with trailers only (``UNIMPLEMENTED``). An empty request is a valid protobuf of
-    every message whose fields are all optional (``GetClusterIdRequest`` has none).
+    Raises:
+        ComputeError: grpcio is not installed (``pip install -e ".[ray]"``).
     """
-    greeting = _H2_PREFACE + _frame(_SETTINGS, 0, 0)
-    if path is not None:
-        headers = [(":method", "POST"), (":scheme", "http"), (":path", path), (":authority", authority),
-                   ("content-type", "application/grpc"), ("te", "trailers")]  # fmt: skip
-        block = b"".join(_literal(k, v) for k, v in headers)
-        greeting += _frame(_HEADERS, _END_HEADERS, 1, block) + _frame(_DATA, _END_STREAM, 1, b"\0\0\0\0\0")
-    waited = f"{round(max(0.0, deadline - time.monotonic()), 1):g} s"
-    service = path.split("/")[1] if path else ""
-    first = True
     try:
-        sock.sendall(greeting)
-        while True:
-            head = _recv_exact(sock, 9, deadline)
-            if first and (len(head) < 9 or head[3] != _SETTINGS or head[5:9] != bytes(4)):
-                if not head:
-                    return "it closed the connection at an HTTP/2 (gRPC) greeting without a word"
-                with contextlib.suppress(OSError):
-                    sock.settimeout(0.2)
-                    head += sock.recv(64 - len(head))
-                return f"it answered an HTTP/2 (gRPC) greeting with {head[:64]!r}"
-            if len(head) < 9:
-                return "it closed the connection in the middle of the gRPC call"
-            length, kind, flags, stream = int.from_bytes(head[:3], "big"), head[3], head[4], int.from_bytes(head[5:9], "big")
-            if length > 1 << 20:
-                return f"it sent an HTTP/2 frame of {length} bytes"
-            _recv_exact(sock, length, deadline)
-            if kind == _SETTINGS and not flags & _ACK:
-                sock.sendall(_frame(_SETTINGS, _ACK, 0))
-                if first and path is None:
-                    return None
-            first = False
-            if stream == 1 and kind == _DATA:
-                return None
-            if stream == 1 and (kind == _RST_STREAM or (kind == _HEADERS and flags & _END_STREAM)):
+        import grpc
+    except ImportError:
+        raise ComputeError('compute.backend ray needs grpcio to check compute.address: pip install -e ".[ray]"') from None
+    deadline = time.monotonic() + timeout_s
+    service = path.split("/")[1] if path else ""
+    with grpc.insecure_channel(target, options=[("grpc.enable_http_proxy", 0)]) as channel:
+        try:
+            grpc.channel_ready_future(channel).result(timeout=timeout_s)
+        except grpc.FutureTimeoutError:
+            return f"no HTTP/2 (gRPC) answer within {timeout_s:g} s (compute.connect_timeout_s)"
+        if path is None:
+            return None
+        try:
+            channel.unary_unary(path)(b"", timeout=max(0.1, deadline - time.monotonic()))
+        except grpc.RpcError as e:
+            code = e.code()  # type: ignore[attr-defined]  # a failed call's RpcError is also a grpc.Call
+            if code == grpc.StatusCode.UNIMPLEMENTED:
                 return f"it speaks gRPC but has no {service} service (its call ended without a reply)"
-            if kind == _GOAWAY:
-                return "it speaks gRPC but closed the connection (GOAWAY) at the call"
-    except TimeoutError:
-        if first:
-            return f"no HTTP/2 (gRPC) answer within {waited} (compute.connect_timeout_s)"
-        return f"it speaks gRPC but its {service} did not answer within {waited} (compute.connect_timeout_s)"
-    except OSError as e:
-        return f"the connection failed during the gRPC greeting ({e})"
+            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                return f"it speaks gRPC but its {service} did not answer within {timeout_s:g} s (compute.connect_timeout_s)"
+            return f"it speaks gRPC but its {service} call failed: {code.name}"
+    return None
 
 
 # ------------------------------------------------------------------------------------------------ Ray workers
@@ -330,14 +277,12 @@ class RayExecutor(Executor):
             dialed = self._ray.util.get_node_ip_address()
         at = f" at {dialed}:{port}, where Ray dials it (Ray replaces a loopback host by this machine's address)"
         at = at if dialed != host else ""
-        timeout = self.cfg.connect_timeout_s
-        deadline = time.monotonic() + timeout
+        timeout = self.cfg.connect_timeout_s  # the connect, then the gRPC check: each within it
         try:
-            sock = socket.create_connection((dialed, int(port)), timeout=timeout)
+            socket.create_connection((dialed, int(port)), timeout=timeout).close()
         except OSError as e:
             raise ComputeError(f"compute.address {address}: the Ray cluster does not answer{at} ({e})") from None
-        with sock:
-            found = grpc_check(sock, f"{dialed}:{port}", None if client else GCS_CHECK_PATH, deadline)
+        found = grpc_check(f"{dialed}:{port}", None if client else GCS_CHECK_PATH, timeout)
         if found is not None:
             what = "a Ray Client server" if client else "a Ray GCS (the head's ray start --port)"
             raise ComputeError(f"compute.address {address}: something listens{at}, but not {what}: {found}") from None
