@@ -179,9 +179,13 @@ def load_params(path: str | Path = DEFAULT_PARAMS_PATH) -> Params:
 
 
 def params_from_text(text: str, source: str = "params") -> Params:
-    """Validate the YAML ``text`` of a params file (``ml.params_yaml.read_yaml``); raises ParamsError as ``load_params``."""
+    """Validate the YAML ``text`` of a params file (``ml.params_yaml.read_yaml``); raises ParamsError as
+    ``load_params``, and for a file with no sections (empty, blank or only comments: a cut or emptied
+    file, which would otherwise run every stage on the code defaults)."""
     raw, lines = read_yaml(text, source)
-    return params_from_dict(raw or {}, source, lines)
+    if raw is None:
+        raise ParamsError(f"{source}: no sections (the file is empty or holds only comments); restore it: git checkout {source}")
+    return params_from_dict(raw, source, lines)
 
 
 def params_from_dict(raw: dict[str, Any], source: str = "params", lines: dict[KeyPath, int] | None = None) -> Params:

@@ -69,3 +69,16 @@ def test_nul_in_params_one_line(tmp_path: Path):
     res = subprocess.run(stage, cwd=repo, capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and res.stderr == f"error: {problem}\n", res.stderr[-2000:]
     assert git(repo, "status", "--porcelain", "--untracked-files=all") == "" and not (repo / "state").exists()
+
+
+def test_an_emptied_params_file_is_refused_not_committed(tmp_path: Path):
+    """An emptied params.yaml (a hand edit) was taken as a hand edit of every key, committed as
+    ``params: base.seed 20261129 -> (unset) ...``, and every later run crashed; now one line, no commit."""
+    repo = make_project_copy(tmp_path / "repo", tiny_params())
+    head = git(repo, "rev-parse", "HEAD")
+    (repo / "params.yaml").write_text("# emptied by mistake\n")
+    res = run_loop(repo, timeout=120)
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    p = repo / "params.yaml"
+    assert res.stderr == f"loop.py: {p}: no sections (the file is empty or holds only comments); restore it: git checkout {p}\n"
+    assert git(repo, "rev-parse", "HEAD") == head and (repo / "params.yaml").read_text() == "# emptied by mistake\n"

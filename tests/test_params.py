@@ -216,3 +216,16 @@ def test_bad_yaml_is_one_line(tmp_path: Path):
         f"{tmp_path / 'params.yaml'}:3:9: not valid YAML: expected ',' or ']', but got ':'"
         " (while parsing a flow sequence from line 2)"
     )
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "   \n", "# all of it commented out\n# train:\n"])
+def test_a_file_with_no_sections_is_refused_by_reader_and_writer(tmp_path: Path, text: str):
+    """An emptied or cut params.yaml ran every stage on the code defaults and crashed the writer
+    (``'NoneType' object has no attribute 'get'``); now both refuse it in one line, writing nothing."""
+    p = tmp_path / "params.yaml"
+    p.write_text(text)
+    with pytest.raises(ParamsError, match=r"params\.yaml: no sections \(the file is empty or holds only comments\)"):
+        load_params(p)
+    with pytest.raises(ParamsError, match=r"params\.yaml: top level must be a mapping of sections"):
+        overrides_text(p, {"train": {"epochs": 7}})
+    assert p.read_text() == text

@@ -115,9 +115,12 @@ def _load(path: Path) -> tuple[Any, str]:
 def _parse(text: str, source: str) -> tuple[Any, str]:
     check_characters(text, source)
     try:
-        return _yaml(text).load(text), text
+        data = _yaml(text).load(text)
     except Exception as e:  # ruamel raises several YAMLError subclasses
         raise ParamsError(yaml_error(e, source)) from e
+    if not isinstance(data, dict):
+        raise ParamsError(f"{source}: top level must be a mapping of sections (the file is empty or holds no sections)")
+    return data, text
 
 
 def _dump(data: Any, like: str) -> str:
