@@ -28,6 +28,12 @@ Checks:
   train/gate loader; a second import adds nothing and reports the counts held; two runs of
   one seed in one file (also back to back) are kept apart; an empty line is a bad line
   (``file:line: empty line``) for the import and every reader.
+* A file imported while Forge was still writing it (its first 7 lines), then complete: the
+  game grew, only its 11 other decisions are imported under its id (also under a re-keyed
+  id), 18 once in all, one game for the train/gate loader; its beginning after the whole
+  file is "already imported"; both in one import give, in either order, the folder of the
+  complete file alone; a third import adds nothing. A folder argument is refused as
+  "is a directory".
 * Issue #12 item 7: Forge files in ``data/teacher`` make ``loop.py`` refuse to run (untracked
   or committed) with a message naming ``import-forge``, and nothing is deleted; ``loop.py
   import-forge`` adds them to ``data/forge`` (``dvc add``-tracked, committed) and gives the

@@ -13,15 +13,18 @@ lines' canonical JSON (:func:`read_games`; line endings, a byte-order mark, key 
 whitespace make no difference), never its ``game_id`` alone, which Forge derives from the
 game index and seed (``game-<index>-<seed>``), so two runs with one seed, or a 2-player and
 a 4-player run, share ids. A game ``data/forge`` holds is never imported twice (a CRLF copy,
-a file that grew, another file repeating games; a file with nothing else is "already
-imported", with the count held). A different game under an id another game holds (in
+a file that grew by whole games, another file repeating games, the beginning of a held game;
+a file with nothing else is "already imported", with the count held). A game of which
+``data/forge`` holds the beginning under its id (a file imported while Forge was still
+writing it) is the same game grown: only the rest is imported, under the held id
+(:func:`match_game`; the held lines of an id are joined across files, :func:`held_games`). A different game under an id another game holds (in
 ``data/forge``, in a file taken before it in the same import, or earlier in the same file)
 is imported and kept apart: re-keyed to ``<game_id>~<8 hex of its identity>``, the id Forge wrote kept
 in the record as ``forge_game_id`` (``DecisionRecord``), so the train and gate stages, which
 tell games apart by ``game_id``, see two games. The lines of a re-keyed game are rewritten
 (compact JSON, :func:`rekeyed_line`); every other good line is copied byte for byte (CRLF
-kept). The files are taken in the order of their MD5, so the result does not depend on the
-order of the arguments. ``--cards TABLE`` merges a user card table
+kept). The files are taken by decreasing number of good lines, then MD5, so the result does
+not depend on the order of the arguments, and a file given with its beginning is imported whole. ``--cards TABLE`` merges a user card table
 (``name: kind``) into ``data/forge/cards.yaml``: it extends the built-in pool for labels only
 (the labels themselves: ``ml.game.commander.forge``).
 
