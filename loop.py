@@ -102,7 +102,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "train.source_weights.forge (--weight) in params.yaml and commits it. Exit status 0: all imported (bad lines left "
         "out and listed); 2: a file or the card table was refused. (--repo goes before the subcommand.)",
     )
-    imp.add_argument("paths", nargs="*", type=Path, metavar="PATH", help="Forge decision files (JSONL)")
+    imp.add_argument(
+        "paths", nargs="*", type=Path, metavar="PATH", help="Forge decision files (JSONL; a folder is refused: name its files)"
+    )
     imp.add_argument(
         "--cards",
         type=Path,

@@ -28,6 +28,12 @@ Checks:
   train/gate loader; a second import adds nothing and reports the counts held; two runs of
   one seed in one file (also back to back) are kept apart; an empty line is a bad line
   (``file:line: empty line``) for the import and every reader.
+* A file imported while Forge was still writing it (its first 7 lines), then complete: the
+  game grew, only its 11 other decisions are imported under its id (also under a re-keyed
+  id), 18 once in all, one game for the train/gate loader; its beginning after the whole
+  file is "already imported"; both in one import give, in either order, the folder of the
+  complete file alone; a third import adds nothing. A folder argument is refused as
+  "is a directory".
 * Issue #12 item 7: Forge files in ``data/teacher`` make ``loop.py`` refuse to run (untracked
   or committed) with a message naming ``import-forge``, and nothing is deleted; ``loop.py
   import-forge`` adds them to ``data/forge`` (``dvc add``-tracked, committed) and gives the
@@ -334,6 +340,117 @@ def test_one_file_with_two_runs_of_one_seed_keeps_both(tmp_path: Path) -> None:
     )
     rep = import_files([twice], forge)[0]
     assert (rep.decisions, [old for old, _ in rep.rekeyed]) == (18 + 68, ["game-0-9"])
+
+
+CRLF_ID = "game-2-151847156"  # CRLF's one game: 18 decisions
+CRLF_LINES = CRLF.read_bytes().splitlines(keepends=True)
+
+
+def _decisions(forge: Path) -> Counter[tuple[str, bytes]]:
+    """Every decision ``forge`` holds, as ``(game_id, digest of its canonical JSON)`` -> count."""
+    return Counter((g.game_id, d) for p in sorted(forge.glob("*.jsonl")) for g in read_games(p, []) for d in g.line_digests)
+
+
+def _prefix(tmp_path: Path, n: int = 7) -> Path:
+    """CRLF as Forge was still writing it: its first ``n`` lines, under the same name."""
+    part = tmp_path / "writing" / CRLF.name
+    part.parent.mkdir(exist_ok=True)
+    part.write_bytes(b"".join(CRLF_LINES[:n]))
+    return part
+
+
+def test_a_file_imported_while_forge_wrote_it_grows(tmp_path: Path) -> None:
+    forge, part = tmp_path / "forge", _prefix(tmp_path)
+    first = import_files([part], forge)[0]
+    assert (first.status, first.decisions) == ("imported", 7)
+    rep = import_files([CRLF], forge)[0]  # the file complete: its game grew, nothing re-keyed
+    assert (rep.status, rep.decisions, rep.held, rep.repeated, rep.rekeyed) == ("imported", 11, 7, 0, [])
+    assert rep.grown == [(CRLF_ID, 11, 7)]
+    text = format_report([rep], tmp_path)
+    assert f"game {CRLF_ID} grew: 11 new decisions imported (7 already held)" in text and "re-keyed" not in text
+    assert rep.imported_to != first.dest and rep.imported_to.read_bytes() == b"".join(CRLF_LINES[7:])  # byte for byte
+    held = _decisions(forge)
+    assert Counter(gid for gid, _ in held.elements()) == {CRLF_ID: 18}  # each decision once: 7 + 11, not 7 + 18
+    assert +held == Counter((CRLF_ID, d) for g in read_games(CRLF, []) for d in g.line_digests)
+    _, _, stats = load_teacher([], 0.12, ForgeEncoder(RecordEncoder()), [forge])  # the train and gate loader
+    assert (stats["teacher_games"], stats["teacher_decisions"]) == (1, 18)  # one game over two files
+    # a third import of the complete file adds nothing and counts all 18 (held in two files)
+    before = _folder(forge)
+    again = import_files([CRLF], forge)[0]
+    assert (again.status, again.held, again.decisions, again.dest) == ("already imported", 18, 0, None)
+    assert f"its games are in {', '.join(sorted([first.imported_to.name, rep.imported_to.name]))}" in again.notes
+    assert import_files([part], forge)[0].held == 7 and _folder(forge) == before
+    # one file holding the beginning, then the whole game again (a new run: the turn goes back)
+    both = tmp_path / "ml-decisions-0000f00d.jsonl"
+    both.write_bytes(b"".join(CRLF_LINES[:7]) + CRLF.read_bytes())
+    alone = import_files([both], tmp_path / "forge-both")[0]
+    assert (alone.decisions, alone.repeated, alone.rekeyed) == (18, 7, [])
+    assert alone.imported_to.read_bytes() == CRLF.read_bytes()
+
+
+def test_a_beginning_of_a_held_game_is_already_imported(tmp_path: Path) -> None:
+    forge, part = tmp_path / "forge", _prefix(tmp_path)
+    assert import_files([CRLF], forge)[0].decisions == 18
+    before = _folder(forge)
+    rep = import_files([part], forge)[0]
+    assert (rep.status, rep.held, rep.decisions, rep.dest) == ("already imported", 7, 0, forge / CRLF.name)
+    assert f"already imported: {part} -> forge/{CRLF.name}: 7 decisions" in format_report([rep], tmp_path)
+    assert _folder(forge) == before
+
+
+def test_a_beginning_and_its_whole_file_in_one_import_either_order(tmp_path: Path) -> None:
+    lf = tmp_path / "lf" / CRLF.name  # the same game with LF endings: another MD5
+    lf.parent.mkdir()
+    lf.write_bytes(CRLF.read_bytes().replace(b"\r\n", b"\n"))
+    cases = []
+    for k, (whole, n) in enumerate([(CRLF, 7), (lf, 9)]):
+        part = tmp_path / f"writing{k}" / CRLF.name
+        part.parent.mkdir()
+        part.write_bytes(b"".join(whole.read_bytes().splitlines(keepends=True)[:n]))
+        cases.append((whole, part, n))
+    assert any(md5(part) < md5(whole) for whole, part, _ in cases)  # one beginning comes first by MD5 alone
+    for k, (whole, part, n) in enumerate(cases):
+        folders = []
+        for i, order in enumerate([[part, whole], [whole, part]]):
+            forge = tmp_path / f"forge{k}-{i}"
+            reports = {r.source: r for r in import_files(order, forge)}
+            assert (reports[whole].status, reports[whole].decisions) == ("imported", 18)
+            assert (reports[part].status, reports[part].held, reports[part].decisions) == ("already imported", n, 0)
+            folders.append(_folder(forge))
+        alone = tmp_path / f"forge{k}-alone"  # the complete file alone, then its beginning: the same
+        import_files([whole], alone)
+        import_files([part], alone)
+        assert folders[0] == folders[1] == _folder(alone) == {CRLF.name: whole.read_bytes()}
+        grown = tmp_path / f"forge{k}-grown"  # the beginning first, in its own import: other files, the same decisions
+        import_files([part], grown)
+        import_files([whole], grown)
+        assert _decisions(grown) == _decisions(alone) and sum(_decisions(grown).values()) == 18
+
+
+def test_a_rekeyed_game_grows_under_its_new_id(tmp_path: Path) -> None:
+    forge = tmp_path / "forge"
+    other = tmp_path / "ml-decisions-0000beef.jsonl"  # another game holds CRLF's id first
+    other.write_bytes(_relabel(POD6.read_bytes(), {"game-5-585738843": CRLF_ID}))
+    import_files([other], forge)
+    first = import_files([_prefix(tmp_path)], forge)[0]
+    ((_, new_id),) = first.rekeyed
+    rep = import_files([CRLF], forge)[0]
+    assert (rep.decisions, rep.held, rep.rekeyed, rep.grown) == (11, 7, [], [(new_id, 11, 7)])
+    records = list(read_records(rep.imported_to))
+    assert {(r.game_id, r.forge_game_id) for r in records} == {(new_id, CRLF_ID)}  # rewritten, Forge's id kept
+    assert all(line.endswith(b"\r\n") for line in rep.imported_to.read_bytes().splitlines(keepends=True))
+    assert Counter(gid for gid, _ in _decisions(forge).elements()) == {CRLF_ID: 20, new_id: 18}
+    assert import_files([CRLF], forge)[0].status == "already imported"
+
+
+def test_a_folder_argument_is_refused_as_a_directory(tmp_path: Path) -> None:
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    shutil.copy(CRLF, folder)
+    rep = import_files([folder], tmp_path / "forge")[0]
+    assert (rep.status, rep.notes) == ("refused", ["is a directory"])
+    assert format_report([rep], tmp_path) == f"refused: {folder}: 0 decisions (is a directory)"
+    assert not (tmp_path / "forge").exists() or not any((tmp_path / "forge").iterdir())
 
 
 def test_identity_ignores_line_endings_bom_key_order_and_whitespace(tmp_path: Path) -> None:

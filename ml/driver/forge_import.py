@@ -13,15 +13,18 @@ lines' canonical JSON (:func:`read_games`; line endings, a byte-order mark, key 
 whitespace make no difference), never its ``game_id`` alone, which Forge derives from the
 game index and seed (``game-<index>-<seed>``), so two runs with one seed, or a 2-player and
 a 4-player run, share ids. A game ``data/forge`` holds is never imported twice (a CRLF copy,
-a file that grew, another file repeating games; a file with nothing else is "already
-imported", with the count held). A different game under an id another game holds (in
+a file that grew by whole games, another file repeating games, the beginning of a held game;
+a file with nothing else is "already imported", with the count held). A game of which
+``data/forge`` holds the beginning under its id (a file imported while Forge was still
+writing it) is the same game grown: only the rest is imported, under the held id
+(:func:`match_game`; the held lines of an id are joined across files, :func:`held_games`). A different game under an id another game holds (in
 ``data/forge``, in a file taken before it in the same import, or earlier in the same file)
 is imported and kept apart: re-keyed to ``<game_id>~<8 hex of its identity>``, the id Forge wrote kept
 in the record as ``forge_game_id`` (``DecisionRecord``), so the train and gate stages, which
 tell games apart by ``game_id``, see two games. The lines of a re-keyed game are rewritten
 (compact JSON, :func:`rekeyed_line`); every other good line is copied byte for byte (CRLF
-kept). The files are taken in the order of their MD5, so the result does not depend on the
-order of the arguments. ``--cards TABLE`` merges a user card table
+kept). The files are taken by decreasing number of good lines, then MD5, so the result does
+not depend on the order of the arguments, and a file given with its beginning is imported whole. ``--cards TABLE`` merges a user card table
 (``name: kind``) into ``data/forge/cards.yaml``: it extends the built-in pool for labels only
 (the labels themselves: ``ml.game.commander.forge``).
 
@@ -34,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,12 +107,14 @@ class Game:
             followed by ``\\n``, in file order: equal exactly when the records are.
         lines: its lines as they are in the file (line ending kept; a leading UTF-8 byte-order
             mark dropped; a last line without newline gets ``\\n``).
+        line_digests: the SHA-256 digest (32 bytes) of each line's canonical JSON, in file order.
     """
 
     game_id: str
     forge_game_id: str
     identity: str
     lines: tuple[bytes, ...]
+    line_digests: tuple[bytes, ...]
 
 
 def canonical_record(obj: dict[str, Any]) -> bytes:
@@ -154,7 +160,13 @@ def read_games(path: Path, bad: list[DataFileError]) -> list[Game]:
             runs[-1][2].append(raw if raw.endswith(b"\n") else raw + b"\n")
             runs[-1][3].append(canonical + b"\n")
     return [
-        Game(game_id, forge_id, hashlib.sha256(b"".join(canon)).hexdigest(), tuple(lines))
+        Game(
+            game_id,
+            forge_id,
+            hashlib.sha256(b"".join(canon)).hexdigest(),
+            tuple(lines),
+            tuple(hashlib.sha256(c).digest() for c in canon),
+        )
         for game_id, forge_id, lines, canon in runs
     ]
 
@@ -174,7 +186,70 @@ def rekeyed_line(raw: bytes, game_id: str, forge_game_id: str) -> bytes:
     return text.encode("utf-8", "backslashreplace") + (b"\r\n" if raw.endswith(b"\r\n") else b"\n")
 
 
-def _free_id(game: Game, taken: set[str]) -> str:
+@dataclass
+class HeldGame:
+    """What the Forge folder holds of one game: every line under one ``game_id``, in all its files.
+
+    A game imported while Forge was still writing it, then again grown, lies in two files under
+    one id (its first lines in one, the rest in a later one), so the lines of an id are joined
+    across files.
+
+    Attributes:
+        forge_game_id: the id Forge wrote (``forge_game_id`` of a re-keyed game, else its ``game_id``).
+        lines: the SHA-256 digest of each line's canonical JSON (:attr:`Game.line_digests`) -> count.
+        files: the files holding its lines.
+    """
+
+    forge_game_id: str
+    lines: Counter[bytes] = field(default_factory=Counter)
+    files: set[Path] = field(default_factory=set)
+
+
+def held_games(forge_dir: Path) -> dict[str, HeldGame]:
+    """The games the Forge folder holds, by ``game_id`` (an id Forge wrote, or a re-keyed one).
+
+    Every line of an id counts, whichever file and run it is in (:class:`HeldGame`); bad lines
+    (a file put there by hand) are left out. Empty when the folder does not exist.
+    """
+    held: dict[str, HeldGame] = {}
+    for p in scan_batches(forge_dir, sources=(), include_forge=True) if forge_dir.is_dir() else []:
+        for game in read_games(p, []):
+            h = held.setdefault(game.game_id, HeldGame(game.forge_game_id))
+            h.lines.update(game.line_digests)
+            h.files.add(p)
+    return held
+
+
+Match = tuple[Literal["held", "grown", "new"], str | None, int]
+"""How a game relates to the held games (:func:`match_game`): ``(kind, held id, lines held)``."""
+
+
+def match_game(game: Game, held: dict[str, Counter[bytes]]) -> Match:
+    """Whether ``game`` is a game held already, one held in part that grew, or a new game.
+
+    Only held games of the same Forge id (``game.forge_game_id``) are candidates; ``held``
+    maps each of their ids to its lines (digests -> count, :class:`HeldGame`).
+
+    Returns:
+        ``("held", id, len(game.lines))`` when every line of ``game`` is among the lines of
+        ``id`` (the same game, or its beginning); else ``("grown", id, m)`` when the first
+        ``m`` lines of ``game`` are exactly the ``m`` lines of ``id`` (the game of which the
+        folder holds a beginning; the longest such beginning, then the first id in sort
+        order); else ``("new", None, 0)``.
+    """
+    mine = Counter(game.line_digests)
+    grown: tuple[int, str] | None = None
+    for gid in sorted(held):
+        lines = held[gid]
+        if mine <= lines:
+            return "held", gid, len(game.lines)
+        m = lines.total()
+        if 0 < m < len(game.lines) and Counter(game.line_digests[:m]) == lines and (grown is None or m > grown[0]):
+            grown = (m, gid)
+    return ("grown", grown[1], grown[0]) if grown else ("new", None, 0)
+
+
+def _free_id(game: Game, taken: set[str] | dict[str, HeldGame]) -> str:
     """``game``'s own id when no other game holds it, else ``<forge_game_id>~<8 hex of its identity>``
     (16, then 64 hex in the unlikely case that another game holds that too)."""
     candidates = [game.game_id] + [f"{game.forge_game_id}{REKEY_SEP}{game.identity[:n]}" for n in (8, 16, 64)]
@@ -192,10 +267,12 @@ class FileReport:
             all its games (``already imported``; None when they lie in several, named in ``notes``).
         decisions: decisions (good lines) written to ``dest`` by this import.
         held: decisions of its games that the Forge folder held already (same records:
-            :attr:`Game.identity`), each game counted once; left out.
+            :func:`match_game`), each counted once; left out. A grown game's held beginning counts.
         repeated: decisions of a game repeated later in the same file (same records); left out.
         rekeyed: ``(game_id, new game_id)`` of each of its games imported under a new id
             because another game held the id.
+        grown: ``(game_id, decisions imported, decisions held)`` of each game of which the
+            Forge folder held a beginning: only the rest was imported, under the held id.
         bad: every bad line, as ``DataFileError``/``RecordError`` (file, line, field, problem).
         notes: anything else the user should know (a new name, games seen before).
     """
@@ -207,6 +284,7 @@ class FileReport:
     held: int = 0
     repeated: int = 0
     rekeyed: list[tuple[str, str]] = field(default_factory=list)
+    grown: list[tuple[str, int, int]] = field(default_factory=list)
     bad: list[DataFileError] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -221,80 +299,126 @@ def import_files(paths: Sequence[Path], forge_dir: Path) -> list[FileReport]:
     """Validate Forge files and copy their games into ``forge_dir``; never overwrites.
 
     A game (:func:`read_games`) is known by its records, not its ``game_id`` (Forge's
-    ``game-<index>-<seed>`` repeats across runs with the same seed): one whose records the
-    folder holds already is left out (``held``); another game under an id the folder holds is
-    imported under ``<id>~<8 hex of its identity>``, its lines rewritten (:func:`rekeyed_line`);
-    every other line is copied byte for byte. The files are taken in the order of their MD5
-    (then path), not the order given, so what ``forge_dir`` holds afterwards (names, ids and
-    bytes) does not depend on the order of ``paths``.
+    ``game-<index>-<seed>`` repeats across runs with the same seed; :func:`match_game`): one
+    whose lines the folder holds already under its Forge id is left out (``held``; a beginning
+    of a held game too); one of which the folder holds the beginning (a file imported while
+    Forge was still writing it) is the same game grown: only the rest is imported, under the
+    held id; another game under an id the folder holds is imported under
+    ``<id>~<8 hex of its identity>``, its lines rewritten (:func:`rekeyed_line`); every other
+    line is copied byte for byte. The files are taken by decreasing number of good lines, then
+    MD5, then path, not in the order given, so what ``forge_dir`` holds afterwards (names, ids
+    and bytes) does not depend on the order of ``paths``, and a complete file given with its
+    beginning is imported whole (as when it is imported alone).
 
     Args:
         paths: the Forge files (JSONL in the Forge decision format, any name).
         forge_dir: the destination folder (created when missing).
 
     Returns:
-        One report per path, in the order given. A file with no good line, or that is missing,
+        One report per path, in the order given. A file with no good line, missing or a folder
         is ``refused``; one whose name is taken by other content is imported under
         ``ml-decisions-<8 hex of its SHA-256>[-tN].jsonl`` (refused when that name is taken too);
         one with no game the folder lacks is ``already imported``.
     """
-    held: dict[str, set[Path]] = {}  # identity -> the files holding the game
-    taken: set[str] = set()  # game ids in forge_dir
-    for p in scan_batches(forge_dir, sources=(), include_forge=True) if forge_dir.is_dir() else []:
-        for game in read_games(p, []):
-            held.setdefault(game.identity, set()).add(p)
-            taken.add(game.game_id)
+    held = held_games(forge_dir)
     paths = [Path(p) for p in paths]
-    reports = [FileReport(p, "refused") if p.is_file() else FileReport(p, "refused", notes=["no such file"]) for p in paths]
-    for rep in sorted((r for r in reports if r.source.is_file()), key=lambda r: (file_md5(r.source), str(r.source))):
-        _import_file(rep, forge_dir, held, taken)
+    reports = [
+        FileReport(p, "refused")
+        if p.is_file()
+        else FileReport(p, "refused", notes=["is a directory" if p.is_dir() else "no such file"])
+        for p in paths
+    ]
+    games = {id(r): read_games(r.source, r.bad) for r in reports if r.source.is_file()}
+    order = sorted(
+        (r for r in reports if id(r) in games),
+        key=lambda r: (-sum(len(g.lines) for g in games[id(r)]), file_md5(r.source), str(r.source)),
+    )
+    for rep in order:
+        _import_file(rep, games[id(rep)], forge_dir, held)
     return reports
 
 
-def _import_file(rep: FileReport, forge_dir: Path, held: dict[str, set[Path]], taken: set[str]) -> None:
-    """Import ``rep.source`` (:func:`import_files`), filling in ``rep``; ``held`` and ``taken`` are updated."""
-    path = rep.source
-    games = read_games(path, rep.bad)
-    if not games:
-        rep.notes.append("no good line")
-        return
+def _classify(
+    rep: FileReport, games: list[Game], held: dict[str, HeldGame]
+) -> tuple[list[tuple[Game, str, int]], dict[str, HeldGame], set[Path], int]:
+    """Sort the games of ``rep.source`` into held, repeated, grown and new (:func:`match_game`),
+    counting in ``rep`` (``held``, ``repeated``, ``grown``); each game is matched against the
+    folder's games and the games before it in the file.
+
+    Returns:
+        ``(out, pending, homes, held_games)``: each game to write as ``(game, the id it is
+        imported under, lines of it held already: left out)``; the lines they add by id; the
+        files holding the held games, and their number.
+    """
     seen: set[str] = set()
     homes: set[Path] = set()
-    held_games = 0
-    new: list[tuple[Game, str]] = []  # (game, the id it is imported under)
-    claimed: set[str] = set()
+    held_n = 0
+    pending: dict[str, HeldGame] = {}  # game id -> lines this file adds
+    out: list[tuple[Game, str, int]] = []
+    by_forge_id: dict[str, list[str]] = {}
+    for held_id, h in held.items():
+        by_forge_id.setdefault(h.forge_game_id, []).append(held_id)
     for game in games:
         if game.identity in seen:
             rep.repeated += len(game.lines)
-        elif game.identity in held:
-            rep.held += len(game.lines)
-            held_games += 1
-            homes |= held[game.identity]
-        else:
-            new_id = _free_id(game, taken | claimed)
-            claimed.add(new_id)
-            new.append((game, new_id))
+            continue
         seen.add(game.identity)
-    if rep.held and new:
-        rep.notes.append(f"{rep.held} decisions of {held_games} games already imported, left out")
+        x = game.forge_game_id
+        before = {held_id: held[held_id].lines for held_id in by_forge_id.get(x, [])}
+        now = dict(before)
+        for new_id, add in pending.items():
+            if add.forge_game_id == x:
+                now[new_id] = before.get(new_id, Counter()) + add.lines
+        kind, gid, m = match_game(game, now)
+        in_before = before.get(gid, Counter()) if gid is not None else Counter()
+        if kind == "held" and gid is not None:
+            if Counter(game.line_digests) <= in_before:
+                rep.held += m
+                held_n += 1
+                homes |= held[gid].files
+            else:  # (partly) a game earlier in this file
+                rep.repeated += m
+            continue
+        if kind == "grown" and gid is not None:
+            rep.held += in_before.total()
+            rep.repeated += m - in_before.total()
+            rep.grown.append((gid, len(game.lines) - m, m))
+        else:
+            gid = _free_id(game, held.keys() | pending.keys())
+        pending.setdefault(gid, HeldGame(x)).lines.update(game.line_digests[m:])
+        out.append((game, gid, m))
+    return out, pending, homes, held_n
+
+
+def _import_file(rep: FileReport, games: list[Game], forge_dir: Path, held: dict[str, HeldGame]) -> None:
+    """Import ``games``, read from ``rep.source`` (:func:`import_files`), filling in ``rep``;
+    ``held`` is updated with what is written."""
+    path = rep.source
+    if not games:
+        rep.notes.append("no good line")
+        return
+    out, pending, homes, held_games_n = _classify(rep, games, held)
+    full_held = rep.held - sum(m for _, _, m in rep.grown)
+    if full_held and out:
+        rep.notes.append(f"{full_held} decisions of {held_games_n} games already imported, left out")
     if rep.repeated:
         rep.notes.append(f"{rep.repeated} decisions repeat a game earlier in the file, left out")
-    if not new:  # a copy (CRLF, renamed, reordered keys) of imported games
+    if not out:  # a copy (CRLF, renamed, reordered keys) of imported games, or a beginning of them
         rep.status = "already imported"
         if len(homes) == 1:
             rep.dest = next(iter(homes))
         else:
             rep.notes.append("its games are in " + ", ".join(sorted(p.name for p in homes)))
         return
-    rep.rekeyed = [(g.game_id, new_id) for g, new_id in new if new_id != g.game_id]
+    for gid, new, m in rep.grown:
+        rep.notes.append(f"game {gid} grew: {new} new decisions imported ({m} already held)")
+    rep.rekeyed = [(g.game_id, gid) for g, gid, m in out if gid != g.game_id and not m]
     if rep.rekeyed:
         rep.notes.append(
             f"{len(rep.rekeyed)} games re-keyed (another game holds their game_id): "
             + ", ".join(f"{old} -> {new_id}" for old, new_id in rep.rekeyed)
         )
-    lines = [
-        raw if new_id == g.game_id else rekeyed_line(raw, new_id, g.forge_game_id) for g, new_id in new for raw in g.lines
-    ]
+    lines = [raw if gid == g.game_id else rekeyed_line(raw, gid, g.forge_game_id) for g, gid, m in out for raw in g.lines[m:]]
     content = b"".join(lines)
     digest = hashlib.sha256(content).hexdigest()
     forge_name = classify_file(path) == "forge"
@@ -311,9 +435,10 @@ def _import_file(rep: FileReport, forge_dir: Path, held: dict[str, set[Path]], t
         )
     atomic_write_bytes(dest, content)
     rep.status, rep.dest, rep.decisions = "imported", dest, len(lines)
-    taken |= claimed
-    for game, _ in new:
-        held[game.identity] = {dest}
+    for gid, add in pending.items():
+        h = held.setdefault(gid, HeldGame(add.forge_game_id))
+        h.lines.update(add.lines)
+        h.files.add(dest)
 
 
 def format_report(reports: Sequence[FileReport], root: Path) -> str:
