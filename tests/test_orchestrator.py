@@ -80,5 +80,7 @@ def test_an_emptied_params_file_is_refused_not_committed(tmp_path: Path):
     res = run_loop(repo, timeout=120)
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
     p = repo / "params.yaml"
-    assert res.stderr == f"loop.py: {p}: no sections (the file is empty or holds only comments); restore it: git checkout {p}\n"
+    assert (
+        res.stderr == f"loop.py: {p}: no sections (the file is empty or holds only comments); restore it: git checkout {p}\n"
+    )
     assert git(repo, "rev-parse", "HEAD") == head and (repo / "params.yaml").read_text() == "# emptied by mistake\n"
