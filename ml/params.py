@@ -184,7 +184,9 @@ def params_from_text(text: str, source: str = "params") -> Params:
     file, which would otherwise run every stage on the code defaults)."""
     raw, lines = read_yaml(text, source)
     if raw is None:
-        raise ParamsError(f"{source}: no sections (the file is empty or holds only comments); restore it: git checkout {source}")
+        raise ParamsError(
+            f"{source}: no sections (the file is empty or holds only comments); restore it: git checkout {source}"
+        )
     return params_from_dict(raw, source, lines)
 
 
