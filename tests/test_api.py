@@ -475,7 +475,8 @@ def test_token_from_environment(repo: Path, monkeypatch: pytest.MonkeyPatch):
 @pytest.mark.expensive
 def test_max_body_bytes_flag_limits_every_endpoint(repo: Path, launches: list, monkeypatch: pytest.MonkeyPatch):
     """``--max-body-bytes 100``: a 101-byte body is a 413 at the control and the policy endpoints, read or
-    not; the default (32 MiB) lets a 1 MiB body through to validation (422)."""
+    not; the default (32 MiB) lets a 1 MiB body through to the batch route's validation (422), while
+    ``/act``, which takes one point, refuses it (``MAX_POINT_BODY_BYTES``, 128 KiB)."""
     seen: dict = {}
     monkeypatch.setattr(api_main.uvicorn, "run", lambda app, **kw: seen.update(app=app))
     assert api_main.main(["--repo", str(repo), "--max-body-bytes", "100"]) == 0
@@ -489,7 +490,8 @@ def test_max_body_bytes_flag_limits_every_endpoint(repo: Path, launches: list, m
     json_type = {"Content-Type": "application/json"}
     assert c.post("/api/ml/distill/stop", content=b'{"force": false}', headers=json_type).status_code != 413
     big = b'{"turn": 1' + b" " * (1 << 20) + b"}"
-    assert client(repo).post("/api/ml/policy/act", content=big, headers=json_type).status_code == 422
+    assert client(repo).post("/api/ml/policy/act/batch", content=big, headers=json_type).status_code == 422
+    assert client(repo).post("/api/ml/policy/act", content=big, headers=json_type).status_code == 413  # one point: 128 KiB
     with pytest.raises(SystemExit):
         api_main.parse_args(["--max-body-bytes", "0"])
 
