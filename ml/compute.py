@@ -153,7 +153,6 @@ LOCAL = Executor()
 
 # ------------------------------------------------------------------------------------------------ the address check
 
-
 def grpc_check(target: str, path: str | None, timeout_s: float) -> str | None:
     """Whether the server at ``target`` (``host:port``) speaks gRPC and, with ``path``, answers that
     unary method; None when it does, else what was found, in words. Bounded by ``timeout_s`` seconds.
