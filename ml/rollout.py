@@ -396,7 +396,10 @@ def _start_row(
 
 def _collect_row_rewards(batch: Game, rows: list[_Row]) -> None:
     """Add the last ``step``'s rewards to each game's returns and to its seats' last transitions."""
+    hit = set(np.flatnonzero(batch.rewards.any(axis=1)).tolist())  # rewards come at eliminations and game ends only
     for r in rows:
+        if r.row not in hit:
+            continue
         for seat, reward in enumerate(batch.rewards[r.row].tolist()):
             if reward:
                 r.returns[seat] += reward
