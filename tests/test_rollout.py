@@ -158,3 +158,20 @@ def test_core_describes_actions_as_the_rules_do():
             batch.step(acts)
         assert batch.result(0) == (state.game_id, rules.outcome(state), state.winner, state.ranking())
     assert checked == {"cast", "cast_commander", "attack", "pass", "hold"}
+
+
+def test_core_game_deals_the_decks_asked_for():
+    from ml.game.commander import core, rules
+    from ml.game.commander.core.game import CoreGame
+
+    batch = CoreGame(2, 4, 30)
+    names = batch.tables.deck_names
+    decks = [len(names) - 1, 0, 1, 1]
+    batch.reset(1, 77, {}, False, decks=decks)
+    batch.reset(0, 77, {}, False)
+    chosen = rules.new_game(77, 4, 30, game_index=0, deck_names=[names[i] for i in decks])
+    assert core.decision_record(batch.st, batch.tables, 1) == rules.decision_record(chosen)
+    drawn = core.decision_record(batch.st, batch.tables, 0)
+    assert drawn == rules.decision_record(rules.new_game(77, 4, 30, game_index=0)) != rules.decision_record(chosen)
+    with pytest.raises(ValueError, match="3 decks for 4 seats"):
+        batch.reset(0, 77, {}, False, decks=[1, 2, 3])

@@ -30,7 +30,7 @@ Rewards are float64 so a seat's reward equals the Python float the AEC env gives
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -58,7 +58,9 @@ class Game(Protocol):
     to_act: np.ndarray
     decisions: np.ndarray
 
-    def reset(self, row: int, seed: int, scripted: Mapping[int, str], surfaced: bool) -> None:
+    def reset(
+        self, row: int, seed: int, scripted: Mapping[int, str], surfaced: bool, decks: Sequence[int] | None = None
+    ) -> None:
         """Deal a game into ``row`` from ``seed``, as the game's AEC env ``reset(seed=seed)`` does.
 
         Args:
@@ -69,11 +71,13 @@ class Game(Protocol):
                 seats are answered by the caller.
             surfaced: the scripted seats' decisions are surfaced (``step`` stops at them and
                 :meth:`scripted_actions` gives their choices) so the caller can record them.
+            decks: the game's deck indices, one per seat, before the seat shuffle (a game
+                without decks ignores them); None draws them from ``seed`` as the env does.
 
         No seat acts here; call ``step`` with ``-1`` for the row to let scripted seats play.
 
         Raises:
-            ValueError: an unknown scripted kind.
+            ValueError: an unknown scripted kind, or ``decks`` of another length.
         """
         ...
 

@@ -8,7 +8,7 @@ results equal the env's (``tests/test_core_agreement.py``, ``tests/test_rollout.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -63,9 +63,17 @@ class CoreGame:
         self._seats = np.full(num_games, -1, np.int64)
         self._choice = np.full(num_games, -1, np.int64)
 
-    def reset(self, row: int, seed: int, scripted: Mapping[int, str], surfaced: bool) -> None:
-        """Deal ``row`` (``ml.game.protocol.Game.reset``)."""
+    def reset(
+        self, row: int, seed: int, scripted: Mapping[int, str], surfaced: bool, decks: Sequence[int] | None = None
+    ) -> None:
+        """Deal ``row`` (``ml.game.protocol.Game.reset``; ``decks`` index ``CoreTables.deck_names``,
+        as ``rules.new_game(deck_names=...)`` names them)."""
         n = self.num_games
+        choice = np.full((n, MAX_POD), -1, np.int64)
+        if decks is not None:
+            if len(decks) != self.num_players:
+                raise ValueError(f"decks: {len(decks)} decks for {self.num_players} seats")
+            choice[row, : self.num_players] = decks
         kinds = np.zeros((n, MAX_POD), np.int8)
         pseeds = np.zeros((n, MAX_POD), np.int64)
         for s, kind in scripted.items():
@@ -78,7 +86,7 @@ class CoreGame:
         which = np.zeros(n, bool)
         which[row] = True
         core.reset(self.st, self.tables, seeds, self.num_players, self.max_turns, game_index=np.zeros(n, np.int64),
-                   seat_kind=kinds, player_seeds=pseeds, games=which)  # fmt: skip
+                   deck_choice=choice, seat_kind=kinds, player_seeds=pseeds, games=which)  # fmt: skip
         self._surfaced[row] = surfaced
         if surfaced:  # the kernels stop at every seat; scripted_actions restores the kinds to choose
             self._kinds[row] = kinds[row]
