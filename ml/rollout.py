@@ -3,10 +3,13 @@
 One ``play_games`` runner serves every stage that plays: the teacher (all heuristic
 seats, every decision logged), PPO self-play (one learning seat, transitions kept), the
 exporter (the agent's decisions logged) and the gate's evaluation pods. Games go through
-the PettingZoo AEC interface of the run's game (``ml.game.registry.GameSpec.make_env``:
-``CommanderPodEnv`` or ``OpenSpielEnv``); all network-controlled decisions pending across
-the concurrent games are answered by one forward pass per network (scripted seats act at once,
-so the games wait on networks only). The controller kind
+the run's batched game where it has one (``ml.game.registry.GameSpec.batched``: the
+Commander's compiled core, ``ml.game.protocol.Game``; scripted seats play inside its
+``step``), else through its PettingZoo AEC env (``GameSpec.make_env``: ``OpenSpielEnv``). Both
+paths give the same results, transitions and records for the same inputs
+(``tests/test_rollout.py``). All network-controlled decisions pending across the concurrent
+games are answered by one forward pass per network (scripted seats act at once, so the games
+wait on networks only). The controller kind
 ``heuristic`` is the game's teacher (the commander's heuristic, MCTS for OpenSpiel games).
 
 Seats are named by *controller*: a key into a mapping of ``Controller`` objects, e.g.
@@ -22,9 +25,14 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from ml.game.protocol import Game
 from ml.game.registry import GameSpec, commander
 from ml.game.spec import Encoder, ScriptedPlayer
 from ml.policy import PolicyNet, check_shape
+
+Engine = Literal["core", "objects"]
+"""How ``play_games`` plays: ``core`` through the game's batched ``Game`` where it has one (else
+as ``objects``), ``objects`` through the game's AEC env and scripted player objects."""
 
 ControllerKind = Literal["heuristic", "random", "net"]
 """Who plays a seat: a scripted player (``heuristic``, ``random``) or a network (``net``)."""
@@ -133,6 +141,7 @@ def play_games(
     game: GameSpec | None = None,
     budget: int | None = None,
     indices: Sequence[int] | None = None,
+    engine: Engine = "core",
 ) -> Generator[GameResult, None, None]:
     """Play ``len(seatings)`` games, ``num_envs`` at a time, yielding each as it ends.
 
@@ -155,6 +164,8 @@ def play_games(
         budget: tracked-seat decisions after which no new game starts (the games in flight
             are played to their end, so no decision is wasted); None plays every seating.
         indices: play only these games of ``seatings`` (a chunk of a stage, ``ml.compute``); None: all.
+        engine: ``core`` (the game's batched ``Game`` where it has one) or ``objects`` (its AEC
+            env); both give the same results.
 
     Yields:
         GameResult, in order of completion (deterministic for fixed inputs).
@@ -175,6 +186,10 @@ def play_games(
                 raise ValueError(f"controller {key!r} is a net controller without a net")
             check_shape(ctrl.net, game.obs_dim, game.num_actions, f"the policy of {key!r}")
     pending = list(range(len(seatings)) if indices is None else indices)[::-1]
+    batch = game.batched(num_envs, encoder) if engine == "core" else None
+    if batch is not None:
+        yield from _play_batched(batch, seatings, game_seeds, controllers, pending, generator, log_seats, track_seats, budget)
+        return
     slots: list[_Slot] = []
     tracked = 0
     while pending or slots:
@@ -290,6 +305,155 @@ def _finish(slot: _Slot) -> GameResult:
     game_id, result, winner, ranking = slot.env.game_result()
     return GameResult(
         slot.index, game_id, result, winner, slot.seats, slot.returns, slot.records, slot.transitions, slot.decisions, ranking
+    )
+
+
+@dataclass
+class _Row:
+    """A game in a row of a batched ``Game``."""
+
+    row: int
+    index: int
+    seats: list[str]
+    surfaced: bool
+    returns: np.ndarray
+    log_seats: frozenset[int]
+    records: list[dict]
+    transitions: dict[int, list[Transition]]
+
+
+def _play_batched(
+    batch: Game,
+    seatings: list[list[str]],
+    game_seeds: list[int],
+    controllers: dict[str, Controller],
+    pending: list[int],
+    generator: torch.Generator,
+    log_seats: Callable[[list[str]], list[int]] | None,
+    track_seats: Callable[[list[str]], list[int]] | None,
+    budget: int | None,
+) -> Generator[GameResult, None, None]:
+    """``play_games`` through ``batch``: the same loop as the AEC path, one batched ``step`` per
+    round of network decisions. Games whose scripted seats are logged are *surfaced*: their
+    scripted decisions come back one at a time so their records can be written."""
+    free = list(range(batch.num_games))[::-1]
+    actions = np.full(batch.num_games, -1, np.int64)
+    rows: list[_Row] = []
+    tracked = 0
+    while pending or rows:
+        if budget is not None and tracked >= budget:
+            pending.clear()  # no new game; the games in flight play on
+        started = False
+        while pending and len(rows) < batch.num_games:
+            rows.append(
+                _start_row(batch, free.pop(), pending.pop(), seatings, game_seeds, controllers, log_seats, track_seats)
+            )
+            started = True
+        if started:  # the new games' scripted seats play up to their first answered decision
+            actions[:] = -1
+            batch.step(actions)
+            _collect_row_rewards(batch, rows)
+        _play_surfaced(batch, rows, actions)
+        groups: dict[str, list[_Row]] = {}
+        still: list[_Row] = []
+        for r in rows:
+            if batch.done[r.row]:
+                free.append(r.row)
+                yield _finish_row(batch, r)
+            else:
+                still.append(r)
+                groups.setdefault(r.seats[int(batch.to_act[r.row])], []).append(r)
+        rows = still
+        if not groups:
+            continue
+        actions[:] = -1
+        for key in sorted(groups):
+            tracked += _decide_rows(batch, controllers[key], groups[key], generator, actions)
+        batch.step(actions)
+        _collect_row_rewards(batch, rows)
+
+
+def _start_row(
+    batch: Game,
+    row: int,
+    index: int,
+    seatings: list[list[str]],
+    game_seeds: list[int],
+    controllers: dict[str, Controller],
+    log_seats: Callable[[list[str]], list[int]] | None,
+    track_seats: Callable[[list[str]], list[int]] | None,
+) -> _Row:
+    seats = seatings[index]
+    scripted = {s: controllers[key].kind for s, key in enumerate(seats) if controllers[key].kind in ("heuristic", "random")}
+    logged = frozenset(log_seats(seats) if log_seats else ())
+    surfaced = bool(logged & scripted.keys())
+    batch.reset(row, int(game_seeds[index]), scripted, surfaced)
+    return _Row(
+        row, index, seats, surfaced, np.zeros(batch.num_players, np.float64), logged, [],
+        {s: [] for s in (track_seats(seats) if track_seats else [])},
+    )  # fmt: skip
+
+
+def _collect_row_rewards(batch: Game, rows: list[_Row]) -> None:
+    """Add the last ``step``'s rewards to each game's returns and to its seats' last transitions."""
+    hit = set(np.flatnonzero(batch.rewards.any(axis=1)).tolist())  # rewards come at eliminations and game ends only
+    for r in rows:
+        if r.row not in hit:
+            continue
+        for seat, reward in enumerate(batch.rewards[r.row].tolist()):
+            if reward:
+                r.returns[seat] += reward
+                trans = r.transitions.get(seat)
+                if trans:
+                    trans[-1].reward += reward
+
+
+def _play_surfaced(batch: Game, rows: list[_Row], actions: np.ndarray) -> None:
+    """Play the surfaced games' scripted seats (logging their records) until a network is to
+    act or the game ends."""
+    while True:
+        waiting = [r for r in rows if r.surfaced and not batch.done[r.row] and batch.is_scripted(r.row)]
+        if not waiting:
+            return
+        chosen = batch.scripted_actions(np.array([r.row for r in waiting], np.int64))
+        actions[:] = -1
+        for r, action in zip(waiting, chosen.tolist(), strict=True):
+            if int(batch.to_act[r.row]) in r.log_seats:
+                r.records.append(batch.record(r.row, action))
+            actions[r.row] = action
+        batch.step(actions)
+        _collect_row_rewards(batch, waiting)
+
+
+def _decide_rows(batch: Game, ctrl: Controller, rows: list[_Row], generator: torch.Generator, actions: np.ndarray) -> int:
+    """``_decide`` for games in a batch: one forward pass answers ``rows``; their actions go into
+    ``actions`` (applied by the caller's ``step``). Returns the tracked-seat decisions."""
+    assert ctrl.net is not None, "play_games checked that every net controller has a net"
+    idx = np.array([r.row for r in rows], np.int64)
+    batch.observe(idx)
+    obs, mask = batch.obs[idx], batch.mask[idx]
+    chosen, log_probs, values, probs = ctrl.net.act(obs, mask, generator, greedy=ctrl.greedy)
+    tracked = 0
+    for i, r in enumerate(rows):
+        seat, action = int(batch.to_act[r.row]), int(chosen[i])
+        if seat in r.transitions:
+            r.transitions[seat].append(Transition(obs[i], mask[i], action, float(log_probs[i]), float(values[i])))
+            tracked += 1
+        if seat in r.log_seats:
+            rec = batch.record(r.row, action)
+            rec["policy"] = [round(float(p), POLICY_DECIMALS) for p in probs[i]]
+            r.records.append(rec)
+        actions[r.row] = action
+    return tracked
+
+
+def _finish_row(batch: Game, r: _Row) -> GameResult:
+    for trans in r.transitions.values():
+        if trans:
+            trans[-1].done = True
+    game_id, result, winner, ranking = batch.result(r.row)
+    return GameResult(
+        r.index, game_id, result, winner, r.seats, r.returns, r.records, r.transitions, int(batch.decisions[r.row]), ranking
     )
 
 

@@ -6,7 +6,8 @@ one sim batch ``ml-decisions-sim-<batch_id>.jsonl`` (``ml.records.BatchWriter``:
 appears under its final name when the batch is complete). The games are cut into chunks of
 ``compute.chunk_games`` (0: ``TEACHER_CHUNK``) by game index, played by the stage's executor
 (``ml.compute``: here or on a Ray cluster) and written in game order; one chunk per slot is held
-in memory. Every seat is scripted and each game plays alone, so the chunking changes nothing.
+in memory. Every seat is scripted and each game plays alone, so the chunking, and playing a
+chunk's games at once (one batched step for all of them), change nothing.
 """
 
 from __future__ import annotations
@@ -40,10 +41,11 @@ def _teacher_chunk(task: tuple[int, range], setup: tuple) -> list[tuple[list[dic
     game, seatings, seeds, seed = setup
     encoder = None if game.is_openspiel else game.encoder()
     runner = play_games(
-        seatings, seeds, {"heuristic": Controller("heuristic")}, num_envs=1, encoder=encoder,
+        seatings, seeds, {"heuristic": Controller("heuristic")}, num_envs=len(games), encoder=encoder,
         generator=torch.Generator().manual_seed(chunk_seed(seed, k)), log_seats=_all_seats, game=game, indices=games,
     )  # fmt: skip
-    return [(r.records, r.outcome, r.winner is None) for r in runner]
+    played = sorted(runner, key=lambda r: r.index)  # each game plays alone: the chunk's games in flight at once
+    return [(r.records, r.outcome, r.winner is None) for r in played]
 
 
 def write_teacher_batch(

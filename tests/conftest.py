@@ -136,7 +136,8 @@ def git(repo: Path, *args: str) -> str:
 
 
 def make_project_copy(dest: Path, params: dict) -> Path:
-    """Copy the project's files (tracked and untracked, not ignored) into a fresh git repo.
+    """Copy the project's files (tracked and untracked, not ignored) and numba's cache of the
+    core's kernels into a fresh git repo.
 
     Works on uncommitted work too, unlike ``git clone``. Returns ``dest``.
     """
@@ -146,6 +147,13 @@ def make_project_copy(dest: Path, params: dict) -> Path:
         if src.is_file() and not rel.startswith(("data/", "metrics/", "plots/", "state/")):
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
+    # numba's cache of the core's kernels (ignored files): its entries are keyed by the source's
+    # name, mtime and size, not its folder, so the copy loads the kernels this checkout compiled
+    # instead of compiling them again (minutes); a missing or stale entry is compiled as usual
+    for cached in (ROOT / "ml").rglob("__pycache__/*.nb[ic]"):
+        target = dest / cached.relative_to(ROOT)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(cached, target)
     (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     git(dest, "init", "-q", "-b", "main")
     git(dest, "config", "user.email", "test@example.com")

@@ -10,6 +10,7 @@ kinds ``heuristic`` (the game's teacher) and ``random``, and the record encoder.
              ``commander``                           ``openspiel:<game>``
 ============ ======================================= ========================================
 env          ``CommanderPodEnv``                     ``OpenSpielEnv`` (``ml.game.openspiel_env``)
+batched      ``CoreGame`` (``ml.game.commander.core``) none (plays through the env)
 obs_dim      ``ml.game.commander.encoding.OBS_DIM``                 the game's observation tensor size
 num_actions  ``ml.game.commander.actions.NUM_ACTIONS``              ``num_distinct_actions()``
 heuristic    ``HeuristicPlayer`` (Forge-like)        ``MCTSPlayer`` (MCTS, random rollouts)
@@ -36,6 +37,7 @@ from ml.record_schema import record_field
 
 if TYPE_CHECKING:
     from ml.game.commander.records import DecisionRecord
+    from ml.game.protocol import Game
     from ml.params import GameParams, TeacherParams
     from ml.record_schema import OpenSpielRecord
 
@@ -151,6 +153,20 @@ class GameSpec:
         from ml.game.commander.env import CommanderPodEnv
 
         return CommanderPodEnv(pod_size=self.num_players, max_turns=self.max_turns, encoder=encoder)
+
+    def batched(self, num_games: int, encoder: Encoder | None = None) -> Game | None:
+        """The game as a batched ``ml.game.protocol.Game`` of ``num_games`` rows, or None where it
+        has none: OpenSpiel games, and an ``encoder`` other than the one the commander's core
+        implements (``RecordEncoder``; None stands for it)."""
+        if self.is_openspiel:
+            return None
+        from ml.game.commander.encoding import RecordEncoder
+
+        if encoder is not None and type(encoder) is not RecordEncoder:
+            return None
+        from ml.game.commander.core.game import CoreGame
+
+        return CoreGame(num_games, self.num_players, self.max_turns)
 
     def make_player(self, kind: str, seed: int) -> ScriptedPlayer:
         """The scripted player behind a controller kind: ``heuristic`` (the game's teacher) or ``random``.

@@ -7,6 +7,7 @@ game package (``ml.game.commander``). ``ml.game.registry`` is the one module tha
 ==================== ====================================================================
 ``Encoder``          decision record -> ``float32[obs_dim]``, its label and legal actions
 ``ScriptedPlayer``   a non-learning controller (teacher, random): ``act(state) -> action``
+``Game``             N games stepped together as arrays (``ml.game.protocol``)
 ==================== ====================================================================
 """
 

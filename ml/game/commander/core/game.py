@@ -1,0 +1,213 @@
+"""The Commander core as a batched ``ml.game.protocol.Game``: rows of ``CommanderPodEnv`` games.
+
+From the same seed a row deals the game ``CommanderPodEnv.reset(seed=seed)`` deals (game index
+0, so the same ``game_id``), its scripted seats choose as ``HeuristicPlayer(seed * 7 + seat)``
+and ``RandomPlayer(seed * 7 + seat)`` would, and its observations, masks, rewards, records and
+results equal the env's (``tests/test_core_agreement.py``, ``tests/test_rollout.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ml.game.commander import core
+from ml.game.commander.actions import (
+    CAST_COMMANDER,
+    CAST_REMOVAL,
+    FIRST_ATTACK,
+    HOLD_MANA,
+    MACRO_ACTIONS,
+    MAX_POD,
+    NUM_ACTIONS,
+    PASS,
+)
+from ml.game.commander.core import kernels
+from ml.game.commander.features import OBS_DIM
+from ml.game.commander.rules import RAW_MAX_CHARS, IllegalActionError
+
+SCRIPTED_KINDS = {"heuristic": core.SEAT_HEURISTIC, "random": core.SEAT_RANDOM}
+"""Controller kind -> the core's ``seat_kind`` code."""
+PLAYER_SEED_STRIDE = 7
+"""A scripted seat's generator is seeded with ``seed * PLAYER_SEED_STRIDE + seat`` (``ml.rollout``)."""
+
+
+class CoreGame:
+    """``num_games`` Commander pods of ``pod_size`` seats and ``max_turns`` rounds (``ml.game.protocol.Game``).
+
+    Raises:
+        ValueError: ``pod_size`` outside 2..MAX_POD, ``max_turns`` < 1 or ``num_games`` < 1.
+    """
+
+    def __init__(self, num_games: int, pod_size: int, max_turns: int) -> None:
+        if num_games < 1 or not 2 <= pod_size <= MAX_POD or max_turns < 1:
+            raise ValueError(f"CoreGame needs num_games >= 1, pod_size in 2..{MAX_POD}, max_turns >= 1")
+        self.num_games, self.num_players = num_games, pod_size
+        self.obs_dim, self.num_actions = OBS_DIM, NUM_ACTIONS
+        self.max_turns = max_turns
+        self.tables = core.load_tables()
+        self.st = core.new_state(num_games)
+        self.obs = np.zeros((num_games, OBS_DIM), np.float32)
+        self.mask = np.zeros((num_games, NUM_ACTIONS), bool)
+        self._rewards = np.zeros((num_games, MAX_POD), np.float64)
+        self._rewards32 = np.zeros((num_games, MAX_POD), np.float32)  # the kernels' (one compiled signature)
+        self._elim0 = np.zeros(num_games, np.int64)
+        self.rewards = self._rewards[:, :pod_size]
+        self.done = self.st.done
+        self.to_act = self.st.active
+        self.decisions = self.st.decisions
+        self.st.done[:] = True  # no game dealt yet
+        self._kinds = np.zeros((num_games, MAX_POD), np.int8)  # the scripted kinds of surfaced rows
+        self._surfaced = np.zeros(num_games, bool)
+        self._seats = np.full(num_games, -1, np.int64)
+        self._choice = np.full(num_games, -1, np.int64)
+
+    def reset(
+        self, row: int, seed: int, scripted: Mapping[int, str], surfaced: bool, decks: Sequence[int] | None = None
+    ) -> None:
+        """Deal ``row`` (``ml.game.protocol.Game.reset``; ``decks`` index ``CoreTables.deck_names``,
+        as ``rules.new_game(deck_names=...)`` names them)."""
+        n = self.num_games
+        choice = np.full((n, MAX_POD), -1, np.int64)
+        if decks is not None:
+            if len(decks) != self.num_players:
+                raise ValueError(f"decks: {len(decks)} decks for {self.num_players} seats")
+            choice[row, : self.num_players] = decks
+        kinds = np.zeros((n, MAX_POD), np.int8)
+        pseeds = np.zeros((n, MAX_POD), np.int64)
+        for s, kind in scripted.items():
+            if kind not in SCRIPTED_KINDS:
+                raise ValueError(f"no scripted player of kind {kind!r}; use heuristic or random")
+            kinds[row, s] = SCRIPTED_KINDS[kind]
+            pseeds[row, s] = seed * PLAYER_SEED_STRIDE + s
+        seeds = np.zeros(n, np.int64)
+        seeds[row] = seed
+        which = np.zeros(n, bool)
+        which[row] = True
+        core.reset(self.st, self.tables, seeds, self.num_players, self.max_turns, game_index=np.zeros(n, np.int64),
+                   deck_choice=choice, seat_kind=kinds, player_seeds=pseeds, games=which)  # fmt: skip
+        self._surfaced[row] = surfaced
+        if surfaced:  # the kernels stop at every seat; scripted_actions restores the kinds to choose
+            self._kinds[row] = kinds[row]
+            self.st.seat_kind[row] = core.SEAT_EXTERNAL
+
+    def step(self, actions: np.ndarray) -> int:
+        """The batched step (``ml.game.protocol.Game.step``); raises ValueError on an illegal action.
+
+        The kernels write float32 rewards; the rows where they are nonzero (an elimination or the
+        game's end) get the float64 values of ``kernels._rewards``' formula here, so each equals the
+        Python float ``CommanderPodEnv`` gives.
+        """
+        self._elim0[:] = self.st.elim_n
+        applied = core.step(self.st, self.tables, actions, self._rewards32)
+        self._rewards[:] = 0.0
+        for g in np.flatnonzero(self._rewards32.any(axis=1)).tolist():
+            self._exact_rewards(g, int(self._elim0[g]))
+        return applied
+
+    def _exact_rewards(self, g: int, e0: int) -> None:
+        """``kernels._rewards`` in float64 for game ``g`` (``e0``: its eliminations before the step)."""
+        st, out = self.st, self._rewards[g]
+        n, e = int(st.pod[g]), int(st.elim_n[g])
+        loss = -1.0 / (n - 1)
+        for j in range(e0, e):
+            out[st.elim_order[g, j]] += loss
+        if st.done[g]:
+            if st.winner[g] >= 0:
+                out[st.winner[g]] += 1.0
+            else:
+                for s in range(n):
+                    if not st.eliminated[g, s]:
+                        out[s] += -loss * e / (n - e)
+
+    def observe(self, rows: np.ndarray) -> None:
+        """Observation and mask of the seat to act in ``rows``; the other rows' ``obs`` become zeros."""
+        self._seats[:] = -1
+        self._seats[rows] = self.st.active[rows]
+        core.encode(self.st, self.tables, self._seats, self.obs)
+        self.mask[rows] = self.st.legal[rows]
+
+    def is_scripted(self, row: int) -> bool:
+        """The seat to act in ``row`` is scripted (only surfaced rows stop at one after ``step``)."""
+        kinds = self._kinds if self._surfaced[row] else self.st.seat_kind
+        return bool(kinds[row, self.st.active[row]] != core.SEAT_EXTERNAL)
+
+    def scripted_actions(self, rows: np.ndarray) -> np.ndarray:
+        """The surfaced scripted seats' choices in ``rows`` (call after ``step``: every other row
+        then waits on an external seat, so the kernel draws for ``rows`` only)."""
+        self.st.seat_kind[rows] = self._kinds[rows]
+        try:
+            core.choose_scripted(self.st, self.tables, self._choice)
+        finally:
+            self.st.seat_kind[rows] = core.SEAT_EXTERNAL
+        return self._choice[rows].copy()
+
+    def record(self, row: int, action: int) -> dict:
+        """``rules.decision_record`` with ``action`` set to ``rules.describe_action`` (before ``step``)."""
+        rec = core.decision_record(self.st, self.tables, row)
+        rec["action"] = self.describe_action(row, action)
+        return rec
+
+    def describe_action(self, row: int, action: int) -> dict:
+        """``rules.describe_action`` of ``action`` by the seat to act in ``row``, from the arrays.
+
+        Raises:
+            IllegalActionError: the game is over or ``action`` is not legal now.
+        """
+        st, t, g = self.st, self.tables, row
+        if st.done[g] or not 0 <= action < NUM_ACTIONS or not st.legal[g, action]:
+            raise IllegalActionError(f"action {action} is not legal now in game {g}")
+        names = t.card_names
+        s = int(st.active[g])
+        cmdr = t.deck_commanders[st.deck[g, s]]
+        who = f"Seat {s} ({cmdr})"
+        card = target = ""
+        if action >= FIRST_ATTACK:
+            d = (s + action - FIRST_ATTACK + 1) % int(st.pod[g])
+            kind, target = "attack", f"seat {d}"
+            ready = [names[st.crt[g, s, i]] for i in range(st.crt_n[g, s]) if _can_attack(st, t, g, s, i)]
+            raw = f"{who} attacks seat {d} with {', '.join(ready)}"
+        elif action == PASS:
+            kind = "pass"
+            raw = f"{who} declares no attackers" if st.phase[g] == kernels.COMBAT else f"{who} passes"
+        elif action == HOLD_MANA:
+            kind, raw = "hold", f"{who} passes holding {int(st.mana[g, s])} mana open"
+        elif action == CAST_COMMANDER:
+            cost = int(t.nb.mv[t.nb.deck_cmdr[st.deck[g, s]]]) + kernels.TAX_STEP * int(st.casts[g, s])
+            kind, card = "cast_commander", cmdr
+            raw = f"{who} cast {card} from the command zone for {cost}"
+        else:
+            kind = "cast"
+            i = kernels.choose_card(st, t.nb, g, s, action + 1)  # cast action k casts card kind k + 1
+            card = names[st.hand[g, s, i]]
+            raw = f"{who} cast {card}"
+            if action == CAST_REMOVAL:
+                owner, slot = kernels.removal_target(st, t.nb, g, s)
+                target = f"seat {owner}"
+                raw += f" targeting {names[st.crt[g, owner, slot]]} ({target})"
+        return {
+            "type": kind,
+            "card": card,
+            "target": target,
+            "raw": raw[:RAW_MAX_CHARS],
+            "macro_action": MACRO_ACTIONS[action],
+            "action_idx": int(action),
+        }
+
+    def result(self, row: int) -> tuple[str, str, int | None, list[int]]:
+        """``(game_id, outcome, winner, ranking)`` as ``CommanderPodEnv.game_result`` gives them."""
+        st, g = self.st, row
+        winner = int(st.winner[g])
+        n = int(st.pod[g])
+        out = [] if winner < 0 else [winner]
+        alive = [s for s in range(n) if not st.eliminated[g, s] and s != winner]
+        out += sorted(alive, key=lambda s: (-int(st.life[g, s]), s))
+        out += [int(s) for s in st.elim_order[g, : st.elim_n[g]][::-1]]
+        game_id = f"game-{int(st.game_index[g])}-{int(st.seed[g])}"
+        return game_id, "draw" if winner < 0 else f"win_seat_{winner}", None if winner < 0 else winner, out
+
+
+def _can_attack(st: core.CoreState, t: core.CoreTables, g: int, s: int, i: int) -> bool:
+    """``Permanent.can_attack`` of creature slot ``i``: untapped, and not sick or with haste."""
+    return not st.crt_tapped[g, s, i] and (not st.crt_sick[g, s, i] or bool(t.nb.kw[st.crt[g, s, i]] & kernels.KW_HASTE))
