@@ -164,12 +164,11 @@ def run(args: argparse.Namespace, lock: FileLock | None) -> int:
     """The command of ``args`` (``main``), holding ``lock`` when ``early_lock`` took it; returns the exit status."""
     from ml.driver.bots import PromoteError
     from ml.driver.commands import apply_override, apply_profile, print_elo, promote_command, run_attempts, seed_checkpoint
-    from ml.driver.dataguard import refuse_changed_data
+    from ml.driver.dataguard import refuse_foreign_data
     from ml.driver.evaluate import evaluate
     from ml.driver.forge_import import TEACHER_DIR, foreign_files_message, foreign_teacher_files, import_command
     from ml.driver.onnx_cmd import export_command
     from ml.driver.orchestrator import Loop
-    from ml.driver.promotion import refuse_hand_made
     from ml.driver.workspace import LoopError, acquire_lock
     from ml.io import WriteError
     from ml.params import ParamsError, load_params
@@ -197,8 +196,7 @@ def run(args: argparse.Namespace, lock: FileLock | None) -> int:
         if args.command is None:  # a run or an override: refused before anything is written
             if foreign := foreign_teacher_files(loop.path(TEACHER_DIR)):
                 raise LoopError(foreign_files_message(foreign, loop.root))
-            refuse_hand_made(loop.root)
-            refuse_changed_data(loop.root, promotion_pending=state.in_flight is None or not state.in_flight.promoted)
+            refuse_foreign_data(loop.root, promotion_pending=state.in_flight is None or not state.in_flight.promoted)
         loop.commit_params_edit(state)  # params.yaml edited by hand between attempts: its own commit
         if args.command == "import-forge":  # before check_tree: the files may sit in data/teacher
             return import_command(loop, args.paths, args.cards, args.weight)

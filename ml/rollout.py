@@ -25,7 +25,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from ml.game.protocol import Game
+from ml.game.protocol import PLAYER_SEED_STRIDE, Game
 from ml.game.registry import GameSpec, commander
 from ml.game.spec import Encoder, ScriptedPlayer
 from ml.policy import PolicyNet, check_shape
@@ -234,7 +234,7 @@ def _start(
     for s, key in enumerate(seats):
         kind = controllers[key].kind
         if kind in ("heuristic", "random"):
-            scripted[s] = game.make_player(kind, seed * 7 + s)
+            scripted[s] = game.make_player(kind, seed * PLAYER_SEED_STRIDE + s)
     slot = _Slot(
         env,
         index,

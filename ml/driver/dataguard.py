@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 from git import Repo as GitRepo
 
-from ml.driver.promotion import PROMOTED, TRACKED_INPUTS
+from ml.driver.promotion import PROMOTED, TRACKED_INPUTS, refuse_hand_made
 from ml.driver.workspace import LoopError
 
 CACHE_DIR = Path(".dvc/cache/files/md5")
@@ -116,6 +116,19 @@ def tracked_changes(root: Path) -> list[TrackedChange]:
                 lost = lost or hash_file(str(obj), repo.fs, "md5", repo.state)[1].value != md5
             changes.append(TrackedChange(path, kinds[change.typ], out, outs[out], md5, lost))
     return sorted(changes, key=lambda c: c.path)
+
+
+def refuse_foreign_data(root: Path, promotion_pending: bool) -> None:
+    """The loop's one guard of its data before it writes: files added to or edited in the promoted
+    folders by hand (``ml.driver.promotion.refuse_hand_made``), then tracked data that differs from
+    its record (:func:`refuse_changed_data`). loop.py runs it at start, ``Loop.promote`` before
+    promoting, ``Loop.repro`` before every stage.
+
+    Raises:
+        LoopError: as the two checks; nothing is changed.
+    """
+    refuse_hand_made(root)
+    refuse_changed_data(root, promotion_pending)
 
 
 def refuse_changed_data(root: Path, promotion_pending: bool) -> None:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import shlex
 import time
 from datetime import datetime
 from typing import NamedTuple
@@ -36,11 +35,12 @@ from ruamel.yaml import YAML
 
 from ml.compute import open_executor
 from ml.driver import generations, history, transitions
-from ml.driver.dataguard import refuse_changed_data
+from ml.driver.dataguard import refuse_foreign_data
 from ml.driver.feedback import LEDGER, append_record, read_ledger, suggest
-from ml.driver.messages import params_edit_message, pending_message
-from ml.driver.params_file import attempt_params_text, attempt_text, check_text, overrides_text, value_changes
-from ml.driver.promotion import PROMOTED, TRACKED_INPUTS, refuse_hand_made
+from ml.driver.messages import pending_message
+from ml.driver.params_edit import commit_params_edit, in_flight_edit_refusal
+from ml.driver.params_file import attempt_params_text, overrides_text
+from ml.driver.promotion import PROMOTED, TRACKED_INPUTS
 from ml.driver.state import (
     HISTORY_FILE,
     POLL_S,
@@ -58,7 +58,7 @@ from ml.game.registry import make_game
 from ml.gate import GateVerdict
 from ml.io import atomic_write_json, atomic_write_text, read_json
 from ml.merge import promote_folders
-from ml.params import Params, ParamsError, load_params
+from ml.params import Params, load_params
 from ml.policy import load_policy
 from ml.ratings import format_table, rate_generation
 
@@ -136,7 +136,7 @@ class Loop(Workspace):
                 while an attempt is in flight: naming the changed values and the command that
                 resumes the attempt with them.
         """
-        foreign, owned = self._tree_changes()
+        foreign, owned = self.tree_changes()
         ours_pending = state.in_flight is not None or self.uncommitted_log(state)
         if foreign or (owned and not ours_pending):
             listed = "\n  ".join(foreign or owned)
@@ -147,65 +147,18 @@ class Loop(Workspace):
         if state.in_flight is not None:
             params = self.path("params.yaml")
             if sha256_file(params) != state.in_flight.params_sha256 and params.read_bytes() != self.head_bytes("params.yaml"):
-                raise LoopError(self._edited_in_flight(state.in_flight))
+                raise LoopError(in_flight_edit_refusal(self, state.in_flight))
 
-    def _tree_changes(self) -> tuple[list[str], list[str]]:
+    def tree_changes(self) -> tuple[list[str], list[str]]:
         """(tracked paths changed outside ``OWNED_PATHS``, paths changed or added inside them)."""
         changes = self.changes()
         foreign = [p for code, p in changes if not p.startswith(OWNED_PATHS) and code != "??"]
         return foreign, [p for _, p in changes if p.startswith(OWNED_PATHS)]
 
-    def _edited_in_flight(self, flight: InFlight) -> str:
-        """The refusal of a params.yaml edited while ``flight`` is in flight: the values changed
-        against what the loop wrote for it, and the one command that resumes it with them."""
-        path = self.path("params.yaml")
-        head = self.head_bytes("params.yaml") or b""
-        try:
-            wrote = attempt_text(head.decode("utf-8"), "params.yaml", flight.generation, flight.attempt, flight.nudges)
-            changes = value_changes(wrote, path.read_text(encoding="utf-8"))
-        except (ParamsError, KeyError, UnicodeDecodeError):
-            changes = []
-        subject = params_edit_message(changes).splitlines()[0]
-        what = f" ({', '.join(changes)})" if changes else ""
-        return (
-            f"params.yaml was edited while attempt {flight.attempt_id} is in flight{what}; an attempt runs on the params "
-            f"it began with. To resume it with your edit: git commit -m {shlex.quote(subject)} params.yaml && python "
-            "loop.py (its stages re-run where the params changed); to resume it as it was: git checkout params.yaml "
-            "&& python loop.py."
-        )
-
     def commit_params_edit(self, state: LoopState) -> str | None:
-        """Commit a hand edit of params.yaml made between attempts as its own commit, before the next attempt.
-
-        Only when params.yaml is the one change in the loop's paths, no other tracked file is
-        changed, and no attempt is in flight or uncommitted; otherwise nothing happens here
-        (``check_tree`` refuses what is left). The file is validated first; the message names
-        each changed value (``ml.driver.messages.params_edit_message``:
-        ``params: train.epochs 6 -> 3, selfplay.updates 4 -> 8``). The commit is journalled
-        (``committing``): a run killed between the validation and the commit makes the same
-        commit when it starts again.
-
-        Returns:
-            The commit's subject, or None when nothing was committed.
-
-        Raises:
-            ParamsError: the edited params.yaml does not validate (nothing is committed).
-        """
-        if state.in_flight is not None or self.uncommitted_log(state):
-            return None
-        foreign, owned = self._tree_changes()
-        head = self.head_bytes("params.yaml")
-        if foreign or owned != ["params.yaml"] or head is None:
-            return None
-        path = self.path("params.yaml")
-        text = path.read_text(encoding="utf-8")
-        check_text(path, text)
-        message = params_edit_message(value_changes(head.decode("utf-8"), text))
-        with self.committing(message, ["params.yaml"]):
-            self.seam("params_edit")  # validated, journalled, not committed: the edit itself is the change
-        subject = message.splitlines()[0]
-        self.echo(f"committed your edit of params.yaml: {subject}")
-        return subject
+        """``ml.driver.params_edit.commit_params_edit`` of this loop: a hand edit of params.yaml
+        between attempts committed alone, before the next attempt; the subject or None."""
+        return commit_params_edit(self, state)
 
     def uncommitted_log(self, state: LoopState) -> bool:
         """Whether the state's last log entry has no commit at HEAD (a kill came between its state write and its commit)."""
@@ -294,8 +247,7 @@ class Loop(Workspace):
         if flight.promoted:
             return
         merged = self.path("data/merged")
-        refuse_hand_made(self.root)
-        refuse_changed_data(self.root, promotion_pending=True)
+        refuse_foreign_data(self.root, promotion_pending=True)
         if merged.is_dir():
             promote_folders(merged, self.path("data"), PROMOTED, before_swap=lambda name: self.seam(f"promote.copy.{name}"))
         self.seam("promote.dvc_add")
@@ -333,8 +285,7 @@ class Loop(Workspace):
             if self.wait_while_paused(flight) == "stop":
                 return None
             self.write_status("running", flight, stage=stage, stage_index=i, stages=stages)
-            refuse_hand_made(self.root)
-            refuse_changed_data(self.root, promotion_pending=False)
+            refuse_foreign_data(self.root, promotion_pending=False)
             self.seam(f"repro.{stage}")
             _, stage_times = self.run_timed([*DVC, "repro", "--single-item", stage])
             self.seam(f"repro.{stage}.done")

@@ -35,6 +35,10 @@ from typing import Protocol
 
 import numpy as np
 
+PLAYER_SEED_STRIDE = 7
+"""A scripted seat's generator is seeded with ``seed * PLAYER_SEED_STRIDE + seat`` (``ml.rollout``, and
+the ``Game`` implementations that play scripted seats themselves)."""
+
 
 class Game(Protocol):
     """N games stepped together (see the module docstring).
@@ -67,7 +71,7 @@ class Game(Protocol):
             row: the row (0..N-1); the game in it is replaced.
             seed: the game seed.
             scripted: seat -> scripted player kind (``heuristic`` or ``random``), seeded with
-                ``seed * 7 + seat`` as ``ml.rollout`` seeds ``GameSpec.make_player``; the other
+                ``seed * PLAYER_SEED_STRIDE + seat`` as ``ml.rollout`` seeds ``GameSpec.make_player``; the other
                 seats are answered by the caller.
             surfaced: the scripted seats' decisions are surfaced (``step`` stops at them and
                 :meth:`scripted_actions` gives their choices) so the caller can record them.

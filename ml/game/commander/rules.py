@@ -275,11 +275,17 @@ def describe_action(state: GameState, action: int) -> dict:
             owner, victim = chosen
             target = f"seat {owner.seat}"
             raw += f" targeting {victim.card.name} ({target})"
+    return action_object(kind, card, target, raw, action)
+
+
+def action_object(kind: str, card: str, target: str, raw: str, action: int) -> dict:
+    """A record's ``action`` object (``describe_action``; the batched core builds it the same way):
+    ``raw`` is cut to ``RAW_MAX_CHARS``, ``macro_action`` named from ``action``."""
     return {
         "type": kind,
         "card": card,
         "target": target,
         "raw": raw[:RAW_MAX_CHARS],
         "macro_action": MACRO_ACTIONS[action],
-        "action_idx": action,
+        "action_idx": int(action),
     }

@@ -18,19 +18,17 @@ from ml.game.commander.actions import (
     CAST_REMOVAL,
     FIRST_ATTACK,
     HOLD_MANA,
-    MACRO_ACTIONS,
     MAX_POD,
     NUM_ACTIONS,
     PASS,
 )
 from ml.game.commander.core import kernels
 from ml.game.commander.features import OBS_DIM
-from ml.game.commander.rules import RAW_MAX_CHARS, IllegalActionError
+from ml.game.commander.rules import IllegalActionError, action_object
+from ml.game.protocol import PLAYER_SEED_STRIDE
 
 SCRIPTED_KINDS = {"heuristic": core.SEAT_HEURISTIC, "random": core.SEAT_RANDOM}
 """Controller kind -> the core's ``seat_kind`` code."""
-PLAYER_SEED_STRIDE = 7
-"""A scripted seat's generator is seeded with ``seed * PLAYER_SEED_STRIDE + seat`` (``ml.rollout``)."""
 
 
 class CoreGame:
@@ -186,14 +184,7 @@ class CoreGame:
                 owner, slot = kernels.removal_target(st, t.nb, g, s)
                 target = f"seat {owner}"
                 raw += f" targeting {names[st.crt[g, owner, slot]]} ({target})"
-        return {
-            "type": kind,
-            "card": card,
-            "target": target,
-            "raw": raw[:RAW_MAX_CHARS],
-            "macro_action": MACRO_ACTIONS[action],
-            "action_idx": int(action),
-        }
+        return action_object(kind, card, target, raw, action)
 
     def result(self, row: int) -> tuple[str, str, int | None, list[int]]:
         """``(game_id, outcome, winner, ranking)`` as ``CommanderPodEnv.game_result`` gives them."""

@@ -1,0 +1,75 @@
+"""A hand edit of ``params.yaml``: committed as its own commit between attempts, refused in flight.
+
+Between attempts (nothing in flight), an edit of params.yaml alone is validated and committed by
+the loop as ``params: <changes>`` before the next attempt (:func:`commit_params_edit`), so each
+attempt's commit holds only the loop's changes; in flight it is refused with the one command that
+resumes the attempt with it (:func:`in_flight_edit_refusal`). docs/design-notes.md, "A hand edit of
+``params.yaml`` is its own commit; any other edit is refused".
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING
+
+from ml.driver.messages import params_edit_message
+from ml.driver.params_file import attempt_text, check_text, value_changes
+from ml.driver.state import InFlight, LoopState
+from ml.params import ParamsError
+
+if TYPE_CHECKING:
+    from ml.driver.orchestrator import Loop
+
+
+def in_flight_edit_refusal(loop: Loop, flight: InFlight) -> str:
+    """The refusal of a params.yaml edited while ``flight`` is in flight: the values changed
+    against what the loop wrote for it, and the one command that resumes it with them."""
+    path = loop.path("params.yaml")
+    head = loop.head_bytes("params.yaml") or b""
+    try:
+        wrote = attempt_text(head.decode("utf-8"), "params.yaml", flight.generation, flight.attempt, flight.nudges)
+        changes = value_changes(wrote, path.read_text(encoding="utf-8"))
+    except (ParamsError, KeyError, UnicodeDecodeError):
+        changes = []
+    subject = params_edit_message(changes).splitlines()[0]
+    what = f" ({', '.join(changes)})" if changes else ""
+    return (
+        f"params.yaml was edited while attempt {flight.attempt_id} is in flight{what}; an attempt runs on the params "
+        f"it began with. To resume it with your edit: git commit -m {shlex.quote(subject)} params.yaml && python "
+        "loop.py (its stages re-run where the params changed); to resume it as it was: git checkout params.yaml "
+        "&& python loop.py."
+    )
+
+
+def commit_params_edit(loop: Loop, state: LoopState) -> str | None:
+    """Commit a hand edit of params.yaml made between attempts as its own commit, before the next attempt.
+
+    Only when params.yaml is the one change in the loop's paths, no other tracked file is
+    changed, and no attempt is in flight or uncommitted; otherwise nothing happens here
+    (``check_tree`` refuses what is left). The file is validated first; the message names
+    each changed value (``ml.driver.messages.params_edit_message``:
+    ``params: train.epochs 6 -> 3, selfplay.updates 4 -> 8``). The commit is journalled
+    (``committing``): a run killed between the validation and the commit makes the same
+    commit when it starts again.
+
+    Returns:
+        The commit's subject, or None when nothing was committed.
+
+    Raises:
+        ParamsError: the edited params.yaml does not validate (nothing is committed).
+    """
+    if state.in_flight is not None or loop.uncommitted_log(state):
+        return None
+    foreign, owned = loop.tree_changes()
+    head = loop.head_bytes("params.yaml")
+    if foreign or owned != ["params.yaml"] or head is None:
+        return None
+    path = loop.path("params.yaml")
+    text = path.read_text(encoding="utf-8")
+    check_text(path, text)
+    message = params_edit_message(value_changes(head.decode("utf-8"), text))
+    with loop.committing(message, ["params.yaml"]):
+        loop.seam("params_edit")  # validated, journalled, not committed: the edit itself is the change
+    subject = message.splitlines()[0]
+    loop.echo(f"committed your edit of params.yaml: {subject}")
+    return subject
