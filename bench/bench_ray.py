@@ -104,8 +104,8 @@ def main() -> None:
         result = len(pickle.dumps(chunk))
         print("object-store traffic per round:")
         print(f"  weights {weights / MB:.2f} MB (one put per round, one read per worker process)")
-        print(f"  one chunk's result {result / MB:.2f} MB for {sum(len(e) for e in chunk.episodes)} learner decisions "
-              f"({result / max(1, sum(len(e) for e in chunk.episodes)) / 1024:.1f} kB per decision)")  # fmt: skip
+        print(f"  one chunk's result {result / MB:.2f} MB for {len(chunk.rollout)} learner decisions "
+              f"({result / max(1, len(chunk.rollout)) / 1024:.1f} kB per decision)")  # fmt: skip
     finally:
         executor.close()
         ray.shutdown()

@@ -25,7 +25,7 @@ from ml.game.commander.actions import NUM_ACTIONS
 from ml.game.commander.encoding import OBS_DIM
 from ml.policy import PolicyNet
 from ml.ppo import PPOConfig, ppo_update
-from ml.rollout import Transition
+from ml.rollout import Rollout
 from ml.supervised import StudentConfig, predict, train_student
 
 WEIGHT_TOL = 1e-3
@@ -38,15 +38,17 @@ def max_diff(a: PolicyNet, b: PolicyNet) -> float:
     )
 
 
-def episodes(n_episodes: int, length: int) -> list[list[Transition]]:
+def episodes(n_episodes: int, length: int) -> Rollout:
+    """``n_episodes`` random episodes of ``length`` uniform-policy decisions, each ending in a win or a loss."""
     rng = np.random.default_rng(1)
-    out = []
-    for _ in range(n_episodes):
-        ep = [Transition(rng.normal(size=OBS_DIM).astype(np.float32), np.ones(NUM_ACTIONS, bool), int(rng.integers(NUM_ACTIONS)),
-                         float(-np.log(NUM_ACTIONS)), 0.0) for _ in range(length)]  # fmt: skip
-        ep[-1].reward, ep[-1].done = float(rng.choice([1.0, -1 / 3])), True
-        out.append(ep)
-    return out
+    t = n_episodes * length
+    done = np.zeros(t, bool)
+    done[length - 1 :: length] = True
+    reward = np.zeros(t, np.float32)
+    reward[done] = rng.choice([1.0, -1 / 3], size=n_episodes)
+    return Rollout(rng.normal(size=(t, OBS_DIM)).astype(np.float32), np.ones((t, NUM_ACTIONS), bool),
+                   rng.integers(NUM_ACTIONS, size=t), np.full(t, -np.log(NUM_ACTIONS), np.float32), np.zeros(t, np.float32),
+                   reward, done)  # fmt: skip
 
 
 def main() -> int:

@@ -30,7 +30,7 @@ import torch
 from ml.compute import Executor
 from ml.game.registry import GameSpec
 from ml.policy import PolicyNet
-from ml.rollout import Controller, Transition, game_seeds, play_games, rotated_seatings
+from ml.rollout import Controller, Rollout, game_seeds, play_games, rotated_seatings
 
 
 @dataclass(frozen=True)
@@ -62,9 +62,16 @@ class ChunkTask:
 
 @dataclass
 class ChunkResult:
-    """Finished learner episodes of a chunk and its counts."""
+    """Finished learner episodes of a chunk and its counts.
 
-    episodes: list[list[Transition]]
+    Attributes:
+        rollout: the learner's decisions, episode after episode, in the order the games ended.
+        games: episodes (games in which the learner decided at least once).
+        wins: of those, the games the learner won.
+        all_decisions: decisions of every seat in the chunk's games.
+    """
+
+    rollout: Rollout
     games: int
     wins: int
     all_decisions: int
@@ -122,17 +129,17 @@ def _play_chunk(state_dict: dict, task: ChunkTask) -> ChunkResult:
         generator=torch.Generator().manual_seed(task.seed), track_seats=lambda seats: [seats.index("agent")], game=s.game,
         budget=task.quota,
     )  # fmt: skip
-    out = ChunkResult([], 0, 0, 0)
+    episodes, games, wins, all_decisions = [], 0, 0, 0
     for result in runner:  # no game starts once the quota is met; the games in flight finish and count
         seat = result.seats.index("agent")
-        out.all_decisions += result.decisions
+        all_decisions += result.decisions
         episode = result.transitions[seat]
-        if not episode:
+        if len(episode) == 0:
             continue
-        out.episodes.append(episode)
-        out.games += 1
-        out.wins += int(result.winner == seat)
-    return out
+        episodes.append(episode)
+        games += 1
+        wins += int(result.winner == seat)
+    return ChunkResult(Rollout.concat(episodes, s.game.obs_dim, s.game.num_actions), games, wins, all_decisions)
 
 
 def _cluster_chunk(task: ChunkTask, setup: tuple, state_dict: dict) -> ChunkResult:

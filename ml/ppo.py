@@ -31,7 +31,7 @@ from ml.compute import Executor
 from ml.game.registry import GameSpec, commander
 from ml.policy import PolicyNet
 from ml.progress import ProgressBar
-from ml.rollout import Transition
+from ml.rollout import Rollout
 
 logger = logging.getLogger(__name__)
 
@@ -148,27 +148,37 @@ def ppo_loss(
 def ppo_update(
     net: PolicyNet,
     opt: torch.optim.Optimizer,
-    episodes: list[list[Transition]],
+    batch: Rollout,
     cfg: PPOConfig,
     generator: torch.Generator,
     device: str = "cpu",
 ) -> dict[str, float]:
-    """One PPO update over finished episodes of the learning seat, on ``device``. Returns mean stats."""
-    flat = [t for ep in episodes for t in ep]
-    rewards = np.asarray([t.reward for t in flat], np.float32)
-    values = np.asarray([t.value for t in flat], np.float32)
-    dones = np.asarray([t.done for t in flat], bool)
-    advantages, returns = compute_gae(rewards, values, dones, cfg.gamma, cfg.gae_lambda)
-    b_obs = torch.from_numpy(np.stack([t.obs for t in flat])).to(device)
-    b_mask = torch.from_numpy(np.stack([t.action_mask for t in flat])).to(device)
-    b_actions = torch.as_tensor([t.action for t in flat], dtype=torch.int64, device=device)
-    b_logprobs = torch.as_tensor([t.log_prob for t in flat], dtype=torch.float32, device=device)
+    """One PPO update over finished episodes of the learning seat, on ``device``.
+
+    Args:
+        net: the policy (trained in place).
+        opt: its optimiser.
+        batch: the round's decisions (``ml.rollout.Rollout``, T of them, episodes whole),
+            handed to torch as tensors without a copy on the CPU.
+        cfg: PPO knobs (``gamma``, ``gae_lambda``, ``update_epochs``, ``minibatch_size``, coefficients).
+        generator: torch RNG of the minibatch order.
+        device: where the update runs.
+
+    Returns:
+        Mean stats over the minibatches (``ppo_loss``'s keys).
+    """
+    advantages, returns = compute_gae(batch.reward, batch.value, batch.done, cfg.gamma, cfg.gae_lambda)
+    b_obs = torch.from_numpy(batch.obs).to(device)
+    b_mask = torch.from_numpy(batch.action_mask).to(device)
+    b_actions = torch.from_numpy(batch.action).to(device)
+    b_logprobs = torch.from_numpy(batch.log_prob).to(device)
     b_advantages, b_returns = torch.from_numpy(advantages).to(device), torch.from_numpy(returns).to(device)
     stats: dict[str, list[float]] = {}
     net.train()
+    n = len(batch)
     for _ in range(cfg.update_epochs):
-        order = torch.randperm(len(flat), generator=generator).to(device)
-        for start in range(0, len(flat), cfg.minibatch_size):
+        order = torch.randperm(n, generator=generator).to(device)
+        for start in range(0, n, cfg.minibatch_size):
             mb = order[start : start + cfg.minibatch_size]
             mb_adv = b_advantages[mb]
             mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std(unbiased=False) + 1e-8)
@@ -267,12 +277,12 @@ def train_ppo(
                 net,
                 int(rng.integers(2**31 - 1)),
                 min(cfg.rollout_steps, cfg.total_steps - steps),
-                on_chunk=lambda c: bar.update(sum(len(ep) for ep in c.episodes)),  # finished decisions, every node
+                on_chunk=lambda c: bar.update(len(c.rollout)),  # finished decisions, every node
             )
             t1 = time.perf_counter()
-            episodes = [ep for c in chunks for ep in c.episodes]
-            n = sum(len(ep) for ep in episodes)
-            update_stats = ppo_update(net, opt, episodes, cfg, gen, device)
+            batch = Rollout.concat([c.rollout for c in chunks], settings.game.obs_dim, settings.game.num_actions)
+            n = len(batch)
+            update_stats = ppo_update(net, opt, batch, cfg, gen, device)
             update_s += time.perf_counter() - t1
             collect_s += t1 - t0
             updated_samples += n * cfg.update_epochs

@@ -178,7 +178,7 @@ def test_ppo_learns_a_one_decision_game():
     10 seeded PPO updates of 64 episodes each must put more than 0.9 on the winning action
     for every fresh observation, and never anything on the masked one."""
     from ml.ppo import PPOConfig, ppo_update
-    from ml.rollout import Transition
+    from ml.rollout import Rollout
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a 16-unit net: threads only add overhead on a busy machine
@@ -194,9 +194,8 @@ def test_ppo_learns_a_one_decision_game():
             obs = rng.normal(size=(64, 4)).astype(np.float32)
             actions, log_probs, values, _ = net.act(obs, mask, gen)
             assert not (actions == 2).any(), "a masked action was taken"
-            episodes = [[Transition(obs[i], mask[i], int(a), float(log_probs[i]), float(values[i]), 1.0 if a == 1 else -1.0, True)]
-                        for i, a in enumerate(actions)]  # fmt: skip
-            ppo_update(net, opt, episodes, cfg, gen)
+            rewards = np.where(actions == 1, 1.0, -1.0).astype(np.float32)
+            ppo_update(net, opt, Rollout(obs, mask, actions, log_probs, values, rewards, np.ones(64, bool)), cfg, gen)
         with torch.no_grad():
             fresh = torch.from_numpy(rng.normal(size=(256, 4)).astype(np.float32))
             logits, _ = net(fresh, torch.from_numpy(np.tile(mask[0], (256, 1))))

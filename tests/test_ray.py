@@ -87,8 +87,10 @@ CFG = PPOConfig(**SELFPLAY.model_dump(exclude={"frozen_names"}))
 
 def _episodes(chunks) -> list:
     return [
-        (t.obs.tobytes(), t.action, t.log_prob, t.value, t.reward, t.done) for c in chunks for ep in c.episodes for t in ep
-    ]
+        (r.obs.tobytes(), r.action_mask.tobytes(), r.action.tobytes(), r.log_prob.tobytes(), r.value.tobytes(),
+         r.reward.tobytes(), r.done.tobytes())
+        for r in (c.rollout for c in chunks)
+    ]  # fmt: skip
 
 
 def test_selfplay_on_the_cluster_gives_the_local_checkpoint(cluster) -> None:
@@ -236,4 +238,4 @@ def test_a_node_killed_mid_round_changes_nothing(cluster) -> None:
     wait_for(lambda: not _alive_in_gcs(second.node_id), 120, "the GCS to mark the killed node dead", 0.5)
     assert _episodes(got) == _episodes(expected)
     assert [(r.games, r.wins, r.all_decisions) for r in got] == [(r.games, r.wins, r.all_decisions) for r in expected]
-    assert np.isfinite([t.value for ch in got for ep in ch.episodes for t in ep]).all()
+    assert all(len(ch.rollout) for ch in got) and all(np.isfinite(ch.rollout.value).all() for ch in got)

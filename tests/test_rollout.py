@@ -69,12 +69,14 @@ def test_budget_stops_new_games_and_keeps_the_games_in_flight():
 
 
 def _outcome(r) -> tuple:
-    """Everything a GameResult holds, transitions as (obs bytes, mask bytes, action, log_prob, value, reward, done)."""
-    trans = {
-        s: [(t.obs.tobytes(), t.action_mask.tobytes(), t.action, t.log_prob, t.value, t.reward, t.done) for t in ts]
-        for s, ts in r.transitions.items()
-    }
+    """Everything a GameResult holds, each episode's arrays as (dtype, shape, bytes)."""
+    trans = {s: [(a.dtype.str, a.shape, a.tobytes()) for a in vars(ep).values()] for s, ep in r.transitions.items()}
     return (r.index, r.game_id, r.outcome, r.winner, r.seats, r.returns.tobytes(), r.records, trans, r.decisions, r.ranking)
+
+
+def _tracked_decisions(outcome: tuple) -> int:
+    """Decisions of an ``_outcome``'s tracked seats (the length of each episode's action array)."""
+    return sum(arrays[2][1][0] for arrays in outcome[7].values())
 
 
 def _both_engines(n_games: int, others: list[str], log, monkeypatch, num_envs: int = 8) -> tuple[list, list]:
@@ -98,7 +100,7 @@ def _both_engines(n_games: int, others: list[str], log, monkeypatch, num_envs: i
 
 def test_core_plays_the_same_games_as_the_env_agent_and_heuristic_seats(monkeypatch):
     objects, core = _both_engines(50, ["heuristic"], lambda seats: [seats.index("agent")], monkeypatch)
-    assert sum(len(o[7][next(iter(o[7]))]) for o in objects) > 500  # the agent decided, in every game
+    assert sum(_tracked_decisions(o) for o in objects) > 500  # the agent decided, in every game
     assert sum(len(o[6]) for o in objects) > 500 and all(rec["policy"] for o in objects for rec in o[6])
     assert core == objects
 
@@ -109,6 +111,28 @@ def test_core_plays_the_same_games_as_the_env_frozen_nets_and_random_seats(monke
     objects, core = _both_engines(50, ["heuristic", "frozen", "random", "agent"], lambda seats: list(range(4)), monkeypatch)
     assert {o[2] for o in objects} >= {"win_seat_0", "win_seat_1"}
     assert any(len(o[7]) == 2 for o in objects)  # pods with two tracked agent seats
+    assert core == objects
+
+
+def test_core_episodes_survive_compaction_of_the_decision_buffer(monkeypatch):
+    # a buffer of 8 decisions fills within a few forward passes: it is compacted (finished
+    # games' decisions dropped, the last-decision index of every seat in flight moved) and
+    # grown many times; the episodes and rewards must still equal the object engine's
+    from ml import rollout
+
+    monkeypatch.setattr(rollout._Tracker, "CAPACITY", 8)
+    sizes = []  # (capacity before, after) of every compaction
+    real = rollout._Tracker._make_room
+
+    def make_room(self, k):
+        before = len(self.key)
+        real(self, k)
+        sizes.append((before, len(self.key)))
+
+    monkeypatch.setattr(rollout._Tracker, "_make_room", make_room)
+    objects, core = _both_engines(60, ["heuristic", "frozen", "agent"], None, monkeypatch)
+    assert sum(a < b for a, b in sizes) >= 4 and sum(a == b for a, b in sizes) >= 4  # grown, and compacted in place
+    assert sum(_tracked_decisions(o) for o in objects) > 300
     assert core == objects
 
 
