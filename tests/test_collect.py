@@ -1,0 +1,28 @@
+"""``ml.collect``'s opponent draws."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ml.collect import _opponent_picker
+
+
+@pytest.mark.parametrize(
+    "mix",
+    [{"heuristic": 0.6, "frozen": 0.2, "self": 0.2}, {"heuristic": 1.0}, {"random": 0.1, "self": 0.7, "frozen": 0.3, "heuristic": 0.0}],
+)
+def test_opponent_draws_are_numpys_weighted_choice(mix):
+    frozen = ["gen000", "gen001", "gen002"]
+    kinds = [k for k, w in sorted(mix.items()) if w > 0]
+    weights = np.asarray([mix[k] for k in kinds], np.float64)
+    for seed in range(5):
+        pick = _opponent_picker(mix, frozen, np.random.default_rng(seed))
+        rng = np.random.default_rng(seed)
+        expected = []
+        for _ in range(3000):
+            kind = kinds[rng.choice(len(kinds), p=weights / weights.sum())]
+            expected.append(frozen[rng.integers(len(frozen))] if kind == "frozen" else kind)
+        got = [pick() for _ in range(3000)]
+        assert got == expected
+    assert len(set(got)) == sum(len(frozen) if k == "frozen" else 1 for k in kinds)  # every kind (and frozen net) drawn
