@@ -10,7 +10,11 @@ from ml.collect import _opponent_picker
 
 @pytest.mark.parametrize(
     "mix",
-    [{"heuristic": 0.6, "frozen": 0.2, "self": 0.2}, {"heuristic": 1.0}, {"random": 0.1, "self": 0.7, "frozen": 0.3, "heuristic": 0.0}],
+    [
+        {"heuristic": 0.6, "frozen": 0.2, "self": 0.2},
+        {"heuristic": 1.0},
+        {"random": 0.1, "self": 0.7, "frozen": 0.3, "heuristic": 0.0},
+    ],
 )
 def test_opponent_draws_are_numpys_weighted_choice(mix):
     frozen = ["gen000", "gen001", "gen002"]
