@@ -2,12 +2,12 @@
 
 One ``play_games`` runner serves every stage that plays: the teacher (all heuristic
 seats, every decision logged), PPO self-play (one learning seat, transitions kept), the
-exporter (the agent's decisions logged) and the gate's evaluation pods. Games go through
-the run's batched game where it has one (``ml.game.registry.GameSpec.batched``: the
-Commander's compiled core, ``ml.game.protocol.Game``; scripted seats play inside its
-``step``), else through its PettingZoo AEC env (``GameSpec.make_env``: ``OpenSpielEnv``). Both
-paths give the same results, transitions and records for the same inputs
-(``tests/test_rollout.py``). All network-controlled decisions pending across the concurrent
+exporter (the agent's decisions logged) and the gate's evaluation pods. Every game plays
+through the typed batched ``ml.game.protocol.Game`` of its ``GameSpec.batched``: the
+Commander's compiled core (scripted seats play inside its ``step``), or rows of AEC envs
+(``ml.game.env_game.EnvGame``: OpenSpiel states, and the Commander's object engine, which
+gives the same results, transitions and records as the core: ``tests/test_rollout.py``).
+All network-controlled decisions pending across the concurrent
 games are answered by one forward pass per network (scripted seats act at once, so the games
 wait on networks only). The controller kind
 ``heuristic`` is the game's teacher (the commander's heuristic, MCTS for OpenSpiel games).
@@ -29,19 +29,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import torch
 
-from ml.game.protocol import PLAYER_SEED_STRIDE, Game
-from ml.game.registry import GameSpec, commander
-from ml.game.spec import Encoder, ScriptedPlayer
+from ml.game.protocol import Game
+from ml.game.registry import Engine, GameSpec, commander
+from ml.game.spec import Encoder
 from ml.policy import PolicyNet, check_shape
-
-Engine = Literal["core", "objects"]
-"""How ``play_games`` plays: ``core`` through the game's batched ``Game`` where it has one (else
-as ``objects``), ``objects`` through the game's AEC env and scripted player objects."""
 
 ControllerKind = Literal["heuristic", "random", "net"]
 """Who plays a seat: a scripted player (``heuristic``, ``random``) or a network (``net``)."""
@@ -142,37 +138,6 @@ class GameResult:
     ranking: list[int] = field(default_factory=list)
 
 
-@dataclass
-class _Slot:
-    env: Any  # the game's AEC env (CommanderPodEnv, OpenSpielEnv)
-    index: int
-    seats: list[str]
-    scripted: dict[int, ScriptedPlayer]
-    returns: np.ndarray
-    log_seats: frozenset[int]
-    records: list[dict]
-    transitions: dict[int, list[list]]  # seat -> [obs, mask, action, log_prob, value, reward] per decision
-    dims: tuple[int, int]  # obs_dim, num_actions
-    decisions: int = 0
-
-
-def _skip_dead_steps(env: Any, slot: _Slot) -> None:
-    """Step terminated agents out (the AEC dead-step convention) and collect rewards."""
-    while env.agents and (env.terminations[env.agent_selection] or env.truncations[env.agent_selection]):
-        env.step(None)
-        _collect_rewards(env, slot)
-
-
-def _collect_rewards(env: Any, slot: _Slot) -> None:
-    for agent, r in env.rewards.items():
-        if r:
-            seat = int(agent.split("_")[1])
-            slot.returns[seat] += r
-            trans = slot.transitions.get(seat)
-            if trans:
-                trans[-1][5] += r
-
-
 def play_games(
     seatings: list[list[str]],
     game_seeds: list[int],
@@ -211,8 +176,9 @@ def play_games(
         budget: tracked-seat decisions after which no new game starts (the games in flight
             are played to their end, so no decision is wasted); None plays every seating.
         indices: play only these games of ``seatings`` (a chunk of a stage, ``ml.compute``); None: all.
-        engine: ``core`` (the game's batched ``Game`` where it has one) or ``objects`` (its AEC
-            env); both give the same results.
+        engine: the commander's ``core`` (compiled) or ``objects`` (its object engine through
+            its AEC env, the core's reference); both give the same results
+            (``GameSpec.batched``). OpenSpiel games have one engine.
 
     Yields:
         GameResult, in order of completion (deterministic for fixed inputs).
@@ -233,134 +199,12 @@ def play_games(
                 raise ValueError(f"controller {key!r} is a net controller without a net")
             check_shape(ctrl.net, game.obs_dim, game.num_actions, f"the policy of {key!r}")
     pending = list(range(len(seatings)) if indices is None else indices)[::-1]
-    batch = game.batched(num_envs, encoder) if engine == "core" else None
-    if batch is not None:
-        yield from _play_batched(batch, seatings, game_seeds, controllers, pending, generator, log_seats, track_seats, budget)
-        return
-    slots: list[_Slot] = []
-    tracked = 0
-    while pending or slots:
-        if budget is not None and tracked >= budget:
-            pending.clear()  # no new game; the games in flight play on
-        while pending and len(slots) < num_envs:
-            slots.append(_start(pending.pop(), seatings, game_seeds, controllers, game, encoder, log_seats, track_seats))
-        groups: dict[str, list[_Slot]] = {}
-        still: list[_Slot] = []
-        for slot in slots:
-            _play_scripted(slot, controllers)
-            if slot.env.agents:
-                still.append(slot)
-                groups.setdefault(slot.seats[_seat(slot.env.agent_selection)], []).append(slot)
-            else:
-                yield _finish(slot)
-        slots = still
-        for key in sorted(groups):
-            tracked += _decide(controllers[key], groups[key], generator)
-
-
-def _seat(agent: str) -> int:
-    """The seat of an AEC agent name ``player_<k>``."""
-    return int(agent.split("_")[1])
-
-
-def _start(
-    index: int,
-    seatings: list[list[str]],
-    game_seeds: list[int],
-    controllers: dict[str, Controller],
-    game: GameSpec,
-    encoder: Encoder | None,
-    log_seats: Callable[[list[str]], list[int]] | None,
-    track_seats: Callable[[list[str]], list[int]] | None,
-) -> _Slot:
-    env = game.make_env(encoder)
-    seed = int(game_seeds[index])
-    env.reset(seed=seed, options={"game_index": index})
-    seats = seatings[index]
-    scripted: dict[int, ScriptedPlayer] = {}
-    for s, key in enumerate(seats):
-        kind = controllers[key].kind
-        if kind in ("heuristic", "random"):
-            scripted[s] = game.make_player(kind, seed * PLAYER_SEED_STRIDE + s)
-    slot = _Slot(
-        env,
-        index,
-        seats,
-        scripted,
-        np.zeros(game.num_players, np.float64),
-        frozenset(log_seats(seats) if log_seats else ()),
-        [],
-        {s: [] for s in (track_seats(seats) if track_seats else [])},
-        (game.obs_dim, game.num_actions),
-    )
-    _skip_dead_steps(env, slot)
-    return slot
-
-
-def _play_scripted(slot: _Slot, controllers: dict[str, Controller]) -> None:
-    """Play the slot's scripted seats until a network is to act or the game ends."""
-    env = slot.env
-    while env.agents:
-        seat = _seat(env.agent_selection)
-        player = slot.scripted.get(seat)
-        if player is None:
-            return
-        _apply(slot, seat, player.act(env.state))
-
-
-def _decide(ctrl: Controller, slots: list[_Slot], generator: torch.Generator) -> int:
-    """Answer the network decision waiting in each slot with one forward pass; returns how
-    many of them were tracked-seat decisions (PPO transitions)."""
-    assert ctrl.net is not None, "play_games checked that every net controller has a net"
-    seats = [_seat(s.env.agent_selection) for s in slots]
-    observed = [s.env.observe(s.env.agent_selection) for s in slots]
-    obs = np.stack([o["observation"] for o in observed])
-    mask = np.stack([o["action_mask"] for o in observed]).astype(bool)
-    actions, log_probs, values, probs = ctrl.net.act(obs, mask, generator, greedy=ctrl.greedy)
-    tracked = 0
-    for i, (slot, seat) in enumerate(zip(slots, seats, strict=True)):
-        if seat in slot.transitions:
-            slot.transitions[seat].append([obs[i], mask[i], int(actions[i]), float(log_probs[i]), float(values[i]), 0.0])
-            tracked += 1
-        _apply(slot, seat, int(actions[i]), probs[i])
-    return tracked
+    yield from _play(game.batched(num_envs, encoder, engine), seatings, game_seeds, controllers, pending, generator,
+                     log_seats, track_seats, budget)  # fmt: skip
 
 
 POLICY_DECIMALS = 6
 """Decimals of the ``policy`` probabilities written into records (``ml.record_schema.POLICY_SUM_TOLERANCE``)."""
-
-
-def _apply(slot: _Slot, seat: int, action: int, probs: np.ndarray | None = None) -> None:
-    """Log the decision if the seat is logged (with the network's ``probs``, float32[num_actions],
-    as the record's ``policy``), step the env, collect rewards, skip dead steps."""
-    env = slot.env
-    if seat in slot.log_seats:
-        rec = env.decision_record()
-        rec["action"] = env.describe_action(action)
-        if probs is not None:
-            rec["policy"] = [round(float(p), POLICY_DECIMALS) for p in probs]
-        slot.records.append(rec)
-    env.step(action)
-    slot.decisions += 1
-    _collect_rewards(env, slot)
-    _skip_dead_steps(env, slot)
-
-
-def _episode(decisions: list[list]) -> Rollout:
-    """One finished episode of the AEC path as a ``Rollout``."""
-    obs, mask, action, log_prob, value, reward = zip(*decisions, strict=True)
-    done = np.zeros(len(decisions), bool)
-    done[-1] = True
-    return Rollout(np.stack(obs), np.stack(mask), np.asarray(action, np.int64), np.asarray(log_prob, np.float32),
-                   np.asarray(value, np.float32), np.asarray(reward, np.float32), done)  # fmt: skip
-
-
-def _finish(slot: _Slot) -> GameResult:
-    game_id, result, winner, ranking = slot.env.game_result()
-    episodes = {s: _episode(ds) if ds else Rollout.empty(*slot.dims) for s, ds in slot.transitions.items()}
-    return GameResult(
-        slot.index, game_id, result, winner, slot.seats, slot.returns, slot.records, episodes, slot.decisions, ranking
-    )
 
 
 @dataclass
@@ -466,7 +310,7 @@ class _Tracker:
         self.n = len(keep)
 
 
-def _play_batched(
+def _play(
     batch: Game,
     seatings: list[list[str]],
     game_seeds: list[int],
@@ -477,13 +321,11 @@ def _play_batched(
     track_seats: Callable[[list[str]], list[int]] | None,
     budget: int | None,
 ) -> Generator[GameResult, None, None]:
-    """``play_games`` through ``batch``: the same loop as the AEC path, one batched ``step`` per
-    round of network decisions; per decision, only array operations (a record, where one is
-    written, is the exception). Games whose scripted seats are logged are *surfaced*: their
-    scripted decisions come back one at a time so their records can be written.
-
-    The games in flight are answered in the order they started (a forward pass's rows, and so
-    its sampled actions, in that order), as the AEC path answers its slots.
+    """``play_games`` through ``batch``: one batched ``step`` per round of network decisions; per
+    decision, only array operations (a record, where one is written, is the exception). Games
+    whose scripted seats are logged are *surfaced*: their scripted decisions come back one at a
+    time so their records can be written. The games in flight are answered in the order they
+    started (a forward pass's rows, and so its sampled actions, in that order).
     """
     n_rows, n_seats = batch.num_games, batch.num_players
     keys = sorted(controllers)  # controller ids in name order: the order the groups are answered in
@@ -562,7 +404,7 @@ def _start_row(
     scripted = {s: controllers[key].kind for s, key in enumerate(seats) if controllers[key].kind in ("heuristic", "random")}
     logged = frozenset(log_seats(seats) if log_seats else ())
     surfaced = bool(logged & scripted.keys())
-    batch.reset(row, int(game_seeds[index]), scripted, surfaced)
+    batch.reset(row, int(game_seeds[index]), scripted, surfaced, index=index)
     return _Row(row, index, seats, surfaced, logged, [])
 
 

@@ -1,9 +1,10 @@
 """The batched ``Game`` protocol: N games in flight as arrays, stepped together.
 
-``ml.rollout.play_games`` plays a game through it where the game implements it
-(``ml.game.registry.GameSpec.batched``); implementations:
-``ml.game.commander.core.game.CoreGame`` (the compiled Commander core). OpenSpiel games play
-through their AEC env (``ml.game.openspiel_env``).
+``ml.rollout.play_games`` plays every game through it (``ml.game.registry.GameSpec.batched``);
+implementations: ``ml.game.commander.core.game.CoreGame`` (the compiled Commander core, arrays
+stepped by numba kernels) and ``ml.game.env_game.EnvGame`` (rows of PettingZoo AEC envs at
+Python speed: OpenSpiel games over ``pyspiel`` states, and the Commander's object engine, the
+core's reference in the tests).
 
 A game of the batch lives in a *row* (0..N-1). Rows are dealt with :meth:`Game.reset`, then
 stepped together with :meth:`Game.step`: the seat to act in each row plays the action given
@@ -63,7 +64,13 @@ class Game(Protocol):
     decisions: np.ndarray
 
     def reset(
-        self, row: int, seed: int, scripted: Mapping[int, str], surfaced: bool, decks: Sequence[int] | None = None
+        self,
+        row: int,
+        seed: int,
+        scripted: Mapping[int, str],
+        surfaced: bool,
+        decks: Sequence[int] | None = None,
+        index: int = 0,
     ) -> None:
         """Deal a game into ``row`` from ``seed``, as the game's AEC env ``reset(seed=seed)`` does.
 
@@ -75,8 +82,10 @@ class Game(Protocol):
                 seats are answered by the caller.
             surfaced: the scripted seats' decisions are surfaced (``step`` stops at them and
                 :meth:`scripted_actions` gives their choices) so the caller can record them.
-            decks: the game's deck indices, one per seat, before the seat shuffle (a game
-                without decks ignores them); None draws them from ``seed`` as the env does.
+            decks: the game's deck indices, one per seat, before the seat shuffle; None draws
+                them from ``seed`` as the env does (a game that deals no decks accepts only None).
+            index: the game's number in its run, for games whose ``game_id`` names it
+                (OpenSpiel's ``game-<index>-<seed>``; the Commander's ids do not).
 
         No seat acts here; call ``step`` with ``-1`` for the row to let scripted seats play.
 

@@ -10,7 +10,7 @@ kinds ``heuristic`` (the game's teacher) and ``random``, and the record encoder.
              ``commander``                           ``openspiel:<game>``
 ============ ======================================= ========================================
 env          ``CommanderPodEnv``                     ``OpenSpielEnv`` (``ml.game.openspiel_env``)
-batched      ``CoreGame`` (``ml.game.commander.core``) none (plays through the env)
+batched      ``CoreGame`` (``ml.game.commander.core``) ``EnvGame`` (rows of envs, ``ml.game.env_game``)
 obs_dim      ``ml.game.commander.encoding.OBS_DIM``                 the game's observation tensor size
 num_actions  ``ml.game.commander.actions.NUM_ACTIONS``              ``num_distinct_actions()``
 heuristic    ``HeuristicPlayer`` (Forge-like)        ``MCTSPlayer`` (MCTS, random rollouts)
@@ -28,7 +28,7 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -37,9 +37,14 @@ from ml.record_schema import record_field
 
 if TYPE_CHECKING:
     from ml.game.commander.records import DecisionRecord
+    from ml.game.env_game import RecordingEnv
     from ml.game.protocol import Game
     from ml.params import GameParams, TeacherParams
     from ml.record_schema import OpenSpielRecord
+
+Engine = Literal["core", "objects"]
+"""How the commander plays (``GameSpec.batched``): ``core``, its compiled core, or ``objects``, its
+object engine through the AEC env (the core's reference in the tests). OpenSpiel games have one."""
 
 COMMANDER = "commander"
 OPENSPIEL_PREFIX = "openspiel:"
@@ -144,8 +149,9 @@ class GameSpec:
             raise ValueError(f"{self.name} is not an OpenSpiel game")
         return load_openspiel(self.name[len(OPENSPIEL_PREFIX) :], self.openspiel_params)
 
-    def make_env(self, encoder: Encoder | None = None) -> Any:
-        """A fresh AEC environment (``encoder``: the commander's shared RecordEncoder, else ignored)."""
+    def make_env(self, encoder: Encoder | None = None) -> RecordingEnv:
+        """A fresh PettingZoo AEC env of one game (``encoder``: the commander's shared
+        ``RecordEncoder``, else ignored): ``CommanderPodEnv`` or ``OpenSpielEnv``."""
         if self.is_openspiel:
             from ml.game.openspiel_env import OpenSpielEnv
 
@@ -154,19 +160,25 @@ class GameSpec:
 
         return CommanderPodEnv(pod_size=self.num_players, max_turns=self.max_turns, encoder=encoder)
 
-    def batched(self, num_games: int, encoder: Encoder | None = None) -> Game | None:
-        """The game as a batched ``ml.game.protocol.Game`` of ``num_games`` rows, or None where it
-        has none: OpenSpiel games, and an ``encoder`` other than the one the commander's core
-        implements (``RecordEncoder``; None stands for it)."""
-        if self.is_openspiel:
-            return None
-        from ml.game.commander.encoding import RecordEncoder
+    def batched(self, num_games: int, encoder: Encoder | None = None, engine: Engine = "core") -> Game:
+        """The game as a batched ``ml.game.protocol.Game`` of ``num_games`` rows.
 
-        if encoder is not None and type(encoder) is not RecordEncoder:
-            return None
-        from ml.game.commander.core.game import CoreGame
+        ``engine="core"``: the commander's compiled core (``CoreGame``) where it applies (the
+        ``encoder`` is the one it implements, ``RecordEncoder``, or None for it); otherwise, and
+        for ``engine="objects"``, rows of AEC envs (``ml.game.env_game.EnvGame``: OpenSpiel
+        states, or the commander's object engine, the core's reference).
+        """
+        if engine == "core" and not self.is_openspiel:
+            from ml.game.commander.encoding import RecordEncoder
 
-        return CoreGame(num_games, self.num_players, self.max_turns)
+            if encoder is None or type(encoder) is RecordEncoder:
+                from ml.game.commander.core.game import CoreGame
+
+                return CoreGame(num_games, self.num_players, self.max_turns)
+        from ml.game.env_game import EnvGame
+
+        return EnvGame(lambda: self.make_env(encoder), self.make_player, num_games, self.num_players, self.obs_dim,
+                       self.num_actions)  # fmt: skip
 
     def make_player(self, kind: str, seed: int) -> ScriptedPlayer:
         """The scripted player behind a controller kind: ``heuristic`` (the game's teacher) or ``random``.

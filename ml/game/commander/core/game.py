@@ -62,10 +62,17 @@ class CoreGame:
         self._choice = np.full(num_games, -1, np.int64)
 
     def reset(
-        self, row: int, seed: int, scripted: Mapping[int, str], surfaced: bool, decks: Sequence[int] | None = None
+        self,
+        row: int,
+        seed: int,
+        scripted: Mapping[int, str],
+        surfaced: bool,
+        decks: Sequence[int] | None = None,
+        index: int = 0,
     ) -> None:
         """Deal ``row`` (``ml.game.protocol.Game.reset``; ``decks`` index ``CoreTables.deck_names``,
-        as ``rules.new_game(deck_names=...)`` names them)."""
+        as ``rules.new_game(deck_names=...)`` names them; ``index`` is unused: the game's id is
+        ``game-0-<seed>``, as a fresh ``CommanderPodEnv``'s first game names it)."""
         n = self.num_games
         choice = np.full((n, MAX_POD), -1, np.int64)
         if decks is not None:

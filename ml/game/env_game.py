@@ -1,0 +1,219 @@
+"""A batched ``ml.game.protocol.Game`` over N PettingZoo AEC envs: the protocol at Python speed.
+
+OpenSpiel games (``ml.game.openspiel_env.OpenSpielEnv``, one ``pyspiel`` state per row) play
+through it, and so does the Commander's object engine (``CommanderPodEnv``), the reference
+the compiled core is checked against (``play_games(engine="objects")``,
+``tests/test_rollout.py``). Each row holds one env and the scripted players of its seats
+(``GameSpec.make_player(kind, seed * PLAYER_SEED_STRIDE + seat)``); ``step`` applies each
+row's action with ``env.step``, then lets the row's scripted seats act on ``env.state``
+until a caller-answered seat is to act, stepping terminated agents out (the AEC dead-step
+convention) and summing every seat's rewards of the step.
+
+The envs must have, beside the AEC API, the record methods of :class:`RecordingEnv`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from ml.game.protocol import PLAYER_SEED_STRIDE
+from ml.game.spec import ScriptedPlayer
+
+
+class RecordingEnv(Protocol):
+    """A PettingZoo AEC env with the record methods the loop needs (``CommanderPodEnv``, ``OpenSpielEnv``).
+
+    Attributes:
+        agents, agent_selection, rewards, terminations, truncations: the AEC API's; agents
+            are named ``player_<seat>``.
+        state: the game state the scripted players act on.
+    """
+
+    agents: list[str]
+    agent_selection: str
+    rewards: dict[str, float]
+    terminations: dict[str, bool]
+    truncations: dict[str, bool]
+
+    @property
+    def state(self) -> Any: ...
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> None: ...
+
+    def step(self, action: int | None) -> None: ...
+
+    def observe(self, agent: str) -> dict[str, np.ndarray]:
+        """``{"observation": float32[obs_dim], "action_mask": int8[num_actions]}``."""
+        ...
+
+    def decision_record(self) -> dict:
+        """The record of the decision the agent to act is about to make."""
+        ...
+
+    def describe_action(self, action: int) -> dict:
+        """The record's ``action`` object for ``action`` (before ``step``)."""
+        ...
+
+    def game_result(self) -> tuple[str, str, int | None, list[int]]:
+        """``(game_id, outcome, winner, ranking)`` of the finished game."""
+        ...
+
+
+def _seat(agent: str) -> int:
+    """The seat of an AEC agent name ``player_<k>``."""
+    return int(agent.split("_")[1])
+
+
+class EnvGame:
+    """``num_games`` rows of AEC envs (``ml.game.protocol.Game``).
+
+    Args:
+        make_env: a fresh env (one per game dealt).
+        make_player: ``(kind, seed) -> ScriptedPlayer`` (``GameSpec.make_player``).
+        num_games, num_players, obs_dim, num_actions: the batch's sizes.
+
+    Raises:
+        ValueError: ``num_games`` < 1.
+    """
+
+    def __init__(
+        self,
+        make_env: Callable[[], RecordingEnv],
+        make_player: Callable[[str, int], ScriptedPlayer],
+        num_games: int,
+        num_players: int,
+        obs_dim: int,
+        num_actions: int,
+    ) -> None:
+        if num_games < 1:
+            raise ValueError("EnvGame needs num_games >= 1")
+        self._make_env, self._make_player = make_env, make_player
+        self.num_games, self.num_players, self.obs_dim, self.num_actions = num_games, num_players, obs_dim, num_actions
+        self.obs = np.zeros((num_games, obs_dim), np.float32)
+        self.mask = np.zeros((num_games, num_actions), bool)
+        self.rewards = np.zeros((num_games, num_players), np.float64)
+        self.done = np.ones(num_games, bool)  # no game dealt yet
+        self.to_act = np.zeros(num_games, np.int64)
+        self.decisions = np.zeros(num_games, np.int64)
+        self._envs: list[RecordingEnv | None] = [None] * num_games
+        self._players: list[dict[int, ScriptedPlayer]] = [{} for _ in range(num_games)]
+        self._surfaced = np.zeros(num_games, bool)
+        self._pending = np.zeros((num_games, num_players), np.float64)  # rewards of a reset, given with the next step
+
+    def _env(self, row: int) -> RecordingEnv:
+        env = self._envs[row]
+        if env is None:
+            raise ValueError(f"row {row} has no game; reset it first")
+        return env
+
+    def reset(
+        self,
+        row: int,
+        seed: int,
+        scripted: Mapping[int, str],
+        surfaced: bool,
+        decks: Sequence[int] | None = None,
+        index: int = 0,
+    ) -> None:
+        """Deal ``row`` with ``env.reset(seed=seed, options={"game_index": index})`` (``ml.game.protocol.Game.reset``).
+
+        Raises:
+            ValueError: ``decks`` given (these envs deal their own), or an unknown scripted kind.
+        """
+        if decks is not None:
+            raise ValueError("this game deals its own decks; decks must be None")
+        env = self._make_env()
+        env.reset(seed=seed, options={"game_index": index})
+        self._envs[row] = env
+        self._players[row] = {s: self._make_player(kind, seed * PLAYER_SEED_STRIDE + s) for s, kind in scripted.items()}
+        self._surfaced[row] = surfaced
+        self.decisions[row] = 0
+        self.rewards[row] = 0.0
+        self._pending[row] = 0.0
+        self._skip_dead_steps(row, self._pending[row])
+        self._settle(row)
+
+    def step(self, actions: np.ndarray) -> int:
+        """``ml.game.protocol.Game.step``; raises the env's ValueError on an illegal action."""
+        self.rewards[:] = self._pending
+        self._pending[:] = 0.0
+        applied = 0
+        for row in range(self.num_games):
+            if self.done[row]:
+                continue
+            if actions[row] >= 0:
+                self._apply(row, int(actions[row]))
+                applied += 1
+            if not self._surfaced[row]:
+                applied += self._play_scripted(row)
+            self._settle(row)
+        return applied
+
+    def _play_scripted(self, row: int) -> int:
+        env, players, n = self._env(row), self._players[row], 0
+        while env.agents:
+            player = players.get(_seat(env.agent_selection))
+            if player is None:
+                break
+            self._apply(row, player.act(env.state))
+            n += 1
+        return n
+
+    def _apply(self, row: int, action: int) -> None:
+        env = self._env(row)
+        env.step(action)
+        self.decisions[row] += 1
+        self._collect(env, self.rewards[row])
+        self._skip_dead_steps(row, self.rewards[row])
+
+    @staticmethod
+    def _collect(env: RecordingEnv, into: np.ndarray) -> None:
+        for agent, r in env.rewards.items():
+            if r:
+                into[_seat(agent)] += r
+
+    def _skip_dead_steps(self, row: int, into: np.ndarray) -> None:
+        env = self._env(row)
+        while env.agents and (env.terminations[env.agent_selection] or env.truncations[env.agent_selection]):
+            env.step(None)
+            self._collect(env, into)
+
+    def _settle(self, row: int) -> None:
+        env = self._env(row)
+        self.done[row] = not env.agents
+        if env.agents:
+            self.to_act[row] = _seat(env.agent_selection)
+
+    def observe(self, rows: np.ndarray) -> None:
+        """``ml.game.protocol.Game.observe``: ``env.observe`` of the agent to act in each row."""
+        for row in rows.tolist():
+            env = self._env(row)
+            seen = env.observe(env.agent_selection)
+            self.obs[row] = seen["observation"]
+            self.mask[row] = seen["action_mask"].astype(bool)
+
+    def scripted_actions(self, rows: np.ndarray) -> np.ndarray:
+        """``ml.game.protocol.Game.scripted_actions``: each surfaced row's scripted player's ``act``."""
+        out = np.zeros(len(rows), np.int64)
+        for i, row in enumerate(rows.tolist()):
+            env = self._env(row)
+            out[i] = self._players[row][_seat(env.agent_selection)].act(env.state)
+        return out
+
+    def is_scripted(self, row: int) -> bool:
+        """``ml.game.protocol.Game.is_scripted``."""
+        return int(self.to_act[row]) in self._players[row]
+
+    def record(self, row: int, action: int) -> dict:
+        """``env.decision_record()`` with ``action`` set to ``env.describe_action(action)``."""
+        env = self._env(row)
+        rec = env.decision_record()
+        rec["action"] = env.describe_action(action)
+        return rec
+
+    def result(self, row: int) -> tuple[str, str, int | None, list[int]]:
+        """``env.game_result()``."""
+        return self._env(row).game_result()
