@@ -30,6 +30,7 @@ import torch
 
 from ml.game.commander import core
 from ml.game.commander.actions import MAX_POD
+from ml.game.commander.core.warmup import run_kernels
 from ml.game.commander.encoding import OBS_DIM, RecordEncoder
 from ml.game.commander.players import HeuristicPlayer
 from ml.game.commander.rules import apply_action, new_game
@@ -98,19 +99,7 @@ def bench_core_env(seconds: float) -> float:
     return decisions / (time.perf_counter() - started)
 
 
-_WARM_UP = "import time; t = time.perf_counter(); from bench.bench_selfplay import core_warm_up; core_warm_up(); print(time.perf_counter() - t)"
-
-
-def core_warm_up() -> None:
-    """Every core kernel once on one tiny batch (compiles, or loads from numba's cache)."""
-    tables, st = core.load_tables(), core.new_state(1)
-    _core_reset(st, tables, 0, core.SEAT_HEURISTIC)
-    core.step(st, tables, np.full(1, -1), np.zeros((1, MAX_POD), np.float32))
-    _core_reset(st, tables, 0, core.SEAT_HEURISTIC)
-    out = np.zeros(1, np.int64)
-    core.choose_scripted(st, tables, out)
-    core.apply_actions(st, tables, out, np.zeros((1, MAX_POD), np.float32))
-    core.encode(st, tables, np.zeros(1, np.int64), np.zeros((1, OBS_DIM), np.float32))
+_WARM_UP = "import time; t = time.perf_counter(); from ml.game.commander.core.warmup import run_kernels; run_kernels(); print(time.perf_counter() - t)"
 
 
 def bench_core_compile() -> tuple[float, float]:
@@ -178,7 +167,7 @@ def main() -> None:
     print(
         f"core compile: {cold:.1f} s cold (empty numba cache), {cached:.1f} s from the cache (import + warm-up, fresh process)"
     )
-    core_warm_up()
+    run_kernels()
     reference = bench_openspiel(args.seconds)
     core_rules = bench_core_rules(args.seconds)
     core_env = bench_core_env(args.seconds)

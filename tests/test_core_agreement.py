@@ -357,3 +357,27 @@ def test_drawing_from_an_empty_library_eliminates_as_in_the_reference():
         assert ref_snapshot(state) == core_snapshot(st, g), _first_difference(ref_snapshot(state), core_snapshot(st, g))
         decked += sum(p.eliminated and not p.library for p in state.players)
     assert decked > 0
+
+
+def test_first_core_game_of_a_process_logs_the_kernels_load(caplog, monkeypatch):
+    from ml.game.commander.core import warmup
+    from ml.game.commander.core.game import CoreGame
+
+    monkeypatch.setattr(warmup, "_DONE", [])  # as in a fresh process
+    caplog.set_level("INFO", logger=warmup.__name__)
+    CoreGame(2, 4, 30)
+    CoreGame(3, 4, 30)
+    lines = [r.getMessage() for r in caplog.records if r.name == warmup.__name__]
+    assert len(lines) == 1 and lines[0].startswith("commander core: kernels "), lines
+
+
+def test_warm_up_line_says_compiled_or_loaded():
+    from ml.game.commander.core import kernels
+    from ml.game.commander.core.warmup import WarmUp
+
+    cold, warm = WarmUp(71.5, 5, 0).describe(), WarmUp(2.3, 0, 5).describe()
+    assert (
+        cold
+        == f"commander core: kernels compiled in 71.5 s (first run; cached in {kernels.step_kernel.stats.cache_path} for the next)"
+    )
+    assert warm == "commander core: kernels loaded from numba's cache in 2.3 s"

@@ -23,6 +23,7 @@ from ml.game.commander.actions import (
     PASS,
 )
 from ml.game.commander.core import kernels
+from ml.game.commander.core.warmup import warm_up
 from ml.game.commander.features import OBS_DIM
 from ml.game.commander.rules import IllegalActionError, action_object
 from ml.game.protocol import PLAYER_SEED_STRIDE
@@ -44,6 +45,7 @@ class CoreGame:
         self.num_games, self.num_players = num_games, pod_size
         self.obs_dim, self.num_actions = OBS_DIM, NUM_ACTIONS
         self.max_turns = max_turns
+        warm_up()  # once per process: numba's compile or cache load, logged
         self.tables = core.load_tables()
         self.st = core.new_state(num_games)
         self.obs = np.zeros((num_games, OBS_DIM), np.float32)
