@@ -4,7 +4,9 @@ Prints, in decisions per second on one core:
   * the Commander pod simulator with four heuristic players (rules API, no encoding),
   * the same pods through the PettingZoo env with the observation encoder (what self-play pays),
   * PPO self-play collection (``ml.ppo.train_ppo``, fresh student) with 1 and 2 worker
-    processes, their ratio (scaling), and the PPO update's samples/s,
+    processes, their ratio (scaling), and the PPO update's samples/s; with 64 games in flight;
+    and in a process without the reproducible CPU cap (``DISTILL_NATIVE_CPU=1``),
+  * the policy's forward pass per decision at batches of 16 and 256 (what bounds collection),
   * the batched core (``ml.game.commander.core``, numba) with four heuristic seats: rules only
     (scripted seats play inside ``step``), and as an env (an observation and a legal mask
     written for every decision, the heuristic's choice fed back; no forward pass),
@@ -130,15 +132,44 @@ def bench_env(seconds: float) -> float:
     return decisions / (time.perf_counter() - started)
 
 
-def bench_ppo(seconds: float, workers: int) -> tuple[float, float]:
+def bench_ppo(seconds: float, workers: int, num_envs: int = 16, chunks: int = 8) -> tuple[float, float]:
     """PPO self-play with ``workers`` processes: (all-seat decisions/s while collecting, update samples/s)."""
     steps = int(1500 * seconds * workers)
-    cfg = PPOConfig(total_steps=steps, num_envs=16, rollout_steps=max(steps // 2, 512), lr=3e-4, gamma=0.995, gae_lambda=0.95, clip_coef=0.2,
-                    ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5, update_epochs=4, minibatch_size=512, opponent_mix={"heuristic": 1.0},
-                    workers=workers, rollout_chunks=8)  # fmt: skip
+    cfg = PPOConfig(total_steps=steps, num_envs=num_envs, rollout_steps=max(steps // 2, 512), lr=3e-4, gamma=0.995, gae_lambda=0.95,
+                    clip_coef=0.2, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5, update_epochs=4, minibatch_size=512,
+                    opponent_mix={"heuristic": 1.0}, workers=workers, rollout_chunks=chunks)  # fmt: skip
     torch.manual_seed(0)
     _, m = train_ppo(PolicyNet(OBS_DIM, (256, 256)), {}, cfg, pod_size=4, max_turns=30, seed=0, progress=False)
     return m["selfplay/all_seat_decisions_per_s"], m["selfplay/update_samples_per_s"]
+
+
+def forward_cost(batch: int, repeats: int = 200) -> float:
+    """Microseconds per decision of ``PolicyNet.act`` (MLP 256x256, one thread) on a batch of ``batch`` decisions."""
+    net = PolicyNet(OBS_DIM, (256, 256))
+    obs = np.random.default_rng(0).random((batch, OBS_DIM), np.float32)
+    mask = np.ones((batch, core.kernels.NUM_ACTIONS), bool)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(10):
+        net.act(obs, mask, gen)
+    started = time.perf_counter()
+    for _ in range(repeats):
+        net.act(obs, mask, gen)
+    return (time.perf_counter() - started) / repeats / batch * 1e6
+
+
+_NATIVE = (
+    "from bench.bench_selfplay import bench_ppo; import torch; torch.set_num_threads(1); print(bench_ppo({seconds}, 1)[0])"
+)
+
+
+def bench_ppo_native(seconds: float) -> float:
+    """``bench_ppo(seconds, 1)`` in a process with ``DISTILL_NATIVE_CPU=1`` (MKL's and ATen's own
+    code paths for this CPU instead of the reproducible cap, ``ml.determinism``)."""
+    env = {**os.environ, "DISTILL_NATIVE_CPU": "1", "PYTHONPATH": os.getcwd()}
+    out = subprocess.run(
+        [sys.executable, "-c", _NATIVE.format(seconds=seconds)], env=env, capture_output=True, text=True, check=True
+    )
+    return float(out.stdout.split()[-1])
 
 
 def bench_openspiel(seconds: float) -> float:
@@ -184,12 +215,16 @@ def main() -> None:
         return
     one, update_one = bench_ppo(args.seconds, 1)
     two, _ = bench_ppo(args.seconds, 2)
+    wide, _ = bench_ppo(args.seconds, 1, num_envs=64, chunks=2)
+    native = bench_ppo_native(args.seconds)
     rows = [
         *core_rows,
         ("simulator, 4 heuristic players (rules API)", bench_rules(args.seconds)),
         ("env + encoder, 1 net + 3 heuristic seats, 16 games batched", bench_env(args.seconds)),
         ("PPO self-play collection, 1 worker, all seats", one),
         ("PPO self-play collection, 2 workers, all seats", two),
+        ("  the same, 1 worker, 64 games in flight (2 chunks a round)", wide),
+        ("  the same, 1 worker, DISTILL_NATIVE_CPU=1 (not reproducible)", native),
         ("OpenSpiel crazy_eights 4p, uniform random (reference)", reference),
     ]
     print(f"{'benchmark':66s} {'decisions/s':>12s} {'vs OpenSpiel':>12s}")
@@ -198,6 +233,10 @@ def main() -> None:
     print(f"core env + encoder / core rules-only: {core_env / core_rules:.2f}x")
     print(f"self-play scaling, 2 workers / 1 worker: {two / one:.2f}x (ideal 2.00x on 2 free cores)")
     print(f"PPO update: {update_one:,.0f} samples/s (minibatch 512, MLP 256x256, CPU, 1 thread)")
+    print(
+        f"policy forward pass + sampling (PolicyNet.act, MLP 256x256, 1 thread): {forward_cost(16):.1f} us per decision "
+        f"at a batch of 16, {forward_cost(256):.1f} us at 256"
+    )
 
 
 if __name__ == "__main__":
