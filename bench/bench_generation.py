@@ -10,7 +10,8 @@ same run:
   ratio full / default.
 * ``--compare BASE``: ``--profile full`` on the commit ``BASE`` (the reference, e.g. the
   commit before a speed-up) and on HEAD, one after the other; ratio HEAD / BASE. Both run
-  their own commit's ``full`` profile, which must then be the same sizes.
+  ``BASE``'s ``full`` profile (HEAD's clone gets it written into its params.yaml and
+  committed), so the sizes are the same whatever HEAD's profile says.
 
 ``--from-run PATH`` instead prints the same split for every attempt of a finished run (e.g.
 the clone a `python loop.py --profile full` ran in), without running anything.
@@ -58,12 +59,44 @@ def header() -> str:
     return f"{'attempt':28s} " + " ".join(f"{s:>8s}" for s in STAGES) + f" {'wall':>8s}"
 
 
-def run_one(profile: str | None, keep: bool, commit: str = "HEAD") -> dict:
-    """One generation in a fresh clone of ``commit``; returns its eval-history entry (seconds)."""
+def profile_block(text: str, name: str) -> list[str]:
+    """The lines of profile ``name`` (its ``  name:`` line and the more indented lines under it) in a params.yaml text.
+
+    Raises:
+        SystemExit: no such profile.
+    """
+    lines = text.splitlines()
+    try:
+        start = next(i for i, line in enumerate(lines) if line.startswith(f"  {name}:"))
+    except StopIteration:
+        raise SystemExit(f"params.yaml has no profile {name!r}") from None
+    end = start + 1
+    while end < len(lines) and (lines[end].startswith("    ") or not lines[end].strip()):
+        end += 1
+    return lines[start:end]
+
+
+def use_profile_of(repo: Path, base: str, name: str) -> None:
+    """Replace profile ``name`` in ``repo``'s params.yaml by commit ``base``'s and commit it (the same sizes)."""
+    theirs = subprocess.run(
+        ["git", "show", f"{base}:params.yaml"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    path = repo / "params.yaml"
+    text = path.read_text()
+    ours = profile_block(text, name)
+    path.write_text(text.replace("\n".join(ours), "\n".join(profile_block(theirs, name)), 1))
+    subprocess.run(["git", "commit", "-q", "-m", f"bench: the {name} profile of {base}", "params.yaml"], cwd=repo, check=True)
+
+
+def run_one(profile: str | None, keep: bool, commit: str = "HEAD", sizes_of: str | None = None) -> dict:
+    """One generation in a fresh clone of ``commit`` (with ``profile`` as commit ``sizes_of`` defines it,
+    when given); returns its eval-history entry (seconds)."""
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-gen-{profile or 'default'}-"))
     repo = tmp / "repo"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(repo)], check=True)
     subprocess.run(["git", "checkout", "-q", "-B", "main", commit], cwd=repo, check=True)
+    if sizes_of and profile:
+        use_profile_of(repo, sizes_of, profile)
     env = {**os.environ, "DVC_NO_ANALYTICS": "1", "DVC_NO_UPDATE_CHECK": "1", "PYTHONHASHSEED": "0"}
     cmd = [sys.executable, "loop.py", "--max-generations", "1", "--max-attempts", "1"]
     if profile:
@@ -97,7 +130,7 @@ def main() -> None:
             raise SystemExit(f"--compare {args.compare}: no such commit in {ROOT}")
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
         reference = run_one("full", args.keep, base.stdout.strip())
-        full = run_one("full", args.keep, head)
+        full = run_one("full", args.keep, head, sizes_of=base.stdout.strip())
         labels = (f"full, {base.stdout.strip()} (reference)", f"full, {head} (HEAD)", "HEAD / reference")
     else:
         reference = run_one(None, args.keep)
