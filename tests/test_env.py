@@ -1,7 +1,7 @@
 """Tests of ``ml.game.commander.env.CommanderPodEnv`` (the PettingZoo AEC view of one core game).
 
 Checks:
-* ``pettingzoo.test.api_test`` and ``seed_test`` pass (2- and 4-seat pods);
+* ``pettingzoo.test.api_test`` and ``seed_test`` pass (2- and 4-seat pods; 6 with the core's encoder);
 * rewards sum to 0 over a game won by one seat and over a turn-cap draw, and the winner
   gets +1 while the others get -1/(n-1);
 * every decision record has the Forge keys in Forge's order, a 0/1 ``action_mask`` equal to
@@ -65,6 +65,11 @@ def make_env(pod_size: int = 4, max_turns: int = 30) -> CommanderPodEnv:
 @pytest.mark.parametrize("pod_size", [2, 4])
 def test_api(pod_size: int) -> None:
     api_test(make_env(pod_size), num_cycles=300)
+
+
+def test_api_with_the_core_encoder() -> None:
+    """The default encoder's path (``core.encode``, no records) passes too."""
+    api_test(CommanderPodEnv(pod_size=6), num_cycles=300)
 
 
 def test_seed() -> None:

@@ -23,6 +23,7 @@ Scripted choices     ``scripted_action()``: the teacher's (``heuristic``) or uni
                      ``heuristic``); drawn as ``HeuristicPlayer``/``RandomPlayer`` seeded
                      ``seed * PLAYER_SEED_STRIDE + seat`` draw when asked at each of the seat's
                      decisions. No ``GameState``: ``ReferencePodEnv.state`` is the object one.
+Core                 ``env.core``: the one-row ``CoreGame`` (row 0) holding the game's arrays
 ==================== ================================================================
 
 Rewards on a turn-cap draw: with no eliminations, 0 for all; seats eliminated earlier keep
