@@ -1,8 +1,10 @@
 """Benchmark: simulator and self-play throughput, against OpenSpiel in the same run.
 
 Prints, in decisions per second on one core:
-  * the Commander pod simulator with four heuristic players (rules API, no encoding),
-  * the same pods through the PettingZoo env with the observation encoder (what self-play pays),
+  * the Commander pod's object engine (the core's reference) with four heuristic players (rules
+    API, no encoding),
+  * the same pods through ``play_games`` (the core) with the observation encoder, one net seat
+    (what self-play pays),
   * PPO self-play collection (``ml.ppo.train_ppo``, fresh student) with 1 and 2 worker
     processes, their ratio (scaling), and the PPO update's samples/s; with 64 games in flight;
     and in a process without the reproducible CPU cap (``DISTILL_NATIVE_CPU=1``),

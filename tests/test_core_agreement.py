@@ -23,8 +23,8 @@ import pytest
 
 from ml.game.commander import core, rules
 from ml.game.commander.actions import CAST_WIPE, MAX_POD
-from ml.game.commander.env import CommanderPodEnv
 from ml.game.commander.players import HeuristicPlayer, RandomPlayer
+from ml.game.commander.reference_env import ReferencePodEnv
 from ml.game.commander.state import PHASES, GameState
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -96,7 +96,7 @@ def play_agreement(n_games: int, seed: int, record_every: int = 7) -> Counter:
     pseeds = seeds[:, None] * 7 + np.arange(MAX_POD)[None, :]
     envs, players = [], []
     for g in range(n_games):
-        env = CommanderPodEnv(pod_size=int(pods[g]), max_turns=int(caps[g]))
+        env = ReferencePodEnv(pod_size=int(pods[g]), max_turns=int(caps[g]))
         env.reset(seed=int(seeds[g]))
         envs.append(env)
         players.append([HeuristicPlayer(int(pseeds[g, s])) if kinds[g, s] == core.SEAT_HEURISTIC else

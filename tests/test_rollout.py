@@ -90,6 +90,7 @@ def _both_engines(n_games: int, others: list[str], log, monkeypatch, num_envs: i
     for engine in ("objects", "core"):
         if engine == "core":
             monkeypatch.setattr(GameSpec, "make_env", lambda *a: pytest.fail("the core path built an AEC env"))
+            monkeypatch.setattr(GameSpec, "_scriptable_env", lambda *a: pytest.fail("the core path built an AEC env"))
         runs.append([_outcome(r) for r in play_games(
             seatings, game_seeds(11, n_games), controllers, pod_size=4, num_envs=num_envs, engine=engine,
             generator=torch.Generator().manual_seed(5), log_seats=log,

@@ -1,7 +1,7 @@
 """A batched ``ml.game.protocol.Game`` over N PettingZoo AEC envs: the protocol at Python speed.
 
 OpenSpiel games (``ml.game.openspiel_env.OpenSpielEnv``, one ``pyspiel`` state per row) play
-through it, and so does the Commander's object engine (``CommanderPodEnv``), the reference
+through it, and so does the Commander's object engine (``ReferencePodEnv``), the reference
 the compiled core is checked against (``play_games(engine="objects")``,
 ``tests/test_rollout.py``). Each row holds one env and the scripted players of its seats
 (``GameSpec.make_player(kind, seed * PLAYER_SEED_STRIDE + seat)``); ``step`` applies each
@@ -9,7 +9,8 @@ row's action with ``env.step``, then lets the row's scripted seats act on ``env.
 until a caller-answered seat is to act, stepping terminated agents out (the AEC dead-step
 convention) and summing every seat's rewards of the step.
 
-The envs must have, beside the AEC API, the record methods of :class:`RecordingEnv`.
+The envs must have, beside the AEC API, the record methods of :class:`RecordingEnv` and the
+``state`` of :class:`ScriptableEnv`.
 """
 
 from __future__ import annotations
@@ -24,12 +25,12 @@ from ml.game.spec import ScriptedPlayer
 
 
 class RecordingEnv(Protocol):
-    """A PettingZoo AEC env with the record methods the loop needs (``CommanderPodEnv``, ``OpenSpielEnv``).
+    """A PettingZoo AEC env with the record methods the loop needs (``CommanderPodEnv``,
+    ``ReferencePodEnv``, ``OpenSpielEnv``).
 
     Attributes:
         agents, agent_selection, rewards, terminations, truncations: the AEC API's; agents
             are named ``player_<seat>``.
-        state: the game state the scripted players act on.
     """
 
     agents: list[str]
@@ -37,9 +38,6 @@ class RecordingEnv(Protocol):
     rewards: dict[str, float]
     terminations: dict[str, bool]
     truncations: dict[str, bool]
-
-    @property
-    def state(self) -> Any: ...
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> None: ...
 
@@ -62,6 +60,15 @@ class RecordingEnv(Protocol):
         ...
 
 
+class ScriptableEnv(RecordingEnv, Protocol):
+    """A :class:`RecordingEnv` whose game state the scripted players act on (``ReferencePodEnv``, ``OpenSpielEnv``)."""
+
+    @property
+    def state(self) -> Any:
+        """The game state ``ScriptedPlayer.act`` takes."""
+        ...
+
+
 def _seat(agent: str) -> int:
     """The seat of an AEC agent name ``player_<k>``."""
     return int(agent.split("_")[1])
@@ -81,7 +88,7 @@ class EnvGame:
 
     def __init__(
         self,
-        make_env: Callable[[], RecordingEnv],
+        make_env: Callable[[], ScriptableEnv],
         make_player: Callable[[str, int], ScriptedPlayer],
         num_games: int,
         num_players: int,
@@ -98,12 +105,12 @@ class EnvGame:
         self.done = np.ones(num_games, bool)  # no game dealt yet
         self.to_act = np.zeros(num_games, np.int64)
         self.decisions = np.zeros(num_games, np.int64)
-        self._envs: list[RecordingEnv | None] = [None] * num_games
+        self._envs: list[ScriptableEnv | None] = [None] * num_games
         self._players: list[dict[int, ScriptedPlayer]] = [{} for _ in range(num_games)]
         self._surfaced = np.zeros(num_games, bool)
         self._pending = np.zeros((num_games, num_players), np.float64)  # rewards of a reset, given with the next step
 
-    def _env(self, row: int) -> RecordingEnv:
+    def _env(self, row: int) -> ScriptableEnv:
         env = self._envs[row]
         if env is None:
             raise ValueError(f"row {row} has no game; reset it first")

@@ -9,8 +9,9 @@ kinds ``heuristic`` (the game's teacher) and ``random``, and the record encoder.
 ============ ======================================= ========================================
              ``commander``                           ``openspiel:<game>``
 ============ ======================================= ========================================
-env          ``CommanderPodEnv``                     ``OpenSpielEnv`` (``ml.game.openspiel_env``)
+env          ``CommanderPodEnv`` (one core game)     ``OpenSpielEnv`` (``ml.game.openspiel_env``)
 batched      ``CoreGame`` (``ml.game.commander.core``) ``EnvGame`` (rows of envs, ``ml.game.env_game``)
+objects      ``EnvGame`` of ``ReferencePodEnv``      the same as batched
 obs_dim      ``ml.game.commander.encoding.OBS_DIM``                 the game's observation tensor size
 num_actions  ``ml.game.commander.actions.NUM_ACTIONS``              ``num_distinct_actions()``
 heuristic    ``HeuristicPlayer`` (Forge-like)        ``MCTSPlayer`` (MCTS, random rollouts)
@@ -37,14 +38,14 @@ from ml.record_schema import record_field
 
 if TYPE_CHECKING:
     from ml.game.commander.records import DecisionRecord
-    from ml.game.env_game import RecordingEnv
+    from ml.game.env_game import RecordingEnv, ScriptableEnv
     from ml.game.protocol import Game
     from ml.params import GameParams, TeacherParams
     from ml.record_schema import OpenSpielRecord
 
 Engine = Literal["core", "objects"]
 """How the commander plays (``GameSpec.batched``): ``core``, its compiled core, or ``objects``, its
-object engine through the AEC env (the core's reference in the tests). OpenSpiel games have one."""
+object engine through ``ReferencePodEnv`` (the core's reference in the tests). OpenSpiel games have one."""
 
 COMMANDER = "commander"
 OPENSPIEL_PREFIX = "openspiel:"
@@ -150,8 +151,8 @@ class GameSpec:
         return load_openspiel(self.name[len(OPENSPIEL_PREFIX) :], self.openspiel_params)
 
     def make_env(self, encoder: Encoder | None = None) -> RecordingEnv:
-        """A fresh PettingZoo AEC env of one game (``encoder``: the commander's shared
-        ``RecordEncoder``, else ignored): ``CommanderPodEnv`` or ``OpenSpielEnv``."""
+        """A fresh PettingZoo AEC env of one game (``encoder``: the commander's, else ignored):
+        ``CommanderPodEnv`` (one game of the compiled core) or ``OpenSpielEnv``."""
         if self.is_openspiel:
             from ml.game.openspiel_env import OpenSpielEnv
 
@@ -160,13 +161,25 @@ class GameSpec:
 
         return CommanderPodEnv(pod_size=self.num_players, max_turns=self.max_turns, encoder=encoder)
 
+    def _scriptable_env(self, encoder: Encoder | None) -> ScriptableEnv:
+        """A fresh env the rows of ``EnvGame`` hold: ``OpenSpielEnv``, or the commander's object
+        engine ``ReferencePodEnv`` (the core's reference)."""
+        if self.is_openspiel:
+            from ml.game.openspiel_env import OpenSpielEnv
+
+            return OpenSpielEnv(self.openspiel_game(), self.name)
+        from ml.game.commander.reference_env import ReferencePodEnv
+
+        return ReferencePodEnv(pod_size=self.num_players, max_turns=self.max_turns, encoder=encoder)
+
     def batched(self, num_games: int, encoder: Encoder | None = None, engine: Engine = "core") -> Game:
         """The game as a batched ``ml.game.protocol.Game`` of ``num_games`` rows.
 
         ``engine="core"``: the commander's compiled core (``CoreGame``) where it applies (the
         ``encoder`` is the one it implements, ``RecordEncoder``, or None for it); otherwise, and
         for ``engine="objects"``, rows of AEC envs (``ml.game.env_game.EnvGame``: OpenSpiel
-        states, or the commander's object engine, the core's reference).
+        states, or the commander's object engine ``ReferencePodEnv``, the core's reference,
+        with the object players of :meth:`make_player`).
         """
         if engine == "core" and not self.is_openspiel:
             from ml.game.commander.encoding import RecordEncoder
@@ -177,7 +190,7 @@ class GameSpec:
                 return CoreGame(num_games, self.num_players, self.max_turns)
         from ml.game.env_game import EnvGame
 
-        return EnvGame(lambda: self.make_env(encoder), self.make_player, num_games, self.num_players, self.obs_dim,
+        return EnvGame(lambda: self._scriptable_env(encoder), self.make_player, num_games, self.num_players, self.obs_dim,
                        self.num_actions)  # fmt: skip
 
     def make_player(self, kind: str, seed: int) -> ScriptedPlayer:

@@ -1,4 +1,10 @@
-"""PettingZoo AEC adapter of the built-in Commander pod (``commander_pod_v0``).
+"""PettingZoo AEC env of the built-in Commander pod (``commander_pod_v0``): one game of the compiled core.
+
+``CommanderPodEnv`` is a thin single-game view over one row of ``CoreGame``
+(``ml.game.commander.core.game``, the numba core every stage plays through). From the same
+seed and the same actions it gives what the object engine's ``ReferencePodEnv``
+(``ml.game.commander.reference_env``) gives: observations, masks, rewards, terminations,
+truncations, records and results (``tests/test_env.py``).
 
 ==================== ================================================================
 Import               ``from ml.game.commander.env import CommanderPodEnv``
@@ -6,16 +12,25 @@ Actions              Discrete(NUM_ACTIONS), the macro actions of ``ml.game.comma
 Parallel API         no (``is_parallelizable: False``)
 Agents               ``player_0 .. player_{pod_size-1}`` (seat index)
 Observation          Dict(observation: Box(float32[obs_dim]), action_mask: Box(int8[NUM_ACTIONS]))
-Observation values   ``encoder.encode_state(state, seat)`` (equal to ``encoder(record)`` of the
-                     seat's decision record, ``rules.decision_record``, without building it)
+Observation values   the core's encoder (``core.encode``, equal to ``RecordEncoder``) when the
+                     encoder is ``RecordEncoder`` or None; any other encoder gets the seat's
+                     decision record (``core.decision_record``, equal to ``rules.decision_record``)
 Rewards              zero-sum: winner +1, every other seat -1/(n-1) (given when eliminated)
 Termination          elimination, or the game's win; truncation: the turn-cap draw
+Scripted choices     ``scripted_action()``: the teacher's (``heuristic``) or uniform random
+                     (``random``) choice of the seat to act, the kind per seat set by
+                     ``reset(options={"scripted": {seat: kind}})`` (default: every seat
+                     ``heuristic``); drawn as ``HeuristicPlayer``/``RandomPlayer`` seeded
+                     ``seed * PLAYER_SEED_STRIDE + seat`` draw when asked at each of the seat's
+                     decisions. No ``GameState``: ``ReferencePodEnv.state`` is the object one.
+Core                 ``env.core``: the one-row ``CoreGame`` (row 0) holding the game's arrays
 ==================== ================================================================
 
 Rewards on a turn-cap draw: with no eliminations, 0 for all; seats eliminated earlier keep
 their -1/(n-1) and the survivors share the opposite amount equally, so every game's rewards
 sum to 0. Eliminated agents are stepped once with ``None`` and removed (the AEC "dead step"
-convention, ``AECEnv._was_dead_step``).
+convention, ``AECEnv._was_dead_step``). Game ids are ``game-<k>-<seed>`` for the env's k-th
+reset (from 0).
 
 Version History:
     v0: first version.
@@ -23,31 +38,31 @@ Version History:
 
 from __future__ import annotations
 
-import logging
 import random
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
 from gymnasium import spaces
 from pettingzoo import AECEnv
 
-from ml.game.commander import rules
-from ml.game.commander.actions import NUM_ACTIONS
-from ml.game.commander.state import GameState
+from ml.game.commander import core
+from ml.game.commander.actions import MAX_POD, NUM_ACTIONS
+from ml.game.commander.core.game import CoreGame
+from ml.game.commander.rules import MIN_POD, IllegalActionError
 from ml.game.spec import Encoder
 
-logger = logging.getLogger(__name__)
+_ROW = np.zeros(1, np.int64)  # the view's one row of the core
 
 
 class CommanderPodEnv(AECEnv):
-    """The Commander pod as a PettingZoo AEC environment.
+    """The Commander pod as a PettingZoo AEC environment over one game of the compiled core.
 
     Args:
         pod_size: seats, 2..MAX_POD.
         max_turns: round cap (rounds); reaching it truncates (a draw).
-        encoder: object with ``obs_dim`` (int) and ``__call__(record: dict) -> float32[obs_dim]``,
-            and optionally ``encode_state(state, seat) -> float32[obs_dim]`` (used when present);
-            None uses ``ml.game.commander.encoding.RecordEncoder()``.
+        encoder: object with ``obs_dim`` (int) and ``__call__(record: dict) -> float32[obs_dim]``;
+            None, or a ``ml.game.commander.encoding.RecordEncoder``, uses the core's encoder.
 
     Raises:
         ValueError: bad ``pod_size`` or ``max_turns``.
@@ -57,18 +72,17 @@ class CommanderPodEnv(AECEnv):
 
     def __init__(self, pod_size: int = 4, max_turns: int = 30, encoder: Encoder | None = None) -> None:
         super().__init__()
-        if not rules.MIN_POD <= pod_size <= rules.MAX_POD:
-            raise ValueError(f"pod_size must be in {rules.MIN_POD}..{rules.MAX_POD}, got {pod_size}")
+        if not MIN_POD <= pod_size <= MAX_POD:
+            raise ValueError(f"pod_size must be in {MIN_POD}..{MAX_POD}, got {pod_size}")
         if max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {max_turns}")
-        if encoder is None:
-            from ml.game.commander.encoding import RecordEncoder  # lazy: optional at import time
+        from ml.game.commander.encoding import RecordEncoder  # lazy: optional at import time
 
-            encoder = RecordEncoder()
         self.pod_size = pod_size
         self.max_turns = max_turns
-        self.encoder = encoder
-        self.obs_dim = int(encoder.obs_dim)
+        self.encoder: Encoder = RecordEncoder() if encoder is None else encoder
+        self._core_encodes = type(self.encoder) is RecordEncoder  # as GameSpec.batched decides
+        self.obs_dim = int(self.encoder.obs_dim)
         self.render_mode = None
         self.possible_agents = [f"player_{i}" for i in range(pod_size)]
         self.agent_name_mapping = {a: i for i, a in enumerate(self.possible_agents)}
@@ -81,7 +95,7 @@ class CommanderPodEnv(AECEnv):
         self._action_space = spaces.Discrete(NUM_ACTIONS)
         self._seed_rng = random.Random()
         self._games = 0
-        self._state: GameState | None = None
+        self._core: CoreGame | None = None
 
     # ------------------------------------------------------------------ spaces
 
@@ -94,15 +108,15 @@ class CommanderPodEnv(AECEnv):
         return self._action_space
 
     @property
-    def state(self) -> GameState:
-        """The underlying ``GameState``.
+    def core(self) -> CoreGame:
+        """The one-row ``CoreGame`` holding the game (row 0).
 
         Raises:
             RuntimeError: before the first ``reset``.
         """
-        if self._state is None:
+        if self._core is None:
             raise RuntimeError("call reset() first")
-        return self._state
+        return self._core
 
     # ------------------------------------------------------------------ AEC API
 
@@ -112,14 +126,24 @@ class CommanderPodEnv(AECEnv):
         Args:
             seed: game seed; later seedless resets draw their seeds from a generator seeded
                 with it. None with no earlier seed draws from OS entropy.
-            options: ignored.
+            options: ``{"scripted": {seat: "heuristic" | "random"}}``, the kinds
+                :meth:`scripted_action` chooses by (default: every seat ``heuristic``); other
+                keys are ignored.
+
+        Raises:
+            ValueError: a scripted seat outside the pod or an unknown kind.
         """
+        scripted: Mapping[int, str] = (options or {}).get("scripted", dict.fromkeys(range(self.pod_size), "heuristic"))
+        if any(not 0 <= s < self.pod_size for s in scripted):
+            raise ValueError(f"options['scripted']: seats must be in 0..{self.pod_size - 1}, got {sorted(scripted)}")
         if seed is not None:
             self._seed_rng = random.Random(seed)
             game_seed = seed
         else:
             game_seed = self._seed_rng.getrandbits(31)
-        self._state = rules.new_game(game_seed, self.pod_size, self.max_turns, game_index=self._games)
+        if self._core is None:
+            self._core = CoreGame(1, self.pod_size, self.max_turns)
+        self._core.reset(0, game_seed, scripted, True, game_index=self._games)  # surfaced: every seat stops
         self._games += 1
         self.agents = self.possible_agents[:]
         self.rewards = {a: 0.0 for a in self.agents}
@@ -128,51 +152,52 @@ class CommanderPodEnv(AECEnv):
         self.truncations = {a: False for a in self.agents}
         self.infos: dict[str, dict] = {a: {} for a in self.agents}
         self._skip_agent_selection = None
-        self.agent_selection = self.possible_agents[self._state.current_seat]
+        self.agent_selection = self.possible_agents[int(self._core.st.active[0])]
         self._settle()
 
     def step(self, action: int | None) -> None:
         """Apply ``action`` for ``agent_selection`` (``None`` for a dead agent).
 
         Raises:
-            rules.IllegalActionError: an action outside the mask.
+            IllegalActionError: an action outside the mask (or any action after the game ended).
             ValueError: a non-None action for a dead agent.
         """
         agent = self.agent_selection
         if self.terminations[agent] or self.truncations[agent]:
             self._was_dead_step(action)
             return
+        g = self.core
+        if action is None or g.st.done[0] or not 0 <= action < NUM_ACTIONS or not g.st.legal[0, action]:
+            legal = np.flatnonzero(g.st.legal[0]).tolist()
+            raise IllegalActionError(f"action {action} is not legal now (legal: {legal})")
         self._cumulative_rewards[agent] = 0.0
         for a in self.agents:
             self.rewards[a] = 0.0
-        rules.apply_action(self.state, action)  # type: ignore[arg-type]
+        g.step(np.array([action], np.int64))
+        for a in self.agents:
+            self.rewards[a] += float(g.rewards[0, self.agent_name_mapping[a]])
         self._settle()
 
     def _settle(self) -> None:
-        """Terminate newly eliminated seats, end the game, accumulate rewards, pick the next agent."""
-        st = self.state
-        n = self.pod_size
-        loss = -1.0 / (n - 1)
+        """Terminate eliminated seats, end the game, accumulate rewards, pick the next agent."""
+        st = self.core.st
         for a in self.agents:
-            if st.players[self.agent_name_mapping[a]].eliminated and not self.terminations[a]:
+            if st.eliminated[0, self.agent_name_mapping[a]]:
                 self.terminations[a] = True
-                self.rewards[a] += loss
-        if st.done:
-            live = [a for a in self.agents if not self.terminations[a]]
-            if st.winner is not None:
-                winner = self.possible_agents[st.winner]
-                self.rewards[winner] += 1.0
-                self.terminations[winner] = True
-            elif live:
-                eliminated = n - len(st.living_seats())
-                for a in live:
-                    self.rewards[a] += -loss * eliminated / len(live)
-                    self.truncations[a] = True
+        if st.done[0]:
+            winner = int(st.winner[0])
+            if winner >= 0:
+                self.terminations[self.possible_agents[winner]] = True
+            else:
+                for a in self.agents:
+                    if not self.terminations[a]:
+                        self.truncations[a] = True
+            outcome = self.core.result(0)[1]
             for a in self.agents:
-                self.infos[a] = {"outcome": rules.outcome(st)}
+                self.infos[a] = {"outcome": outcome}
         self._accumulate_rewards()
-        if not st.done:
-            self.agent_selection = self.possible_agents[st.current_seat]
+        if not st.done[0]:
+            self.agent_selection = self.possible_agents[int(st.active[0])]
         self._deads_step_first()
 
     def observe(self, agent: str) -> dict[str, np.ndarray]:
@@ -183,35 +208,55 @@ class CommanderPodEnv(AECEnv):
             all zeros unless ``agent`` is to act.
         """
         seat = self.agent_name_mapping[agent]
-        st = self.state
-        encode_state = getattr(self.encoder, "encode_state", None)
-        if encode_state is not None:  # the direct path: no record built
-            obs = encode_state(st, seat)
+        g = self.core
+        if self._core_encodes:
+            out = np.zeros((1, core.OBS_DIM), np.float32)
+            obs = core.encode(g.st, g.tables, np.array([seat], np.int64), out)[0]
         else:
-            obs = np.asarray(self.encoder(rules.decision_record(st, seat)), dtype=np.float32)
+            obs = np.asarray(self.encoder(core.decision_record(g.st, g.tables, 0, seat)), dtype=np.float32)
         mask = np.zeros(NUM_ACTIONS, dtype=np.int8)
-        if not st.done and seat == st.current_seat:
-            mask[st.legal] = 1
+        if not g.st.done[0] and seat == g.st.active[0]:
+            mask[g.st.legal[0]] = 1
         return {"observation": obs, "action_mask": mask}
+
+    # ------------------------------------------------------------------ scripted seats
+
+    def scripted_action(self) -> int:
+        """The scripted choice of the seat to act, by the kind ``reset`` gave it (``heuristic``:
+        the teacher, ``random``: uniform over the legal actions), from the seat's own generator.
+
+        Asked at each of a seat's decisions, the choices are those of
+        ``GameSpec.make_player(kind, seed * PLAYER_SEED_STRIDE + seat).act(state)`` on the same
+        game of ``ReferencePodEnv``; it does not step.
+
+        Raises:
+            ValueError: the game is over, or the seat to act has no scripted kind.
+        """
+        g = self.core
+        if g.st.done[0]:
+            raise ValueError("the game is over")
+        if not g.is_scripted(0):
+            raise ValueError(f"seat {int(g.st.active[0])} has no scripted kind (reset options['scripted'])")
+        return int(g.scripted_actions(_ROW)[0])
 
     # ------------------------------------------------------------------ records
 
     def decision_record(self) -> dict:
-        """Forge-format record of the decision the current agent is about to make."""
-        return rules.decision_record(self.state)
+        """Forge-format record of the decision the current agent is about to make (``rules.decision_record``)."""
+        g = self.core
+        return core.decision_record(g.st, g.tables, 0)
 
     def describe_action(self, action: int) -> dict:
         """The record's ``action`` object for ``action`` by the current agent (call before ``step``).
 
         Raises:
-            rules.IllegalActionError: the action is not legal now.
+            IllegalActionError: the action is not legal now.
         """
-        return rules.describe_action(self.state, action)
+        return self.core.describe_action(0, action)
 
     def game_result(self) -> tuple[str, str, int | None, list[int]]:
-        """``(game_id, outcome, winner, ranking)`` of the finished game (``GameState.ranking``)."""
-        st = self.state
-        return st.game_id, rules.outcome(st), st.winner, st.ranking()
+        """``(game_id, outcome, winner, ranking)`` of the finished game (``GameState.ranking``'s order)."""
+        return self.core.result(0)
 
     def render(self) -> None:
         """No rendering (``render_modes`` is empty)."""

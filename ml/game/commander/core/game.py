@@ -1,9 +1,11 @@
-"""The Commander core as a batched ``ml.game.protocol.Game``: rows of ``CommanderPodEnv`` games.
+"""The Commander core as a batched ``ml.game.protocol.Game``: rows of Commander pods.
 
-From the same seed a row deals the game ``CommanderPodEnv.reset(seed=seed)`` deals (game index
-0, so the same ``game_id``), its scripted seats choose as ``HeuristicPlayer(seed * 7 + seat)``
-and ``RandomPlayer(seed * 7 + seat)`` would, and its observations, masks, rewards, records and
-results equal the env's (``tests/test_core_agreement.py``, ``tests/test_rollout.py``).
+From the same seed a row deals the game the object engine's ``ReferencePodEnv.reset(seed=seed)``
+deals (game index 0, so the same ``game_id``), its scripted seats choose as
+``HeuristicPlayer(seed * 7 + seat)`` and ``RandomPlayer(seed * 7 + seat)`` would, and its
+observations, masks, rewards, records and results equal the env's
+(``tests/test_core_agreement.py``, ``tests/test_rollout.py``). ``ml.game.commander.env.CommanderPodEnv``
+is the AEC view of one row.
 """
 
 from __future__ import annotations
@@ -71,10 +73,13 @@ class CoreGame:
         surfaced: bool,
         decks: Sequence[int] | None = None,
         index: int = 0,
+        *,
+        game_index: int = 0,
     ) -> None:
         """Deal ``row`` (``ml.game.protocol.Game.reset``; ``decks`` index ``CoreTables.deck_names``,
-        as ``rules.new_game(deck_names=...)`` names them; ``index`` is unused: the game's id is
-        ``game-0-<seed>``, as a fresh ``CommanderPodEnv``'s first game names it)."""
+        as ``rules.new_game(deck_names=...)`` names them; ``index`` is unused). The game's id is
+        ``game-<game_index>-<seed>``: by default ``game-0-<seed>``, as a fresh env's first game
+        names it; ``CommanderPodEnv`` passes the number of its earlier resets."""
         n = self.num_games
         choice = np.full((n, MAX_POD), -1, np.int64)
         if decks is not None:
@@ -92,7 +97,7 @@ class CoreGame:
         seeds[row] = seed
         which = np.zeros(n, bool)
         which[row] = True
-        core.reset(self.st, self.tables, seeds, self.num_players, self.max_turns, game_index=np.zeros(n, np.int64),
+        core.reset(self.st, self.tables, seeds, self.num_players, self.max_turns, game_index=np.full(n, game_index, np.int64),
                    deck_choice=choice, seat_kind=kinds, player_seeds=pseeds, games=which)  # fmt: skip
         self._surfaced[row] = surfaced
         if surfaced:  # the kernels stop at every seat; scripted_actions restores the kinds to choose
@@ -104,7 +109,7 @@ class CoreGame:
 
         The kernels write float32 rewards; the rows where they are nonzero (an elimination or the
         game's end) get the float64 values of ``kernels._rewards``' formula here, so each equals the
-        Python float ``CommanderPodEnv`` gives.
+        Python float ``ReferencePodEnv`` gives.
         """
         self._elim0[:] = self.st.elim_n
         applied = core.step(self.st, self.tables, actions, self._rewards32)
@@ -196,7 +201,7 @@ class CoreGame:
         return action_object(kind, card, target, raw, action)
 
     def result(self, row: int) -> tuple[str, str, int | None, list[int]]:
-        """``(game_id, outcome, winner, ranking)`` as ``CommanderPodEnv.game_result`` gives them."""
+        """``(game_id, outcome, winner, ranking)`` as ``ReferencePodEnv.game_result`` gives them."""
         st, g = self.st, row
         winner = int(st.winner[g])
         n = int(st.pod[g])

@@ -1,0 +1,229 @@
+"""The object engine's PettingZoo AEC env of the Commander pod: the reference the core is tested against.
+
+``ReferencePodEnv`` plays through the object engine (``rules.py``, ``state.py``'s
+``GameState``, acted on by ``players.py``); the product plays through the compiled core
+(``ml.game.commander.core``), and its AEC env is the N=1 view over it,
+``ml.game.commander.env.CommanderPodEnv``. This env stays as the oracle of the agreement tests
+(``tests/test_env.py``, ``tests/test_core_agreement.py``) and of ``engine="objects"``
+(``GameSpec.batched``, ``tests/test_rollout.py``); nothing in the product plays through it.
+
+==================== ================================================================
+Import               ``from ml.game.commander.reference_env import ReferencePodEnv``
+Actions              Discrete(NUM_ACTIONS), the macro actions of ``ml.game.commander.actions``
+Parallel API         no (``is_parallelizable: False``)
+Agents               ``player_0 .. player_{pod_size-1}`` (seat index)
+Observation          Dict(observation: Box(float32[obs_dim]), action_mask: Box(int8[NUM_ACTIONS]))
+Observation values   ``encoder.encode_state(state, seat)`` (equal to ``encoder(record)`` of the
+                     seat's decision record, ``rules.decision_record``, without building it)
+Rewards              zero-sum: winner +1, every other seat -1/(n-1) (given when eliminated)
+Termination          elimination, or the game's win; truncation: the turn-cap draw
+==================== ================================================================
+
+Rewards on a turn-cap draw: with no eliminations, 0 for all; seats eliminated earlier keep
+their -1/(n-1) and the survivors share the opposite amount equally, so every game's rewards
+sum to 0. Eliminated agents are stepped once with ``None`` and removed (the AEC "dead step"
+convention, ``AECEnv._was_dead_step``).
+
+Same metadata, spaces, agents, rewards and records as ``CommanderPodEnv``; in addition,
+``state`` is the ``GameState`` the object players act on.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import Any, ClassVar
+
+import numpy as np
+from gymnasium import spaces
+from pettingzoo import AECEnv
+
+from ml.game.commander import rules
+from ml.game.commander.actions import NUM_ACTIONS
+from ml.game.commander.state import GameState
+from ml.game.spec import Encoder
+
+logger = logging.getLogger(__name__)
+
+
+class ReferencePodEnv(AECEnv):
+    """The Commander pod as a PettingZoo AEC environment over the object engine (the reference).
+
+    Args:
+        pod_size: seats, 2..MAX_POD.
+        max_turns: round cap (rounds); reaching it truncates (a draw).
+        encoder: object with ``obs_dim`` (int) and ``__call__(record: dict) -> float32[obs_dim]``,
+            and optionally ``encode_state(state, seat) -> float32[obs_dim]`` (used when present);
+            None uses ``ml.game.commander.encoding.RecordEncoder()``.
+
+    Raises:
+        ValueError: bad ``pod_size`` or ``max_turns``.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"name": "commander_pod_v0", "is_parallelizable": False, "render_modes": []}
+
+    def __init__(self, pod_size: int = 4, max_turns: int = 30, encoder: Encoder | None = None) -> None:
+        super().__init__()
+        if not rules.MIN_POD <= pod_size <= rules.MAX_POD:
+            raise ValueError(f"pod_size must be in {rules.MIN_POD}..{rules.MAX_POD}, got {pod_size}")
+        if max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+        if encoder is None:
+            from ml.game.commander.encoding import RecordEncoder  # lazy: optional at import time
+
+            encoder = RecordEncoder()
+        self.pod_size = pod_size
+        self.max_turns = max_turns
+        self.encoder = encoder
+        self.obs_dim = int(encoder.obs_dim)
+        self.render_mode = None
+        self.possible_agents = [f"player_{i}" for i in range(pod_size)]
+        self.agent_name_mapping = {a: i for i, a in enumerate(self.possible_agents)}
+        self._observation_space = spaces.Dict(
+            {
+                "observation": spaces.Box(-np.inf, np.inf, shape=(self.obs_dim,), dtype=np.float32),
+                "action_mask": spaces.Box(0, 1, shape=(NUM_ACTIONS,), dtype=np.int8),
+            }
+        )
+        self._action_space = spaces.Discrete(NUM_ACTIONS)
+        self._seed_rng = random.Random()
+        self._games = 0
+        self._state: GameState | None = None
+
+    # ------------------------------------------------------------------ spaces
+
+    def observation_space(self, agent: str) -> spaces.Dict:
+        """The same Dict space for every agent."""
+        return self._observation_space
+
+    def action_space(self, agent: str) -> spaces.Discrete:
+        """Discrete(NUM_ACTIONS) for every agent."""
+        return self._action_space
+
+    @property
+    def state(self) -> GameState:
+        """The underlying ``GameState``.
+
+        Raises:
+            RuntimeError: before the first ``reset``.
+        """
+        if self._state is None:
+            raise RuntimeError("call reset() first")
+        return self._state
+
+    # ------------------------------------------------------------------ AEC API
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> None:
+        """Start a new game.
+
+        Args:
+            seed: game seed; later seedless resets draw their seeds from a generator seeded
+                with it. None with no earlier seed draws from OS entropy.
+            options: ignored.
+        """
+        if seed is not None:
+            self._seed_rng = random.Random(seed)
+            game_seed = seed
+        else:
+            game_seed = self._seed_rng.getrandbits(31)
+        self._state = rules.new_game(game_seed, self.pod_size, self.max_turns, game_index=self._games)
+        self._games += 1
+        self.agents = self.possible_agents[:]
+        self.rewards = {a: 0.0 for a in self.agents}
+        self._cumulative_rewards = {a: 0.0 for a in self.agents}
+        self.terminations = {a: False for a in self.agents}
+        self.truncations = {a: False for a in self.agents}
+        self.infos: dict[str, dict] = {a: {} for a in self.agents}
+        self._skip_agent_selection = None
+        self.agent_selection = self.possible_agents[self._state.current_seat]
+        self._settle()
+
+    def step(self, action: int | None) -> None:
+        """Apply ``action`` for ``agent_selection`` (``None`` for a dead agent).
+
+        Raises:
+            rules.IllegalActionError: an action outside the mask.
+            ValueError: a non-None action for a dead agent.
+        """
+        agent = self.agent_selection
+        if self.terminations[agent] or self.truncations[agent]:
+            self._was_dead_step(action)
+            return
+        self._cumulative_rewards[agent] = 0.0
+        for a in self.agents:
+            self.rewards[a] = 0.0
+        rules.apply_action(self.state, action)  # type: ignore[arg-type]
+        self._settle()
+
+    def _settle(self) -> None:
+        """Terminate newly eliminated seats, end the game, accumulate rewards, pick the next agent."""
+        st = self.state
+        n = self.pod_size
+        loss = -1.0 / (n - 1)
+        for a in self.agents:
+            if st.players[self.agent_name_mapping[a]].eliminated and not self.terminations[a]:
+                self.terminations[a] = True
+                self.rewards[a] += loss
+        if st.done:
+            live = [a for a in self.agents if not self.terminations[a]]
+            if st.winner is not None:
+                winner = self.possible_agents[st.winner]
+                self.rewards[winner] += 1.0
+                self.terminations[winner] = True
+            elif live:
+                eliminated = n - len(st.living_seats())
+                for a in live:
+                    self.rewards[a] += -loss * eliminated / len(live)
+                    self.truncations[a] = True
+            for a in self.agents:
+                self.infos[a] = {"outcome": rules.outcome(st)}
+        self._accumulate_rewards()
+        if not st.done:
+            self.agent_selection = self.possible_agents[st.current_seat]
+        self._deads_step_first()
+
+    def observe(self, agent: str) -> dict[str, np.ndarray]:
+        """Observation of ``agent`` from its own point of view.
+
+        Returns:
+            ``{"observation": float32[obs_dim], "action_mask": int8[NUM_ACTIONS]}``; the mask is
+            all zeros unless ``agent`` is to act.
+        """
+        seat = self.agent_name_mapping[agent]
+        st = self.state
+        encode_state = getattr(self.encoder, "encode_state", None)
+        if encode_state is not None:  # the direct path: no record built
+            obs = encode_state(st, seat)
+        else:
+            obs = np.asarray(self.encoder(rules.decision_record(st, seat)), dtype=np.float32)
+        mask = np.zeros(NUM_ACTIONS, dtype=np.int8)
+        if not st.done and seat == st.current_seat:
+            mask[st.legal] = 1
+        return {"observation": obs, "action_mask": mask}
+
+    # ------------------------------------------------------------------ records
+
+    def decision_record(self) -> dict:
+        """Forge-format record of the decision the current agent is about to make."""
+        return rules.decision_record(self.state)
+
+    def describe_action(self, action: int) -> dict:
+        """The record's ``action`` object for ``action`` by the current agent (call before ``step``).
+
+        Raises:
+            rules.IllegalActionError: the action is not legal now.
+        """
+        return rules.describe_action(self.state, action)
+
+    def game_result(self) -> tuple[str, str, int | None, list[int]]:
+        """``(game_id, outcome, winner, ranking)`` of the finished game (``GameState.ranking``)."""
+        st = self.state
+        return st.game_id, rules.outcome(st), st.winner, st.ranking()
+
+    def render(self) -> None:
+        """No rendering (``render_modes`` is empty)."""
+        return None
+
+    def close(self) -> None:
+        """Nothing to release."""
+        return None
