@@ -39,6 +39,7 @@ def workload() -> dict[str, float | str]:
     import torch
     from bench_training import synthetic
     from ml.game.commander.encoding import OBS_DIM
+    from ml.game.registry import commander
     from ml.policy import PolicyNet
     from ml.ppo import PPOConfig, train_ppo
     from ml.supervised import StudentConfig, train_student
@@ -65,7 +66,7 @@ def workload() -> dict[str, float | str]:
                    opponent_mix={"heuristic": 1.0}, workers=1, rollout_chunks=8)  # fmt: skip
     torch.manual_seed(0)
     t = time.process_time()
-    train_ppo(PolicyNet(OBS_DIM, (256, 256)), {}, pc, pod_size=4, max_turns=30, seed=0, progress=False)
+    train_ppo(PolicyNet(OBS_DIM, (256, 256)), {}, pc, game=commander(4, 30), seed=0, progress=False)
     ppo = time.process_time() - t
     return {"capability": str(torch.backends.cpu.get_cpu_capability()), "supervised": supervised, "ppo": ppo,
             "update": update[0], "collect": ppo - update[0]}  # fmt: skip

@@ -69,11 +69,11 @@ def _seed_lines(tmp: Path, source: str, code: Path) -> list[tuple[str, str, str]
 
         net = PolicyNet(game.obs_dim, (64,), game.num_actions)
         export_batch(net, out, batch_id="seed", model_version="gen-000-a1", generation=0, games=48, only_wins=True,
-                     pod_size=4, max_turns=30, num_envs=8, seed=1, progress=False, game=game)  # fmt: skip
+                     game=game, num_envs=8, seed=1, progress=False)  # fmt: skip
     else:
         from ml.teacher import write_teacher_batch
 
-        write_teacher_batch(out, game, batch_id="seed", games=24, pod_size=4, max_turns=30, seed=1)
+        write_teacher_batch(out, game, batch_id="seed", games=24, seed=1)
     (path,) = out.glob("*.jsonl")
     lines = []
     for line in path.read_text(encoding="utf-8").splitlines():

@@ -44,7 +44,7 @@ def selfplay(cfg: PPOConfig, executor=None) -> tuple[float, dict]:
     game = commander()
     torch.manual_seed(0)
     student = PolicyNet(game.obs_dim, (256, 256), game.num_actions)
-    net, m = train_ppo(student, {}, cfg, pod_size=4, max_turns=30, seed=3, progress=False, executor=executor)
+    net, m = train_ppo(student, {}, cfg, game=game, seed=3, progress=False, executor=executor)
     return m["selfplay/decisions_per_s"], net.state_dict()
 
 

@@ -61,7 +61,7 @@ def make_repo(root: Path) -> list[dict]:
     torch.manual_seed(0)
     save_policy(PolicyNet(OBS_DIM, (256, 256)).eval(), root / "data/merged/students/gen001.pt", {"generation": 1})
     atomic_write_json(root / "state/eval_history.json", [])
-    write_teacher_batch(root / "teacher", commander(), batch_id="b", games=4, pod_size=4, max_turns=30, seed=5)
+    write_teacher_batch(root / "teacher", commander(), batch_id="b", games=4, seed=5)
     points = []
     for rec in read_records(next((root / "teacher").glob("*.jsonl"))):
         obj = json.loads(record_to_json(rec))

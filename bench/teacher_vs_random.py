@@ -17,6 +17,7 @@ import argparse
 from ml.deals import pod_win_rate
 from ml.game.commander.actions import MAX_POD
 from ml.game.commander.rules import MIN_POD
+from ml.game.registry import commander
 from ml.rollout import Controller
 
 TARGET = 0.60
@@ -39,7 +40,7 @@ def main() -> None:
     heuristic, rand = Controller("heuristic"), Controller("random")
     print("pod | heuristic vs random, 95% by deal | draws | random vs random (parity) | games")
     for n in sorted(set(args.pods)):
-        kw = dict(games=args.games, pod_size=n, max_turns=args.max_turns, num_envs=16, seed=args.seed)
+        kw = dict(games=args.games, game=commander(n, args.max_turns), num_envs=16, seed=args.seed)
         h = pod_win_rate(heuristic, rand, progress=True, label=f"heuristic, pod {n}", **kw)
         r = pod_win_rate(rand, rand, progress=True, label=f"random, pod {n}", **kw)
         print(

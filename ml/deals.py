@@ -1,8 +1,8 @@
 """Seat-rotated duplicate deals: how every pod evaluation is played (gate, eval, bot report).
 
 A deal is one game seed (the same shuffled decks and seat order, or the same chance outcomes
-of an OpenSpiel game) replayed ``pod_size`` times with the candidate in each seat: the deal,
-not the game, is the unit of the intervals (``ml.stats.DealTally``).
+of an OpenSpiel game) replayed ``GameSpec.num_players`` times with the candidate in each seat:
+the deal, not the game, is the unit of the intervals (``ml.stats.DealTally``).
 """
 
 from __future__ import annotations
@@ -24,13 +24,14 @@ from ml.stats import DealTally
 def _deal_chunk(task: tuple[list[int], int], setup: tuple) -> list[list[bool | None]]:
     """Play one chunk of duplicate deals (``duplicate_deal_outcomes``): per deal, the candidate's first places."""
     deal_seeds, torch_seed = task
-    controllers, pod_size, max_turns, num_envs, encoder, game = setup
+    controllers, num_envs, encoder, game = setup
+    pod_size = game.num_players
     seeds = [s for s in deal_seeds for _ in range(pod_size)]
     seatings = rotated_seatings(len(seeds), pod_size, "candidate", lambda g: ["opponent"] * (pod_size - 1))
     results = sorted(
         play_games(
-            seatings, seeds, controllers, pod_size=pod_size, max_turns=max_turns, num_envs=num_envs, encoder=encoder,
-            generator=torch.Generator().manual_seed(torch_seed), game=game,
+            seatings, seeds, controllers, game=game, num_envs=num_envs, encoder=encoder,
+            generator=torch.Generator().manual_seed(torch_seed),
         ),
         key=lambda r: r.index,
     )  # fmt: skip
@@ -42,45 +43,40 @@ def duplicate_deal_outcomes(
     candidate: Controller,
     opponent: Controller,
     *,
-    pod_size: int,
-    max_turns: int = 30,
+    game: GameSpec,
     num_envs: int,
     seed: int,
     encoder: Any = None,
     deals_per_chunk: int = 16,
-    game: GameSpec | None = None,
     executor: Executor = LOCAL,
 ) -> Iterator[list[bool | None]]:
     """Seat-rotated duplicate deals: each deal (one game seed: same shuffled decks and seat
-    order, or the same chance outcomes of an OpenSpiel game) is replayed ``pod_size`` times
+    order, or the same chance outcomes of an OpenSpiel game) is replayed ``game.num_players`` times
     with the candidate in each seat and ``opponent`` in the others. Yields, per deal in order,
     the candidate's first places. Endless: the caller stops (chunks of ``deals_per_chunk``
     deals are played at once, batched, chunk ``k`` sampling with ``ml.compute.chunk_seed(seed, k)``;
     the executor plays chunks ahead, here or on a Ray cluster, with the same outcomes).
-    ``game`` (``ml.game.registry``) defaults to the commander of ``pod_size`` and ``max_turns``;
-    its players must number ``pod_size``.
 
     Args:
         candidate: the controller measured.
         opponent: the controller of every other seat.
-        pod_size: players per game (games per deal).
-        max_turns: turn cap in rounds (commander only).
+        game: the game (``ml.game.registry.GameSpec``): ``num_players`` seats per game (games
+            per deal), the commander's ``max_turns`` cap.
         num_envs: games played at once.
         seed: seeds the deal seeds and the action sampling.
         encoder: the commander's observation encoder (None: a new one).
         deals_per_chunk: deals played per batch of games.
-        game: the game (None: the commander).
         executor: where the chunks are played (``ml.compute.make_executor``); the controllers go
             to it once.
 
     Returns:
-        An endless iterator of ``list[bool | None]`` of length ``pod_size`` per deal: True
+        An endless iterator of ``list[bool | None]`` of length ``game.num_players`` per deal: True
         for a first place of the candidate, False for another's, None for a draw.
 
     Raises:
         ml.compute.ComputeError: the Ray cluster was lost mid-stage.
     """
-    setup = executor.share(({"candidate": candidate, "opponent": opponent}, pod_size, max_turns, num_envs, encoder, game))
+    setup = executor.share(({"candidate": candidate, "opponent": opponent}, num_envs, encoder, game))
 
     def tasks() -> Iterator[tuple[list[int], int]]:
         rng = np.random.default_rng(seed)
@@ -96,21 +92,19 @@ def pod_win_rate(
     opponent: Controller,
     *,
     games: int,
-    pod_size: int,
-    max_turns: int,
+    game: GameSpec,
     num_envs: int,
     seed: int,
-    game: GameSpec | None = None,
     progress: bool = False,
     label: str = "",
     executor: Executor = LOCAL,
 ) -> dict:
-    """First places of ``candidate`` in pods against ``pod_size - 1`` copies of ``opponent``.
+    """First places of ``candidate`` in pods of ``game`` (``ml.game.registry.GameSpec``) against
+    ``game.num_players - 1`` copies of ``opponent``.
 
     Seat-rotated duplicate deals (``duplicate_deal_outcomes``): ``games`` is rounded
-    down to whole deals of ``pod_size`` games (at least one deal); a draw is no first place.
-    ``game`` (``ml.game.registry.GameSpec``) defaults to the commander; ``executor``
-    (``ml.compute``) plays the deals, here or on a Ray cluster, with the same figures.
+    down to whole deals of ``game.num_players`` games (at least one deal); a draw is no first
+    place. ``executor`` (``ml.compute``) plays the deals, here or on a Ray cluster, with the same figures.
     ``progress`` shows a bar labelled ``label`` on stderr that is cleared when the deals are done.
 
     Returns:
@@ -119,10 +113,9 @@ def pod_win_rate(
         ``design_effect``.
     """
     deals = duplicate_deal_outcomes(
-        candidate, opponent, pod_size=pod_size, max_turns=max_turns, num_envs=num_envs, seed=seed, encoder=None, game=game,
-        executor=executor,
+        candidate, opponent, game=game, num_envs=num_envs, seed=seed, encoder=None, executor=executor,
     )  # fmt: skip
-    n_deals = max(1, games // pod_size)
+    n_deals = max(1, games // game.num_players)
     tally, draws = DealTally(), 0
     bar = ProgressBar(islice(deals, n_deals), total=n_deals, desc=label, unit="deal", disable=not progress, leave=False)
     for deal in bar:  # the bar is cleared when done: the caller prints its row of a table next

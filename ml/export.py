@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from ml.compute import LOCAL, Executor, chunk_ranges, chunk_seed
-from ml.game.registry import GameSpec, commander
+from ml.game.registry import GameSpec
 from ml.policy import PolicyNet
 from ml.progress import ProgressBar
 from ml.records import BatchWriter
@@ -61,13 +61,11 @@ def export_batch(
     generation: int,
     games: int,
     only_wins: bool,
-    pod_size: int,
-    max_turns: int,
+    game: GameSpec,
     num_envs: int,
     seed: int,
     encoder: Any = None,
     progress: bool = True,
-    game: GameSpec | None = None,
     executor: Executor = LOCAL,
     chunk_games: int = 0,
 ) -> dict:
@@ -75,8 +73,7 @@ def export_batch(
 
     Rewards: the environment's (the commander's zero-sum scheme: winner +1, others
     -1/(n-1), draw 0; see ``ml.game.openspiel_env`` for OpenSpiel games), received at the
-    agent's last decision; ``episode_return`` is the agent seat's total. ``game``
-    (``ml.game.registry``) defaults to the commander of ``pod_size`` and ``max_turns``.
+    agent's last decision; ``episode_return`` is the agent seat's total.
 
     Args:
         net: the PPO agent (sampled, not greedy).
@@ -87,13 +84,12 @@ def export_batch(
         generation: written into every exported record.
         games: games to play (the agent's seat rotates with the game index).
         only_wins: export only the games the agent won (first place; a draw is no win).
-        pod_size: players per game.
-        max_turns: turn cap in rounds (commander only).
+        game: the game (``ml.game.registry.make_game``): ``num_players`` seats per game, the
+            commander's ``max_turns`` cap.
         num_envs: games played at once (batched).
         seed: seeds the game seeds and the action sampling (``Params.stage_seed("export")``).
         encoder: the commander's observation encoder (None: a new one).
         progress: show a progress bar.
-        game: the game (None: the commander).
         executor: where the chunks are played (``ml.compute.make_executor``; the batch is the same).
         chunk_games: games per chunk (0: one chunk); changes the games (each chunk samples with its own seed).
 
@@ -105,7 +101,7 @@ def export_batch(
         ml.records.RecordError: if a produced record does not fit the schema (a bug).
         ml.compute.ComputeError: the Ray cluster was lost mid-stage.
     """
-    game = game or commander(pod_size, max_turns)
+    pod_size = game.num_players
     seatings = rotated_seatings(games, pod_size, "agent", lambda g: ["heuristic"] * (pod_size - 1))
     setup = executor.share((net, game, seatings, game_seeds(seed, games), num_envs, seed, encoder, only_wins))
     tasks = list(enumerate(chunk_ranges(games, chunk_games)))

@@ -56,10 +56,8 @@ class GateError(ValueError):
 class _PodArgs(TypedDict):
     """The pod settings :func:`run_gate` passes to every :func:`duplicate_deal_outcomes`."""
 
-    pod_size: int
-    max_turns: int
-    num_envs: int
     game: GameSpec
+    num_envs: int
     executor: Executor
 
 
@@ -217,8 +215,6 @@ def run_gate(
     teacher_dir: Path,
     forge_dir: Path | None,
     pool_dir: Path,
-    pod_size: int,
-    max_turns: int,
     num_envs: int,
     seed: int,
     train_seed: int,
@@ -238,12 +234,11 @@ def run_gate(
         cfg: the ``gate`` section of params (``ml.params.GateParams``).
         train: the ``train`` section; the candidate student is trained like the current one
             (``ml.supervised.build_and_train``) with ``candidate_dir`` added to the pool.
-        game: the game; ``pod_size`` and ``max_turns`` are the params' (``game`` section).
+        game: the game (``ml.game.registry.make_game``): ``num_players`` seats per pod (parity
+            is ``1 / num_players``), the commander's ``max_turns`` cap.
         teacher_dir: folder of teacher batches (holds the holdout).
         forge_dir: folder of imported Forge files (``data/forge``), or None.
         pool_dir: folder of accepted PPO batches.
-        pod_size: players per pod (parity is ``1 / pod_size``).
-        max_turns: turn cap in rounds (commander only).
         num_envs: games played at once (batched).
         seed: the gate's seed (``Params.stage_seed("gate")``; ``seed + 1`` for check (c)).
         train_seed: the training seed (``Params.stage_seed("train")``, as the current student).
@@ -272,7 +267,8 @@ def run_gate(
         raise GateError(f"{candidate_dir}: expected exactly one PPO batch, found {len(batches)}")
     agent, _ = load_policy(model)
     current, _ = load_policy(student)
-    pods: _PodArgs = {"pod_size": pod_size, "max_turns": max_turns, "num_envs": num_envs, "game": game, "executor": executor}
+    pods: _PodArgs = {"game": game, "num_envs": num_envs, "executor": executor}
+    pod_size = game.num_players
     sprt = SPRT(1.0 / pod_size, cfg.target_win_rate, cfg.alpha, cfg.beta)
     deals = duplicate_deal_outcomes(Controller("net", agent), Controller(cfg.opponent), seed=seed, **pods)
     # progress bars (lines when stderr is no terminal) count the deals the test takes, its last one included

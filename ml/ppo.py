@@ -28,7 +28,7 @@ from torch import nn
 
 from ml.collect import Collector, CollectSettings
 from ml.compute import Executor
-from ml.game.registry import GameSpec, commander
+from ml.game.registry import GameSpec
 from ml.policy import PolicyNet
 from ml.progress import ProgressBar
 from ml.rollout import Rollout
@@ -219,12 +219,10 @@ def train_ppo(
     frozen: dict[str, PolicyNet],
     cfg: PPOConfig,
     *,
-    pod_size: int,
-    max_turns: int,
+    game: GameSpec,
     seed: int,
     device: str = "cpu",
     progress: bool = True,
-    game: GameSpec | None = None,
     on_update: Callable[[int, dict[str, float]], None] | None = None,
     executor: Executor | None = None,
 ) -> tuple[PolicyNet, dict]:
@@ -238,12 +236,12 @@ def train_ppo(
         student: the supervised student (left unchanged).
         frozen: name -> frozen policy of an earlier generation (opponents).
         cfg: PPO knobs.
-        pod_size, max_turns: game settings.
+        game: the game (``ml.game.registry.GameSpec``): ``num_players`` seats per game, the
+            commander's ``max_turns`` cap.
         seed: seeds opponent draws, game seeds, sampling and minibatch order.
         device: torch device of the update (``cpu`` or ``cuda``); rollouts run on the CPU.
         progress: progress bar over learner decisions; its total, ``total_steps``, is a floor
             (``ml.progress.ProgressBar(total_is_floor=True)``); an abort is said on its last line.
-        game: the game (``ml.game.registry.GameSpec``); None is the commander of ``pod_size``.
         on_update: called after each update with its number (1-based) and its ``pg_loss``,
             ``v_loss``, ``entropy``, ``approx_kl``, ``clipfrac`` (means over minibatches),
             the learner's ``win_rate`` in the round's games and the round's learner
@@ -260,7 +258,7 @@ def train_ppo(
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=1e-5)
     gen = torch.Generator().manual_seed(seed)
     rng = np.random.default_rng(seed)
-    settings = CollectSettings(game or commander(pod_size, max_turns), cfg.num_envs, cfg.opponent_mix)
+    settings = CollectSettings(game, cfg.num_envs, cfg.opponent_mix)
     collector = Collector(net, frozen, settings, cfg.workers, cfg.rollout_chunks, executor)
     steps = wins = games = all_decisions = 0
     update_stats: dict[str, float] = {}

@@ -38,7 +38,7 @@ from scipy.optimize import minimize
 
 from ml.compute import LOCAL, Executor, chunk_ranges, chunk_seed
 from ml.faults import seam
-from ml.game.registry import GameSpec, commander
+from ml.game.registry import GameSpec
 from ml.game.spec import Encoder
 from ml.io import atomic_write_json, atomic_write_text, iter_jsonl, read_json
 from ml.policy import PolicyNet
@@ -224,12 +224,10 @@ def play_tournament(
     newest: str,
     *,
     games: int,
-    pod_size: int,
-    max_turns: int,
+    game: GameSpec,
     num_envs: int,
     seed: int,
     encoder: Encoder | None,
-    game: GameSpec | None = None,
     executor: Executor = LOCAL,
     chunk_games: int = 0,
 ) -> list[list[str]]:
@@ -241,10 +239,12 @@ def play_tournament(
     Args:
         students: name -> PolicyNet of each accepted generation's student.
         newest: the student to rate now.
-        games, pod_size, max_turns, num_envs: tournament size and game settings.
+        games: games to play.
+        game: the game (``ml.game.registry.GameSpec``): ``num_players`` seats per pod, the
+            commander's ``max_turns`` cap.
+        num_envs: games played at once (batched).
         seed: seeds the seatings, the games and any sampling.
         encoder: observation encoder.
-        game: the game (``ml.game.registry.GameSpec``); None is the commander.
         executor: where the games are played (``ml.compute``: here or on a Ray cluster, same rankings).
         chunk_games: games per chunk by game index (0: one chunk, the games as before chunks
             existed); chunk ``k`` samples with ``ml.compute.chunk_seed(seed, k)``.
@@ -258,10 +258,8 @@ def play_tournament(
     controllers = {HEURISTIC: Controller(HEURISTIC), RANDOM: Controller(RANDOM)}
     controllers.update({name: Controller("net", net, greedy=True) for name, net in students.items()})
     others = sorted(set(controllers) - {newest})
-    seatings = tournament_seatings(newest, others, games, pod_size, np.random.default_rng(seed))
-    setup = executor.share(
-        (controllers, seatings, game_seeds(seed, games), num_envs, encoder, game or commander(pod_size, max_turns), seed)
-    )
+    seatings = tournament_seatings(newest, others, games, game.num_players, np.random.default_rng(seed))
+    setup = executor.share((controllers, seatings, game_seeds(seed, games), num_envs, encoder, game, seed))
     bar = ProgressBar(total=games, desc="rating", unit="game", disable=not sys.stderr.isatty())
     tasks = list(enumerate(chunk_ranges(games, chunk_games)))
     local = executor.backend == "local"
@@ -326,7 +324,7 @@ def rate_generation(
         generation: its generation; the newest student is ``gen{generation:03d}``.
         students: name -> PolicyNet of every accepted generation's student.
         prior_sigma_elo: the generation-linking prior (Elo).
-        **play: ``play_tournament`` keyword arguments (games, pod_size, ..., encoder).
+        **play: ``play_tournament`` keyword arguments (games, game, ..., encoder).
 
     Returns:
         The ``elo_history`` entry: ``attempt_id``, ``generation``, ``games`` (all games so far),

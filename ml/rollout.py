@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from ml.game.protocol import Game
-from ml.game.registry import Engine, GameSpec, commander
+from ml.game.registry import Engine, GameSpec
 from ml.game.spec import Encoder
 from ml.policy import PolicyNet, check_shape
 
@@ -143,14 +143,12 @@ def play_games(
     game_seeds: list[int],
     controllers: dict[str, Controller],
     *,
-    pod_size: int | None = None,
-    max_turns: int = 30,
+    game: GameSpec,
     num_envs: int,
     encoder: Encoder | None = None,
     generator: torch.Generator,
     log_seats: Callable[[list[str]], list[int]] | None = None,
     track_seats: Callable[[list[str]], list[int]] | None = None,
-    game: GameSpec | None = None,
     budget: int | None = None,
     indices: Sequence[int] | None = None,
     engine: Engine = "core",
@@ -165,14 +163,13 @@ def play_games(
         seatings: per game, the controller key of each seat (length: the game's players).
         game_seeds: per game, the simulator seed (scripted players derive theirs from it).
         controllers: controller key -> Controller.
-        pod_size: players per pod of the commander (when ``game`` is None).
-        max_turns: the commander's turn cap in rounds (when ``game`` is None).
+        game: the game (``ml.game.registry.GameSpec``): its ``num_players`` seats per game,
+            the commander's ``max_turns`` cap.
         num_envs: games in flight at once (batched inference across them).
         encoder: the commander's observation encoder shared with the envs (None: a new one).
         generator: torch RNG for sampling network actions.
         log_seats: seats whose decisions are logged as records (given the seating).
         track_seats: seats whose decisions are kept as PPO transitions.
-        game: the game (``ml.game.registry``); None is the commander of ``pod_size`` and ``max_turns``.
         budget: tracked-seat decisions after which no new game starts (the games in flight
             are played to their end, so no decision is wasted); None plays every seating.
         indices: play only these games of ``seatings`` (a chunk of a stage, ``ml.compute``); None: all.
@@ -184,13 +181,9 @@ def play_games(
         GameResult, in order of completion (deterministic for fixed inputs).
 
     Raises:
-        ValueError: neither ``game`` nor ``pod_size`` given, or a ``net`` controller without a net.
+        ValueError: a ``net`` controller without a net.
         ml.policy.CheckpointError: a network's input or output size does not fit the game.
     """
-    if game is None:
-        if pod_size is None:
-            raise ValueError("play_games needs game= or the commander's pod_size=")
-        game = commander(pod_size, max_turns)
     if encoder is None and not game.is_openspiel:
         encoder = game.encoder()
     for key, ctrl in controllers.items():

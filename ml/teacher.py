@@ -54,8 +54,6 @@ def write_teacher_batch(
     *,
     batch_id: str,
     games: int,
-    pod_size: int,
-    max_turns: int,
     seed: int,
     progress: bool = False,
     executor: Executor = LOCAL,
@@ -65,12 +63,11 @@ def write_teacher_batch(
 
     Args:
         out_dir: folder of the batch (created when missing).
-        game: the game (``ml.game.registry.make_game``); commander records are encoded with
-            its ``RecordEncoder``, OpenSpiel records carry their own observation.
+        game: the game (``ml.game.registry.make_game``): ``num_players`` seats per game, the
+            commander's ``max_turns`` cap (a game at the cap is a draw); commander records are
+            encoded with its ``RecordEncoder``, OpenSpiel records carry their own observation.
         batch_id: the batch file's id (``teacher-s<base seed>``; see ``ml.records.batch_filename``).
         games: games to play (>= 1).
-        pod_size: players per game.
-        max_turns: turn cap in rounds (commander only; a game at the cap is a draw).
         seed: seeds the game seeds and the players (``Params.stage_seed("teacher")``).
         progress: show a progress bar.
         executor: where the chunks are played (``ml.compute.make_executor``; the result is the same).
@@ -86,7 +83,7 @@ def write_teacher_batch(
         ml.records.RecordError: a produced record that does not fit the schema (a bug).
         ml.compute.ComputeError: the Ray cluster was lost mid-stage.
     """
-    seatings = [["heuristic"] * pod_size for _ in range(games)]
+    seatings = [["heuristic"] * game.num_players for _ in range(games)]
     started = time.perf_counter()
     setup = executor.share((game, seatings, game_seeds(seed, games), seed))
     tasks = list(enumerate(chunk_ranges(games, chunk_games or TEACHER_CHUNK)))

@@ -37,9 +37,8 @@ def main(argv: list[str] | None = None) -> int:
             metrics = export_batch(
                 net, args.out, batch_id=params.run.batch_id, model_version=params.run.model_version,
                 generation=params.run.generation, games=params.export.games, only_wins=params.export.only_wins,
-                pod_size=params.game.pod_size, max_turns=params.game.max_turns, num_envs=params.selfplay.num_envs,
-                seed=params.stage_seed("export"), progress=args.progress, game=make_game(params.game, params.teacher),
-                executor=executor, chunk_games=params.compute.chunk_games,
+                game=make_game(params.game, params.teacher), num_envs=params.selfplay.num_envs,
+                seed=params.stage_seed("export"), progress=args.progress, executor=executor, chunk_games=params.compute.chunk_games,
             )  # fmt: skip
     except ComputeError as e:
         print(f"error: {e}", file=sys.stderr)

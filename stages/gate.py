@@ -50,8 +50,8 @@ def main(argv: list[str] | None = None) -> int:
         with open_executor(params.compute, params.base.torch_threads) as executor:
             candidate_student, metrics = run_gate(
                 args.model, args.student, args.candidate, params.gate, params.train, make_game(params.game, params.teacher),
-                teacher_dir=args.teacher, forge_dir=args.forge, pool_dir=args.pool, pod_size=params.game.pod_size,
-                max_turns=params.game.max_turns, num_envs=params.selfplay.num_envs, seed=params.stage_seed("gate"),
+                teacher_dir=args.teacher, forge_dir=args.forge, pool_dir=args.pool,
+                num_envs=params.selfplay.num_envs, seed=params.stage_seed("gate"),
                 train_seed=load_policy(args.student)[1].get("train_seed", params.stage_seed("train")),
                 device=params.base.torch_device, progress=args.progress, on_deal=curves.log if curves else None,
                 executor=executor, cache_dir=cache_dir, record=record,

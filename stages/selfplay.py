@@ -44,10 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with open_executor(params.compute, params.base.torch_threads) as executor:
             net, metrics = train_ppo(
-                student, frozen, cfg, pod_size=params.game.pod_size, max_turns=params.game.max_turns,
-                seed=params.stage_seed("selfplay"), device=params.base.torch_device, progress=args.progress,
-                game=make_game(params.game, params.teacher),
-                on_update=curves.log if curves else None, executor=executor,
+                student, frozen, cfg, game=make_game(params.game, params.teacher), seed=params.stage_seed("selfplay"),
+                device=params.base.torch_device, progress=args.progress, on_update=curves.log if curves else None, executor=executor,
             )  # fmt: skip
     except ComputeError as e:
         print(f"error: {e}", file=sys.stderr)

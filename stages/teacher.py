@@ -33,8 +33,6 @@ def main(argv: list[str] | None = None) -> int:
                 make_game(params.game, params.teacher),
                 batch_id=f"teacher-s{params.base.seed}",
                 games=params.teacher.games,
-                pod_size=params.game.pod_size,
-                max_turns=params.game.max_turns,
                 seed=params.stage_seed("teacher"),
                 progress=args.progress,
                 executor=executor,

@@ -147,12 +147,13 @@ def test_runner_finishes_games_over_before_any_decision(pod_size: int, max_turns
     """A turn cap of one or two rounds can end a game inside reset (no seat had two legal actions)."""
     import torch
 
+    from ml.game.registry import commander
     from ml.rollout import Controller, play_games
 
     n = 40
     seatings = [["h"] * pod_size for _ in range(n)]
     results = list(
-        play_games(seatings, list(range(n)), {"h": Controller("heuristic")}, pod_size=pod_size, max_turns=max_turns,
+        play_games(seatings, list(range(n)), {"h": Controller("heuristic")}, game=commander(pod_size, max_turns),
                    num_envs=8, generator=torch.Generator().manual_seed(0))
     )  # fmt: skip
     assert sorted(r.index for r in results) == list(range(n))

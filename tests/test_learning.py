@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from ml.game.commander.actions import NUM_ACTIONS
+from ml.game.registry import commander
 from ml.params import ParamsError, attempt_seed, load_params, params_from_dict
 from ml.policy import CheckpointError, PolicyNet, load_policy, save_policy
 from ml.ppo import compute_gae, ppo_loss
@@ -153,8 +154,8 @@ def test_ppo_result_does_not_depend_on_worker_count():
                vf_coef=0.5, max_grad_norm=0.5, update_epochs=2, minibatch_size=64, opponent_mix={"heuristic": 1.0}, rollout_chunks=4)  # fmt: skip
     torch.manual_seed(0)
     student = PolicyNet(OBS_DIM, (32,))
-    one, m1 = train_ppo(student, {}, PPOConfig(**cfg, workers=1), pod_size=4, max_turns=30, seed=5, progress=False)
-    two, m2 = train_ppo(student, {}, PPOConfig(**cfg, workers=2), pod_size=4, max_turns=30, seed=5, progress=False)
+    one, m1 = train_ppo(student, {}, PPOConfig(**cfg, workers=1), game=commander(4, 30), seed=5, progress=False)
+    two, m2 = train_ppo(student, {}, PPOConfig(**cfg, workers=2), game=commander(4, 30), seed=5, progress=False)
     assert m1["selfplay/workers"] == 1 and m2["selfplay/workers"] == 2
     assert m1["selfplay/decisions"] == m2["selfplay/decisions"] and m1["selfplay/episodes"] == m2["selfplay/episodes"]
     for a, b in zip(one.state_dict().values(), two.state_dict().values(), strict=True):
@@ -167,7 +168,7 @@ def test_checkpoint_of_another_encoder_size_fails_clearly():
 
     old = PolicyNet(OBS_DIM - 48, (8,))  # an observation size this encoder does not produce
     games = play_games([["agent", "h", "h", "h"]], [1], {"agent": Controller("net", old), "h": Controller("heuristic")},
-                       pod_size=4, num_envs=1, generator=torch.Generator())  # fmt: skip
+                       game=commander(4, 30), num_envs=1, generator=torch.Generator())  # fmt: skip
     with pytest.raises(CheckpointError, match=rf"expects {OBS_DIM - 48} observation features .* gives {OBS_DIM}"):
         next(games)
 

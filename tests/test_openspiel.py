@@ -154,9 +154,7 @@ def test_kuhn_tournament_and_ratings(pipeline: Pipeline) -> None:
     student, _ = load_policy(tmp / "student.pt")
     assert isinstance(student, PolicyNet) and (student.obs_dim, student.num_actions) == (7, 2)
     game = openspiel("kuhn_poker", mcts_simulations=20)
-    rankings = play_tournament(
-        {"gen000": student}, "gen000", games=40, pod_size=2, max_turns=30, num_envs=4, seed=5, encoder=None, game=game
-    )
+    rankings = play_tournament({"gen000": student}, "gen000", games=40, game=game, num_envs=4, seed=5, encoder=None)
     assert len(rankings) == 40 and all(len(r) == 2 and "gen000" in r for r in rankings)
     fit = fit_plackett_luce(rankings, anchor="heuristic", prior_chain=["gen000"])
     assert {r["player"] for r in fit.table()} == {"heuristic", "random", "gen000"}

@@ -50,7 +50,7 @@ def tiny_net(seed: int) -> PolicyNet:
 def records(tmp_path_factory) -> list:
     """~1,400 teacher decision points of 12 games (records as read from the batch file)."""
     out = tmp_path_factory.mktemp("teacher")
-    write_teacher_batch(out, commander(), batch_id="t1", games=12, pod_size=4, max_turns=30, seed=11)
+    write_teacher_batch(out, commander(), batch_id="t1", games=12, seed=11)
     return list(read_records(next(out.glob("*.jsonl"))))
 
 
@@ -461,7 +461,7 @@ def test_real_records_lie_inside_the_bounds(tmp_path):
     accepts read as before: the bounds reject no game the simulator or Forge writes."""
     from ml.api.policy import DecisionPoint
 
-    write_teacher_batch(tmp_path, commander(6, 30), batch_id="six", games=4, pod_size=6, max_turns=30, seed=3)
+    write_teacher_batch(tmp_path, commander(6, 30), batch_id="six", games=4, seed=3)
     six = list(read_records(next(tmp_path.glob("*.jsonl"))))
     assert len(six) > 500 and all(len(r.players) == 6 for r in six)
     pinned = (Path(__file__).parent / "fixtures/encoding/pinned-records.jsonl").read_text(encoding="utf-8").splitlines()

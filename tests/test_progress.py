@@ -216,13 +216,14 @@ def test_a_floor_total_follows_the_count_and_keeps_the_percentage(monkeypatch, c
 
 def test_selfplay_bar_ends_at_100_percent_of_the_decisions_played(capsys: pytest.CaptureFixture):
     from ml.game.commander.encoding import OBS_DIM
+    from ml.game.registry import commander
     from ml.policy import PolicyNet
     from ml.ppo import PPOConfig, train_ppo
 
     cfg = PPOConfig(total_steps=300, num_envs=4, rollout_steps=150, lr=3e-4, gamma=0.99, gae_lambda=0.95, clip_coef=0.2,
                     ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5, update_epochs=1, minibatch_size=64,
                     opponent_mix={"heuristic": 1.0}, rollout_chunks=2, workers=1)  # fmt: skip
-    _, metrics = train_ppo(PolicyNet(OBS_DIM, (16,)), {}, cfg, pod_size=4, max_turns=30, seed=5, progress=True)
+    _, metrics = train_ppo(PolicyNet(OBS_DIM, (16,)), {}, cfg, game=commander(4, 30), seed=5, progress=True)
     played = metrics["selfplay/decisions"]
     last = capsys.readouterr().err.rstrip("\n").rsplit("\r", 1)[-1]
     assert played > 300 and f"{played}/{played}" in last and "100%" in last, last  # the games in flight counted, not lost
@@ -292,12 +293,13 @@ def test_gate_bars_say_why_they_ended(pipeline: Pipeline, tmp_path: Path, caplog
 def test_tournament_bar_counts_each_game(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
     """One chunk is the whole tournament (``compute.chunk_games: 0``): the bar still moves game by game."""
     from ml.game.commander.encoding import OBS_DIM
+    from ml.game.registry import commander
     from ml.policy import PolicyNet
     from ml.ratings import play_tournament
 
     monkeypatch.setenv(LINE_EVERY_ENV, "1e-9")  # a line per update
     caplog.set_level(logging.INFO, logger="ml.progress")
-    rankings = play_tournament({"gen000": PolicyNet(OBS_DIM, (16,))}, "gen000", games=8, pod_size=4, max_turns=30, num_envs=4,
+    rankings = play_tournament({"gen000": PolicyNet(OBS_DIM, (16,))}, "gen000", games=8, game=commander(4, 30), num_envs=4,
                                seed=3, encoder=None)  # fmt: skip
     assert len(rankings) == 8
     counts = [int(m.group(1)) for line in _lines(caplog) if (m := re.match(r"rating: (\d+)/8 game", line))]

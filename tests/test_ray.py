@@ -96,9 +96,9 @@ def _episodes(chunks) -> list:
 def test_selfplay_on_the_cluster_gives_the_local_checkpoint(cluster) -> None:
     _, _, executor = cluster
     student, frozen = _nets(1)
-    local_net, local_m = train_ppo(student, frozen, CFG, pod_size=4, max_turns=30, seed=7, progress=False)
+    local_net, local_m = train_ppo(student, frozen, CFG, game=commander(4, 30), seed=7, progress=False)
     seen: list[int] = []
-    ray_net, ray_m = train_ppo(student, frozen, CFG, pod_size=4, max_turns=30, seed=7, progress=False, executor=executor)
+    ray_net, ray_m = train_ppo(student, frozen, CFG, game=commander(4, 30), seed=7, progress=False, executor=executor)
     for k, v in local_net.state_dict().items():
         assert torch.equal(v, ray_net.state_dict()[k]), k
     for k in ("selfplay/decisions", "selfplay/episodes", "selfplay/train_win_rate", "selfplay/pg_loss", "selfplay/v_loss"):
@@ -112,11 +112,9 @@ def test_batches_and_gate_pods_on_the_cluster_are_the_local_ones(cluster, tmp_pa
     net, _ = _nets(2)
     for name, ex in (("local", None), ("ray", executor)):
         kw = {} if ex is None else {"executor": ex}
-        write_teacher_batch(
-            tmp_path / name, game, batch_id="t", games=10, pod_size=4, max_turns=30, seed=3, chunk_games=3, **kw
-        )
+        write_teacher_batch(tmp_path / name, game, batch_id="t", games=10, seed=3, chunk_games=3, **kw)
         export_batch(net, tmp_path / name, batch_id="gen000-a1", model_version="gen-000-a1", generation=0, games=12,
-                     only_wins=False, pod_size=4, max_turns=30, num_envs=4, seed=5, progress=False, game=game,
+                     only_wins=False, game=game, num_envs=4, seed=5, progress=False,
                      chunk_games=5, **kw)  # fmt: skip
     files = sorted(p.name for p in (tmp_path / "local").iterdir())
     assert len(files) == 2
@@ -124,8 +122,8 @@ def test_batches_and_gate_pods_on_the_cluster_are_the_local_ones(cluster, tmp_pa
         assert (tmp_path / "local" / f).read_bytes() == (tmp_path / "ray" / f).read_bytes(), f
     outcomes = {}
     for name, ex in (("local", None), ("ray", executor)):
-        deals = duplicate_deal_outcomes(Controller("net", net), Controller("heuristic"), pod_size=4, num_envs=4, seed=11,
-                                        deals_per_chunk=3, game=game, **({} if ex is None else {"executor": ex}))  # fmt: skip
+        deals = duplicate_deal_outcomes(Controller("net", net), Controller("heuristic"), game=game, num_envs=4, seed=11,
+                                        deals_per_chunk=3, **({} if ex is None else {"executor": ex}))  # fmt: skip
         outcomes[name] = list(islice(deals, 10))  # stops inside the fourth chunk: the ones ahead are cancelled
         deals.close()
     assert outcomes["ray"] == outcomes["local"]

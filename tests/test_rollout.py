@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from ml.game.commander.encoding import OBS_DIM
-from ml.game.registry import GameSpec
+from ml.game.registry import GameSpec, commander
 from ml.policy import PolicyNet
 from ml.rollout import Controller, game_seeds, play_games, rotated_seatings
 
@@ -31,7 +31,7 @@ def _play(n_games: int, num_envs: int, budget: int | None, net: PolicyNet):
     seatings = rotated_seatings(n_games, 4, "agent", lambda g: ["heuristic"] * 3)
     controllers = {"agent": Controller("net", net), "heuristic": Controller("heuristic")}
     return list(
-        play_games(seatings, game_seeds(3, n_games), controllers, pod_size=4, num_envs=num_envs, budget=budget,
+        play_games(seatings, game_seeds(3, n_games), controllers, game=commander(4, 30), num_envs=num_envs, budget=budget,
                    generator=torch.Generator().manual_seed(0), track_seats=lambda seats: [seats.index("agent")])
     )  # fmt: skip
 
@@ -92,7 +92,7 @@ def _both_engines(n_games: int, others: list[str], log, monkeypatch, num_envs: i
             monkeypatch.setattr(GameSpec, "make_env", lambda *a: pytest.fail("the core path built an AEC env"))
             monkeypatch.setattr(GameSpec, "_scriptable_env", lambda *a: pytest.fail("the core path built an AEC env"))
         runs.append([_outcome(r) for r in play_games(
-            seatings, game_seeds(11, n_games), controllers, pod_size=4, num_envs=num_envs, engine=engine,
+            seatings, game_seeds(11, n_games), controllers, game=commander(4, 30), num_envs=num_envs, engine=engine,
             generator=torch.Generator().manual_seed(5), log_seats=log,
             track_seats=lambda seats: [s for s, k in enumerate(seats) if k == "agent"],
         )])  # fmt: skip
@@ -139,14 +139,11 @@ def test_core_episodes_survive_compaction_of_the_decision_buffer(monkeypatch):
 
 def test_teacher_batch_is_byte_identical_through_the_core(tmp_path, monkeypatch):
     from ml import teacher
-    from ml.game.registry import commander
 
     def write(engine: str) -> bytes:
         monkeypatch.setattr(teacher, "play_games", functools.partial(play_games, engine=engine))
         out = tmp_path / engine
-        metrics = teacher.write_teacher_batch(
-            out, commander(4, 30), batch_id="teacher-s1", games=12, pod_size=4, max_turns=30, seed=1, chunk_games=5
-        )
+        metrics = teacher.write_teacher_batch(out, commander(4, 30), batch_id="teacher-s1", games=12, seed=1, chunk_games=5)
         assert metrics["teacher/decisions"] > 12 * 20
         (batch,) = out.glob("*.jsonl")
         return batch.read_bytes()

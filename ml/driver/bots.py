@@ -18,6 +18,7 @@ import yaml
 
 from ml.compute import LOCAL, Executor
 from ml.deals import pod_win_rate
+from ml.game.registry import GameSpec
 from ml.policy import PolicyNet, load_policy, save_policy
 from ml.rollout import Controller
 
@@ -107,17 +108,16 @@ def final_report(
     bots: dict[str, PolicyNet],
     *,
     games: int,
-    pod_size: int,
-    max_turns: int,
+    game: GameSpec,
     num_envs: int,
     seed: int,
-    game: Any = None,
     executor: Executor = LOCAL,
 ) -> list[dict]:
-    """Win rate of ``student`` in pods against ``pod_size - 1`` copies of each bot (both greedy).
+    """Win rate of ``student`` in pods of ``game`` (``ml.game.registry.GameSpec``) against
+    ``game.num_players - 1`` copies of each bot (both greedy).
 
-    ``game`` (``ml.game.registry.GameSpec``) defaults to the commander; ``executor`` (``ml.compute``)
-    plays the pods, here or on the Ray cluster of ``compute``, with the same rows.
+    ``executor`` (``ml.compute``) plays the pods, here or on the Ray cluster of ``compute``,
+    with the same rows.
 
     Returns:
         Rows ``bot`` plus the keys of ``pod_win_rate``.
@@ -126,7 +126,7 @@ def final_report(
     for i, (name, bot) in enumerate(sorted(bots.items())):
         row = pod_win_rate(
             Controller("net", student, greedy=True), Controller("net", bot, greedy=True), games=games,
-            pod_size=pod_size, max_turns=max_turns, num_envs=num_envs, seed=seed + i, game=game, executor=executor,
+            game=game, num_envs=num_envs, seed=seed + i, executor=executor,
         )  # fmt: skip
         rows.append({"bot": name, **row})
     return rows

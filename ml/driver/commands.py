@@ -231,9 +231,8 @@ def report(loop: Loop) -> None:
     student, _ = load_policy(students[-1])
     with open_executor(params.compute, params.base.torch_threads) as executor:
         rows = final_report(
-            student, bots, games=params.rating.report_games, pod_size=params.game.pod_size, max_turns=params.game.max_turns,
-            num_envs=params.selfplay.num_envs, seed=params.stage_seed("report"), game=make_game(params.game, params.teacher),
-            executor=executor,
+            student, bots, games=params.rating.report_games, game=make_game(params.game, params.teacher),
+            num_envs=params.selfplay.num_envs, seed=params.stage_seed("report"), executor=executor,
         )  # fmt: skip
     print(f"final report: student {students[-1].stem} in pods against {params.game.pod_size - 1} copies of each promoted bot")
     for r in rows:

@@ -87,9 +87,8 @@ def evaluate(loop: Loop, games: int, out: Path | None) -> int:
                 print(f"loop.py eval: {e}", file=sys.stderr)
                 return 2
             row = pod_win_rate(
-                Controller("net", net, greedy=True), Controller("heuristic"), games=games, pod_size=n,
-                max_turns=params.game.max_turns, num_envs=params.selfplay.num_envs, seed=params.stage_seed("eval"),
-                game=game, progress=sys.stderr.isatty(), label=f"eval {path.stem}", executor=executor,
+                Controller("net", net, greedy=True), Controller("heuristic"), games=games, game=game,
+                num_envs=params.selfplay.num_envs, seed=params.stage_seed("eval"), progress=sys.stderr.isatty(), label=f"eval {path.stem}", executor=executor,
             )  # fmt: skip
             fig = accepted.get(int(path.stem[3:]), {}).get("figures", {}) if path.stem[3:].isdigit() else {}
             rating = elo.get(path.stem)

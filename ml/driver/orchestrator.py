@@ -405,9 +405,8 @@ class Loop(Workspace):
         with open_executor(params.compute, params.base.torch_threads) as executor:
             entry = rate_generation(
                 self.root, flight.attempt_id, flight.generation, students, prior_sigma_elo=params.rating.prior_sigma_elo,
-                games=params.rating.games, pod_size=params.game.pod_size, max_turns=params.game.max_turns,
-                num_envs=params.selfplay.num_envs, seed=params.stage_seed("rating"), encoder=None,
-                game=make_game(params.game, params.teacher), executor=executor, chunk_games=params.compute.chunk_games,
+                games=params.rating.games, game=make_game(params.game, params.teacher), num_envs=params.selfplay.num_envs,
+                seed=params.stage_seed("rating"), encoder=None, executor=executor, chunk_games=params.compute.chunk_games,
             )  # fmt: skip
         if entry["table"]:
             self.echo(format_table(entry))
