@@ -38,6 +38,7 @@ from ml.game.commander.core.warmup import run_kernels
 from ml.game.commander.encoding import OBS_DIM, RecordEncoder
 from ml.game.commander.players import HeuristicPlayer
 from ml.game.commander.rules import apply_action, new_game
+from ml.game.registry import commander
 from ml.policy import PolicyNet
 from ml.ppo import PPOConfig, train_ppo
 from ml.rollout import Controller, game_seeds, play_games, rotated_seatings
@@ -124,7 +125,7 @@ def bench_env(seconds: float) -> float:
     n = 400
     seatings = rotated_seatings(n, 4, "agent", lambda g: ["heuristic"] * 3)
     started, decisions = time.perf_counter(), 0
-    runner = play_games(seatings, game_seeds(0, n), controllers, pod_size=4, max_turns=30, num_envs=16, encoder=encoder,
+    runner = play_games(seatings, game_seeds(0, n), controllers, game=commander(4, 30), num_envs=16, encoder=encoder,
                         generator=torch.Generator().manual_seed(0))  # fmt: skip
     for result in runner:
         decisions += result.decisions
@@ -141,7 +142,7 @@ def bench_ppo(seconds: float, workers: int, num_envs: int = 16, chunks: int = 8)
                     clip_coef=0.2, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5, update_epochs=4, minibatch_size=512,
                     opponent_mix={"heuristic": 1.0}, workers=workers, rollout_chunks=chunks)  # fmt: skip
     torch.manual_seed(0)
-    _, m = train_ppo(PolicyNet(OBS_DIM, (256, 256)), {}, cfg, pod_size=4, max_turns=30, seed=0, progress=False)
+    _, m = train_ppo(PolicyNet(OBS_DIM, (256, 256)), {}, cfg, game=commander(4, 30), seed=0, progress=False)
     return m["selfplay/all_seat_decisions_per_s"], m["selfplay/update_samples_per_s"]
 
 
