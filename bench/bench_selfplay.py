@@ -11,12 +11,14 @@ Prints, in decisions per second on one core:
   * the policy's forward pass per decision at batches of 16 and 256 (what bounds collection),
   * the batched core (``ml.game.commander.core``, numba) with four heuristic seats: rules only
     (scripted seats play inside ``step``), and as an env (an observation and a legal mask
-    written for every decision, the heuristic's choice fed back; no forward pass),
+    written for every decision, the heuristic's choice fed back; no forward pass), with the
+    time of its ``encode`` call per observation,
   * OpenSpiel ``crazy_eights`` with 4 players and uniform-random play (the reference),
 and each figure's ratio to the OpenSpiel reference, and numba's compile time of the core
 (cold, in a fresh cache directory) and its load time from the cache.
 
-Usage: python bench/bench_selfplay.py [--seconds 5] [--core-only]
+Usage (repository root): PYTHONPATH=. python bench/bench_selfplay.py [--seconds 5] [--core-only]
+(without ``PYTHONPATH=.`` a run in another checkout imports the ``ml`` the virtual environment installed).
 """
 
 from __future__ import annotations
@@ -79,18 +81,23 @@ def bench_core_rules(seconds: float) -> float:
     return decisions / (time.perf_counter() - started)
 
 
-def bench_core_env(seconds: float) -> float:
+def bench_core_env(seconds: float) -> tuple[float, float]:
     """Core as an env: per decision step, obs + mask of every game to act, then the heuristic's choice
-    applied; a finished game is dealt again at once (the games in flight stay CORE_GAMES)."""
+    applied; a finished game is dealt again at once (the games in flight stay CORE_GAMES).
+
+    Returns (decisions/s, nanoseconds of ``core.encode`` per observation)."""
     tables, st = core.load_tables(), core.new_state(CORE_GAMES)
     obs = np.zeros((CORE_GAMES, OBS_DIM), np.float32)
     mask = np.zeros((CORE_GAMES, core.kernels.NUM_ACTIONS), bool)
     actions, rewards = np.zeros(CORE_GAMES, np.int64), np.zeros((CORE_GAMES, MAX_POD), np.float32)
     kinds = np.full((CORE_GAMES, MAX_POD), core.SEAT_HEURISTIC, np.int8)
     _core_reset(st, tables, 0, core.SEAT_HEURISTIC)
-    decisions, started, dealt = 0, time.perf_counter(), CORE_GAMES
+    decisions, started, dealt, encoding = 0, time.perf_counter(), CORE_GAMES, 0.0
     while time.perf_counter() - started < seconds:
-        core.encode(st, tables, st.active.astype(np.int64), obs)
+        seats = st.active.astype(np.int64)
+        t = time.perf_counter()
+        core.encode(st, tables, seats, obs)
+        encoding += time.perf_counter() - t
         np.copyto(mask, st.legal)
         core.choose_scripted(st, tables, actions)
         core.apply_actions(st, tables, actions, rewards)
@@ -101,7 +108,7 @@ def bench_core_env(seconds: float) -> float:
                 st, tables, seeds, 4, 30, seat_kind=kinds, player_seeds=seeds[:, None] * 4 + np.arange(MAX_POD), games=st.done
             )
             dealt += CORE_GAMES
-    return decisions / (time.perf_counter() - started)
+    return decisions / (time.perf_counter() - started), encoding / decisions * 1e9
 
 
 _WARM_UP = "import time; t = time.perf_counter(); from ml.game.commander.core.warmup import run_kernels; run_kernels(); print(time.perf_counter() - t)"
@@ -204,7 +211,7 @@ def main() -> None:
     run_kernels()
     reference = bench_openspiel(args.seconds)
     core_rules = bench_core_rules(args.seconds)
-    core_env = bench_core_env(args.seconds)
+    core_env, encode_ns = bench_core_env(args.seconds)
     core_rows = [
         (f"core rules-only, 4 heuristic seats, {CORE_GAMES} games batched", core_rules),
         ("core env + encoder (obs + mask every decision, no forward pass)", core_env),
@@ -215,6 +222,7 @@ def main() -> None:
         for name, rate in rows:
             print(f"{name:66s} {rate:12,.0f} {rate / reference:11.2f}x")
         print(f"core env + encoder / core rules-only: {core_env / core_rules:.2f}x")
+        print(f"core encode in the env loop: {encode_ns:,.0f} ns an observation")
         return
     one, update_one = bench_ppo(args.seconds, 1)
     two, _ = bench_ppo(args.seconds, 2)
@@ -234,6 +242,7 @@ def main() -> None:
     for name, rate in rows:
         print(f"{name:66s} {rate:12,.0f} {rate / reference:11.2f}x")
     print(f"core env + encoder / core rules-only: {core_env / core_rules:.2f}x")
+    print(f"core encode in the env loop: {encode_ns:,.0f} ns an observation")
     print(f"self-play scaling, 2 workers / 1 worker: {two / one:.2f}x (ideal 2.00x on 2 free cores)")
     print(f"PPO update: {update_one:,.0f} samples/s (minibatch 512, MLP 256x256, CPU, 1 thread)")
     print(

@@ -254,6 +254,21 @@ def test_encode_checks_its_buffer():
         core.encode(st, TABLES, np.zeros(2, np.int64), np.zeros((2, core.OBS_DIM), np.float64))
 
 
+def test_the_encoders_call_chain_is_inlined():
+    """Every function the encoder calls is inlined into ``encode_kernel``: with kernels in the chain,
+    numba's cached code ran it 2x slower than fresh code (docs/measurements.md). The rules call
+    ``combat``, one compiled function."""
+    from ml.game.commander.core import kernels
+
+    if not hasattr(kernels.combat, "targetoptions"):
+        pytest.skip("numba's JIT is disabled")
+    chain = (kernels.encode_one, kernels._encode_seat, kernels._encode_previews, kernels._encode_hand,
+             kernels._combat, kernels._plan_blocks, kernels._lost_values, kernels._gather_ready, kernels._gather_kept)  # fmt: skip
+    for f in chain:
+        assert f.targetoptions.get("inline") == "always", f.py_func.__name__
+    assert kernels.combat.targetoptions.get("inline", "never") == "never"
+
+
 def _plain_python_kernels():
     """``kernels.py`` loaded again with numba's JIT off (``njit`` then returns the plain functions)."""
     import importlib.util
