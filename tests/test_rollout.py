@@ -79,15 +79,15 @@ def _tracked_decisions(outcome: tuple) -> int:
     return sum(arrays[2][1][0] for arrays in outcome[7].values())
 
 
-def _both_engines(n_games: int, others: list[str], log, monkeypatch, num_envs: int = 8) -> tuple[list, list]:
-    """The same games through ``engine="objects"`` and ``engine="core"`` (which must not build an env)."""
+def _both_engines(n_games: int, others: list[str], log, monkeypatch, num_envs: int = 8, engines=("objects", "core")) -> list:
+    """The same games through each of ``engines`` (the core must not build an env); their ``_outcome`` lists."""
     torch.manual_seed(0)
     nets = {"agent": PolicyNet(OBS_DIM, (16,)), "frozen": PolicyNet(OBS_DIM, (16,))}
     controllers = {k: Controller("net", net) for k, net in nets.items()}
     controllers |= {"heuristic": Controller("heuristic"), "random": Controller("random")}
     seatings = rotated_seatings(n_games, 4, "agent", lambda g: [others[(g + i) % len(others)] for i in range(3)])
     runs = []
-    for engine in ("objects", "core"):
+    for engine in engines:
         if engine == "core":
             monkeypatch.setattr(GameSpec, "make_env", lambda *a: pytest.fail("the core path built an AEC env"))
             monkeypatch.setattr(GameSpec, "_scriptable_env", lambda *a: pytest.fail("the core path built an AEC env"))
@@ -96,7 +96,7 @@ def _both_engines(n_games: int, others: list[str], log, monkeypatch, num_envs: i
             generator=torch.Generator().manual_seed(5), log_seats=log,
             track_seats=lambda seats: [s for s, k in enumerate(seats) if k == "agent"],
         )])  # fmt: skip
-    return runs[0], runs[1]
+    return runs
 
 
 def test_core_plays_the_same_games_as_the_env_agent_and_heuristic_seats(monkeypatch):
@@ -118,10 +118,10 @@ def test_core_plays_the_same_games_as_the_env_frozen_nets_and_random_seats(monke
 def test_core_episodes_survive_compaction_of_the_decision_buffer(monkeypatch):
     # a buffer of 8 decisions fills within a few forward passes: it is compacted (finished
     # games' decisions dropped, the last-decision index of every seat in flight moved) and
-    # grown many times; the episodes and rewards must still equal the object engine's
+    # grown many times; the episodes and rewards must equal those of a buffer that never filled
+    # (which equal the object engine's: the tests above)
     from ml import rollout
 
-    monkeypatch.setattr(rollout._Tracker, "CAPACITY", 8)
     sizes = []  # (capacity before, after) of every compaction
     real = rollout._Tracker._make_room
 
@@ -130,11 +130,14 @@ def test_core_episodes_survive_compaction_of_the_decision_buffer(monkeypatch):
         real(self, k)
         sizes.append((before, len(self.key)))
 
+    (roomy,) = _both_engines(60, ["heuristic", "frozen", "agent"], None, monkeypatch, engines=("core",))
+    assert not sizes  # the default capacity never filled
+    monkeypatch.setattr(rollout._Tracker, "CAPACITY", 8)
     monkeypatch.setattr(rollout._Tracker, "_make_room", make_room)
-    objects, core = _both_engines(60, ["heuristic", "frozen", "agent"], None, monkeypatch)
+    (tight,) = _both_engines(60, ["heuristic", "frozen", "agent"], None, monkeypatch, engines=("core",))
     assert sum(a < b for a, b in sizes) >= 4 and sum(a == b for a, b in sizes) >= 4  # grown, and compacted in place
-    assert sum(_tracked_decisions(o) for o in objects) > 300
-    assert core == objects
+    assert sum(_tracked_decisions(o) for o in roomy) > 300
+    assert tight == roomy
 
 
 def test_teacher_batch_is_byte_identical_through_the_core(tmp_path, monkeypatch):
