@@ -65,8 +65,8 @@ class GameParams(_Section):
     """The OpenSpiel game's own parameters, e.g. ``{players: 4}`` for crazy_eights (unused by the commander)."""
     pod_size: int = Field(4, ge=2, le=6)
     """Players per pod (commander-pod.md: 2 to 6); for an OpenSpiel game it must equal the game's players."""
-    max_turns: int = Field(30, ge=1)
-    """Turn cap in rounds; at the cap the game is a draw for the players still in it (commander only)."""
+    max_turns: int = Field(30, ge=1, le=32767)
+    """Turn cap in rounds, at most 32767 (the core's int16 round counter, ``ml.game.commander.core.MAX_TURNS``); at the cap the game is a draw for the players still in it (commander only)."""
 
     @model_validator(mode="after")
     def _check_game(self) -> GameParams:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import numpy as np
 import pytest
@@ -259,3 +260,38 @@ def test_scripted_action_chooses_as_the_object_players() -> None:
     assert _shown(view) == before
     with pytest.raises(ValueError, match="no scripted player of kind"):
         view.reset(seed=5, options={"scripted": {0: "mcts"}})
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: CommanderPodEnv(4, max_turns=32768), "max_turns must be in 1..32767"),
+        (lambda: CommanderPodEnv(4).reset(seed=2**62), "seed must be an int"),
+        (lambda: CommanderPodEnv(4).reset(seed=1.5), "seed must be an int"),
+        (lambda: CommanderPodEnv(4).reset(seed="abc"), "seed must be an int"),
+        (lambda: CommanderPodEnv(4).reset(seed=1, options={"scripted": {"0": "heuristic"}}), "options['scripted']"),
+        (lambda: CommanderPodEnv(4).reset(seed=1, options={"scripted": [0, 1]}), "options['scripted']"),
+    ],
+)
+def test_the_view_refuses_bad_settings_in_one_line(make, message) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        make()
+
+
+def test_the_view_refuses_actions_that_are_not_ints() -> None:
+    env = CommanderPodEnv(4)
+    env.reset(seed=3)
+    legal = int(np.flatnonzero(env.observe(env.agent_selection)["action_mask"])[0])
+    before = env.decision_record()
+    for bad in (float(legal), np.array([legal]), "1", True):
+        with pytest.raises(IllegalActionError, match="action must be an int"):
+            env.step(bad)
+    assert env.decision_record() == before  # nothing applied
+    env.step(np.int64(legal))  # a numpy int is an int
+
+
+def test_params_round_cap_is_the_cores() -> None:
+    from ml.game.commander import core
+    from ml.params_sections import GameParams
+
+    assert GameParams.model_fields["max_turns"].metadata[-1].le == core.MAX_TURNS

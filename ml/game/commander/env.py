@@ -38,6 +38,7 @@ Version History:
 
 from __future__ import annotations
 
+import numbers
 import random
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -74,8 +75,8 @@ class CommanderPodEnv(AECEnv):
         super().__init__()
         if not MIN_POD <= pod_size <= MAX_POD:
             raise ValueError(f"pod_size must be in {MIN_POD}..{MAX_POD}, got {pod_size}")
-        if max_turns < 1:
-            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+        if not 1 <= max_turns <= core.MAX_TURNS:
+            raise ValueError(f"max_turns must be in 1..{core.MAX_TURNS}, got {max_turns}")
         from ml.game.commander.encoding import RecordEncoder  # lazy: optional at import time
 
         self.pod_size = pod_size
@@ -131,10 +132,14 @@ class CommanderPodEnv(AECEnv):
                 keys are ignored.
 
         Raises:
-            ValueError: a scripted seat outside the pod or an unknown kind.
+            ValueError: a seed that is not an int within ``core.MAX_SEED``, a scripted seat
+                outside the pod or an unknown kind (the env is left as it was).
         """
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)
+                                 or not -core.MAX_SEED <= seed <= core.MAX_SEED):  # fmt: skip
+            raise ValueError(f"seed must be an int in -{core.MAX_SEED}..{core.MAX_SEED} or None, got {seed!r}")
         scripted: Mapping[int, str] = (options or {}).get("scripted", dict.fromkeys(range(self.pod_size), "heuristic"))
-        if any(not 0 <= s < self.pod_size for s in scripted):
+        if not isinstance(scripted, Mapping) or any(not isinstance(s, int) or not 0 <= s < self.pod_size for s in scripted):
             raise ValueError(f"options['scripted']: seats must be in 0..{self.pod_size - 1}, got {sorted(scripted)}")
         if seed is not None:
             self._seed_rng = random.Random(seed)
@@ -159,7 +164,7 @@ class CommanderPodEnv(AECEnv):
         """Apply ``action`` for ``agent_selection`` (``None`` for a dead agent).
 
         Raises:
-            IllegalActionError: an action outside the mask (or any action after the game ended).
+            IllegalActionError: an action that is not an int or outside the mask.
             ValueError: a non-None action for a dead agent.
         """
         agent = self.agent_selection
@@ -167,7 +172,9 @@ class CommanderPodEnv(AECEnv):
             self._was_dead_step(action)
             return
         g = self.core
-        if action is None or g.st.done[0] or not 0 <= action < NUM_ACTIONS or not g.st.legal[0, action]:
+        if isinstance(action, bool) or not isinstance(action, numbers.Integral):
+            raise IllegalActionError(f"action must be an int (an action index), got {action!r}")
+        if g.st.done[0] or not 0 <= action < NUM_ACTIONS or not g.st.legal[0, action]:
             legal = np.flatnonzero(g.st.legal[0]).tolist()
             raise IllegalActionError(f"action {action} is not legal now (legal: {legal})")
         self._cumulative_rewards[agent] = 0.0

@@ -49,6 +49,10 @@ __all__ = [
     "step",
 ]
 
+MAX_TURNS = int(np.iinfo(np.int16).max)
+"""The largest round cap: the state's round counter and cap are int16 (``kernels.allocate``)."""
+MAX_SEED = (int(np.iinfo(np.int64).max) - MAX_POD) // 7
+"""The largest game seed magnitude: a scripted seat's seed, ``seed * 7 + seat``, must fit int64."""
 SEAT_EXTERNAL, SEAT_HEURISTIC, SEAT_RANDOM = 0, 1, 2
 """``seat_kind`` codes: a seat whose actions the caller gives, the teacher, uniform random play."""
 MAX_SAMPLED_DECKS = 21
@@ -136,7 +140,7 @@ def reset(
         st: the state (N games), overwritten.
         tables: ``load_tables()``.
         seeds: int64[N] game seeds (Python ``random.Random`` seeds).
-        pod_size, max_turns: per game (scalar or int[N]); 2..MAX_POD seats, >= 1 rounds.
+        pod_size, max_turns: per game (scalar or int[N]); 2..MAX_POD seats, 1..MAX_TURNS rounds.
         game_index: int64[N] for ``game_id``; None: 0..N-1.
         deck_choice: int[N, MAX_POD] deck indices per seat before the seat shuffle; -1 in
             column 0 (or None) draws the decks from the seed.
@@ -155,8 +159,8 @@ def reset(
     seeds = _per_game(seeds, n, np.int64, "seeds")
     pods = _per_game(pod_size, n, np.int64, "pod_size")
     turns = _per_game(max_turns, n, np.int64, "max_turns")
-    if pods.min() < 2 or pods.max() > MAX_POD or turns.min() < 1:
-        raise ValueError(f"pod_size must be in 2..{MAX_POD} and max_turns >= 1")
+    if pods.min() < 2 or pods.max() > MAX_POD or turns.min() < 1 or turns.max() > MAX_TURNS:
+        raise ValueError(f"pod_size must be in 2..{MAX_POD} and max_turns in 1..{MAX_TURNS}")
     index = np.arange(n, dtype=np.int64) if game_index is None else _per_game(game_index, n, np.int64, "game_index")
     decks = np.full((n, MAX_POD), -1, np.int64) if deck_choice is None else np.asarray(deck_choice, np.int64)
     kinds = np.zeros((n, MAX_POD), np.int8) if seat_kind is None else np.asarray(seat_kind, np.int8)

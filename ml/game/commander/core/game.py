@@ -10,6 +10,7 @@ is the AEC view of one row.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -38,12 +39,15 @@ class CoreGame:
     """``num_games`` Commander pods of ``pod_size`` seats and ``max_turns`` rounds (``ml.game.protocol.Game``).
 
     Raises:
-        ValueError: ``pod_size`` outside 2..MAX_POD, ``max_turns`` < 1 or ``num_games`` < 1.
+        ValueError: ``pod_size`` outside 2..MAX_POD, ``max_turns`` outside 1..``core.MAX_TURNS`` or ``num_games`` < 1.
     """
 
     def __init__(self, num_games: int, pod_size: int, max_turns: int) -> None:
-        if num_games < 1 or not 2 <= pod_size <= MAX_POD or max_turns < 1:
-            raise ValueError(f"CoreGame needs num_games >= 1, pod_size in 2..{MAX_POD}, max_turns >= 1")
+        if num_games < 1 or not 2 <= pod_size <= MAX_POD or not 1 <= max_turns <= core.MAX_TURNS:
+            raise ValueError(
+                f"CoreGame needs num_games >= 1, pod_size in 2..{MAX_POD}, max_turns in 1..{core.MAX_TURNS}; "
+                f"got {num_games}, {pod_size}, {max_turns}"
+            )
         self.num_games, self.num_players = num_games, pod_size
         self.obs_dim, self.num_actions = OBS_DIM, NUM_ACTIONS
         self.max_turns = max_turns
@@ -80,6 +84,10 @@ class CoreGame:
         as ``rules.new_game(deck_names=...)`` names them; ``index`` is unused). The game's id is
         ``game-<game_index>-<seed>``: by default ``game-0-<seed>``, as a fresh env's first game
         names it; ``CommanderPodEnv`` passes the number of its earlier resets."""
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not -core.MAX_SEED <= seed <= core.MAX_SEED:
+            raise ValueError(
+                f"seed must be an int in -{core.MAX_SEED}..{core.MAX_SEED} (its seats' seeds, seed * 7 + seat, fit int64), got {seed!r}"
+            )
         n = self.num_games
         choice = np.full((n, MAX_POD), -1, np.int64)
         if decks is not None:
