@@ -34,9 +34,10 @@ import numpy as np
 import pyspiel
 import torch
 
+from ml.determinism import cpu_env
 from ml.game.commander import core
 from ml.game.commander.actions import MAX_POD
-from ml.game.commander.core.warmup import run_kernels
+from ml.game.commander.core.warmup import run_kernels, warm_up
 from ml.game.commander.encoding import OBS_DIM, RecordEncoder
 from ml.game.commander.players import HeuristicPlayer
 from ml.game.commander.rules import apply_action, new_game
@@ -168,14 +169,16 @@ def forward_cost(batch: int, repeats: int = 200) -> float:
 
 
 _NATIVE = (
-    "from bench.bench_selfplay import bench_ppo; import torch; torch.set_num_threads(1); print(bench_ppo({seconds}, 1)[0])"
-)
+    "from bench.bench_selfplay import bench_ppo; from ml.game.commander.core.warmup import warm_up; import torch; "
+    "torch.set_num_threads(1); warm_up(); print(bench_ppo({seconds}, 1)[0])"
+)  # the kernels loaded before the timed rounds, as in the parent process
 
 
 def bench_ppo_native(seconds: float) -> float:
     """``bench_ppo(seconds, 1)`` in a process with ``DISTILL_NATIVE_CPU=1`` (MKL's and ATen's own
     code paths for this CPU instead of the reproducible cap, ``ml.determinism``)."""
-    env = {**os.environ, "DISTILL_NATIVE_CPU": "1", "PYTHONPATH": os.getcwd()}
+    capped = set(cpu_env({}, flags={"avx2", "fma"}))  # the variables this process's cap set: not inherited
+    env = {k: v for k, v in os.environ.items() if k not in capped} | {"DISTILL_NATIVE_CPU": "1", "PYTHONPATH": os.getcwd()}
     out = subprocess.run(
         [sys.executable, "-c", _NATIVE.format(seconds=seconds)], env=env, capture_output=True, text=True, check=True
     )
@@ -212,6 +215,7 @@ def main() -> None:
     reference = bench_openspiel(args.seconds)
     core_rules = bench_core_rules(args.seconds)
     core_env, encode_ns = bench_core_env(args.seconds)
+    warm_up()  # what a stage pays once per process (its first CoreGame), outside the timed rows
     core_rows = [
         (f"core rules-only, 4 heuristic seats, {CORE_GAMES} games batched", core_rules),
         ("core env + encoder (obs + mask every decision, no forward pass)", core_env),
