@@ -39,24 +39,21 @@ Version History:
 from __future__ import annotations
 
 import numbers
-import random
 from collections.abc import Mapping
-from typing import Any, ClassVar
 
 import numpy as np
-from gymnasium import spaces
-from pettingzoo import AECEnv
 
 from ml.game.commander import core
-from ml.game.commander.actions import MAX_POD, NUM_ACTIONS
+from ml.game.commander.actions import NUM_ACTIONS
 from ml.game.commander.core.game import CoreGame
-from ml.game.commander.rules import MIN_POD, IllegalActionError
+from ml.game.commander.pod_env import PodEnvBase
+from ml.game.commander.rules import IllegalActionError
 from ml.game.spec import Encoder
 
 _ROW = np.zeros(1, np.int64)  # the view's one row of the core
 
 
-class CommanderPodEnv(AECEnv):
+class CommanderPodEnv(PodEnvBase):
     """The Commander pod as a PettingZoo AEC environment over one game of the compiled core.
 
     Args:
@@ -69,44 +66,12 @@ class CommanderPodEnv(AECEnv):
         ValueError: bad ``pod_size`` or ``max_turns``.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"name": "commander_pod_v0", "is_parallelizable": False, "render_modes": []}
-
     def __init__(self, pod_size: int = 4, max_turns: int = 30, encoder: Encoder | None = None) -> None:
-        super().__init__()
-        if not MIN_POD <= pod_size <= MAX_POD:
-            raise ValueError(f"pod_size must be in {MIN_POD}..{MAX_POD}, got {pod_size}")
-        if not 1 <= max_turns <= core.MAX_TURNS:
-            raise ValueError(f"max_turns must be in 1..{core.MAX_TURNS}, got {max_turns}")
-        from ml.game.commander.encoding import RecordEncoder  # lazy: optional at import time
+        super().__init__(pod_size, max_turns, encoder, max_turns_cap=core.MAX_TURNS)
+        from ml.game.commander.encoding import RecordEncoder
 
-        self.pod_size = pod_size
-        self.max_turns = max_turns
-        self.encoder: Encoder = RecordEncoder() if encoder is None else encoder
         self._core_encodes = type(self.encoder) is RecordEncoder  # as GameSpec.batched decides
-        self.obs_dim = int(self.encoder.obs_dim)
-        self.render_mode = None
-        self.possible_agents = [f"player_{i}" for i in range(pod_size)]
-        self.agent_name_mapping = {a: i for i, a in enumerate(self.possible_agents)}
-        self._observation_space = spaces.Dict(
-            {
-                "observation": spaces.Box(-np.inf, np.inf, shape=(self.obs_dim,), dtype=np.float32),
-                "action_mask": spaces.Box(0, 1, shape=(NUM_ACTIONS,), dtype=np.int8),
-            }
-        )
-        self._action_space = spaces.Discrete(NUM_ACTIONS)
-        self._seed_rng = random.Random()
-        self._games = 0
         self._core: CoreGame | None = None
-
-    # ------------------------------------------------------------------ spaces
-
-    def observation_space(self, agent: str) -> spaces.Dict:
-        """The same Dict space for every agent."""
-        return self._observation_space
-
-    def action_space(self, agent: str) -> spaces.Discrete:
-        """Discrete(NUM_ACTIONS) for every agent."""
-        return self._action_space
 
     @property
     def core(self) -> CoreGame:
@@ -141,23 +106,12 @@ class CommanderPodEnv(AECEnv):
         scripted: Mapping[int, str] = (options or {}).get("scripted", dict.fromkeys(range(self.pod_size), "heuristic"))
         if not isinstance(scripted, Mapping) or any(not isinstance(s, int) or not 0 <= s < self.pod_size for s in scripted):
             raise ValueError(f"options['scripted']: seats must be in 0..{self.pod_size - 1}, got {sorted(scripted)}")
-        if seed is not None:
-            self._seed_rng = random.Random(seed)
-            game_seed = seed
-        else:
-            game_seed = self._seed_rng.getrandbits(31)
+        game_seed = self._game_seed(seed)
         if self._core is None:
             self._core = CoreGame(1, self.pod_size, self.max_turns)
         self._core.reset(0, game_seed, scripted, True, game_index=self._games)  # surfaced: every seat stops
         self._games += 1
-        self.agents = self.possible_agents[:]
-        self.rewards = {a: 0.0 for a in self.agents}
-        self._cumulative_rewards = {a: 0.0 for a in self.agents}
-        self.terminations = {a: False for a in self.agents}
-        self.truncations = {a: False for a in self.agents}
-        self.infos: dict[str, dict] = {a: {} for a in self.agents}
-        self._skip_agent_selection = None
-        self.agent_selection = self.possible_agents[int(self._core.st.active[0])]
+        self._start_agents(int(self._core.st.active[0]))
         self._settle()
 
     def step(self, action: int | None) -> None:
@@ -177,9 +131,7 @@ class CommanderPodEnv(AECEnv):
         if g.st.done[0] or not 0 <= action < NUM_ACTIONS or not g.st.legal[0, action]:
             legal = np.flatnonzero(g.st.legal[0]).tolist()
             raise IllegalActionError(f"action {action} is not legal now (legal: {legal})")
-        self._cumulative_rewards[agent] = 0.0
-        for a in self.agents:
-            self.rewards[a] = 0.0
+        self._clear_rewards_of_step(agent)
         g.step(np.array([action], np.int64))
         for a in self.agents:
             self.rewards[a] += float(g.rewards[0, self.agent_name_mapping[a]])
@@ -264,11 +216,3 @@ class CommanderPodEnv(AECEnv):
     def game_result(self) -> tuple[str, str, int | None, list[int]]:
         """``(game_id, outcome, winner, ranking)`` of the finished game (``GameState.ranking``'s order)."""
         return self.core.result(0)
-
-    def render(self) -> None:
-        """No rendering (``render_modes`` is empty)."""
-        return None
-
-    def close(self) -> None:
-        """Nothing to release."""
-        return None

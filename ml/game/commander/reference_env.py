@@ -31,22 +31,19 @@ Same metadata, spaces, agents, rewards and records as ``CommanderPodEnv``; in ad
 from __future__ import annotations
 
 import logging
-import random
-from typing import Any, ClassVar
 
 import numpy as np
-from gymnasium import spaces
-from pettingzoo import AECEnv
 
 from ml.game.commander import rules
 from ml.game.commander.actions import NUM_ACTIONS
+from ml.game.commander.pod_env import PodEnvBase
 from ml.game.commander.state import GameState
 from ml.game.spec import Encoder
 
 logger = logging.getLogger(__name__)
 
 
-class ReferencePodEnv(AECEnv):
+class ReferencePodEnv(PodEnvBase):
     """The Commander pod as a PettingZoo AEC environment over the object engine (the reference).
 
     Args:
@@ -60,45 +57,9 @@ class ReferencePodEnv(AECEnv):
         ValueError: bad ``pod_size`` or ``max_turns``.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"name": "commander_pod_v0", "is_parallelizable": False, "render_modes": []}
-
     def __init__(self, pod_size: int = 4, max_turns: int = 30, encoder: Encoder | None = None) -> None:
-        super().__init__()
-        if not rules.MIN_POD <= pod_size <= rules.MAX_POD:
-            raise ValueError(f"pod_size must be in {rules.MIN_POD}..{rules.MAX_POD}, got {pod_size}")
-        if max_turns < 1:
-            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
-        if encoder is None:
-            from ml.game.commander.encoding import RecordEncoder  # lazy: optional at import time
-
-            encoder = RecordEncoder()
-        self.pod_size = pod_size
-        self.max_turns = max_turns
-        self.encoder = encoder
-        self.obs_dim = int(encoder.obs_dim)
-        self.render_mode = None
-        self.possible_agents = [f"player_{i}" for i in range(pod_size)]
-        self.agent_name_mapping = {a: i for i, a in enumerate(self.possible_agents)}
-        self._observation_space = spaces.Dict(
-            {
-                "observation": spaces.Box(-np.inf, np.inf, shape=(self.obs_dim,), dtype=np.float32),
-                "action_mask": spaces.Box(0, 1, shape=(NUM_ACTIONS,), dtype=np.int8),
-            }
-        )
-        self._action_space = spaces.Discrete(NUM_ACTIONS)
-        self._seed_rng = random.Random()
-        self._games = 0
+        super().__init__(pod_size, max_turns, encoder, max_turns_cap=2**63 - 1)
         self._state: GameState | None = None
-
-    # ------------------------------------------------------------------ spaces
-
-    def observation_space(self, agent: str) -> spaces.Dict:
-        """The same Dict space for every agent."""
-        return self._observation_space
-
-    def action_space(self, agent: str) -> spaces.Discrete:
-        """Discrete(NUM_ACTIONS) for every agent."""
-        return self._action_space
 
     @property
     def state(self) -> GameState:
@@ -121,21 +82,9 @@ class ReferencePodEnv(AECEnv):
                 with it. None with no earlier seed draws from OS entropy.
             options: ignored.
         """
-        if seed is not None:
-            self._seed_rng = random.Random(seed)
-            game_seed = seed
-        else:
-            game_seed = self._seed_rng.getrandbits(31)
-        self._state = rules.new_game(game_seed, self.pod_size, self.max_turns, game_index=self._games)
+        self._state = rules.new_game(self._game_seed(seed), self.pod_size, self.max_turns, game_index=self._games)
         self._games += 1
-        self.agents = self.possible_agents[:]
-        self.rewards = {a: 0.0 for a in self.agents}
-        self._cumulative_rewards = {a: 0.0 for a in self.agents}
-        self.terminations = {a: False for a in self.agents}
-        self.truncations = {a: False for a in self.agents}
-        self.infos: dict[str, dict] = {a: {} for a in self.agents}
-        self._skip_agent_selection = None
-        self.agent_selection = self.possible_agents[self._state.current_seat]
+        self._start_agents(self._state.current_seat)
         self._settle()
 
     def step(self, action: int | None) -> None:
@@ -149,9 +98,7 @@ class ReferencePodEnv(AECEnv):
         if self.terminations[agent] or self.truncations[agent]:
             self._was_dead_step(action)
             return
-        self._cumulative_rewards[agent] = 0.0
-        for a in self.agents:
-            self.rewards[a] = 0.0
+        self._clear_rewards_of_step(agent)
         rules.apply_action(self.state, action)  # type: ignore[arg-type]
         self._settle()
 
@@ -219,11 +166,3 @@ class ReferencePodEnv(AECEnv):
         """``(game_id, outcome, winner, ranking)`` of the finished game (``GameState.ranking``)."""
         st = self.state
         return st.game_id, rules.outcome(st), st.winner, st.ranking()
-
-    def render(self) -> None:
-        """No rendering (``render_modes`` is empty)."""
-        return None
-
-    def close(self) -> None:
-        """Nothing to release."""
-        return None
