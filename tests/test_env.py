@@ -295,3 +295,30 @@ def test_params_round_cap_is_the_cores() -> None:
     from ml.params_sections import GameParams
 
     assert GameParams.model_fields["max_turns"].metadata[-1].le == core.MAX_TURNS
+
+
+def test_a_refused_reset_leaves_the_seedless_resets_as_they_were() -> None:
+    env, twin = CommanderPodEnv(4), CommanderPodEnv(4)
+    env.reset(seed=11)
+    twin.reset(seed=11)
+    with pytest.raises(ValueError, match="no scripted player of kind 'mcts'"):
+        env.reset(seed=99, options={"scripted": {0: "mcts"}})
+    env.reset()
+    twin.reset()
+    assert env.decision_record()["game_id"] == twin.decision_record()["game_id"]  # the same drawn seed
+
+
+@pytest.mark.parametrize("make", [CommanderPodEnv, ReferencePodEnv])
+def test_stepping_before_a_reset_or_after_the_game_says_so(make) -> None:
+    env = make(2, max_turns=2)
+    with pytest.raises(RuntimeError, match=re.escape("call reset() first")):
+        env.step(0)
+    env.reset(seed=4)
+    while env.agents:
+        agent = env.agent_selection
+        done = env.terminations[agent] or env.truncations[agent]
+        env.step(None if done else int(np.flatnonzero(env.observe(agent)["action_mask"])[0]))
+    with pytest.raises(RuntimeError, match="the game is over"):
+        env.step(0)
+    env.reset(seed=4)  # and the env plays on
+    assert env.agents

@@ -45,7 +45,7 @@ import numpy as np
 
 from ml.game.commander import core
 from ml.game.commander.actions import NUM_ACTIONS
-from ml.game.commander.core.game import CoreGame
+from ml.game.commander.core.game import SCRIPTED_KINDS, CoreGame
 from ml.game.commander.pod_env import PodEnvBase
 from ml.game.commander.rules import IllegalActionError
 from ml.game.spec import Encoder
@@ -106,6 +106,9 @@ class CommanderPodEnv(PodEnvBase):
         scripted: Mapping[int, str] = (options or {}).get("scripted", dict.fromkeys(range(self.pod_size), "heuristic"))
         if not isinstance(scripted, Mapping) or any(not isinstance(s, int) or not 0 <= s < self.pod_size for s in scripted):
             raise ValueError(f"options['scripted']: seats must be in 0..{self.pod_size - 1}, got {sorted(scripted)}")
+        unknown = sorted({repr(k) for k in scripted.values() if k not in SCRIPTED_KINDS})
+        if unknown:
+            raise ValueError(f"options['scripted']: no scripted player of kind {', '.join(unknown)}; use heuristic or random")
         game_seed = self._game_seed(seed)
         if self._core is None:
             self._core = CoreGame(1, self.pod_size, self.max_turns)
@@ -120,8 +123,9 @@ class CommanderPodEnv(PodEnvBase):
         Raises:
             IllegalActionError: an action that is not an int or outside the mask.
             ValueError: a non-None action for a dead agent.
+            RuntimeError: before the first ``reset``, or after the game ended and every agent was stepped out.
         """
-        agent = self.agent_selection
+        agent = self._agent_to_step()
         if self.terminations[agent] or self.truncations[agent]:
             self._was_dead_step(action)
             return

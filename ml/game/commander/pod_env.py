@@ -84,6 +84,19 @@ class PodEnvBase(AECEnv):
         self._skip_agent_selection = None
         self.agent_selection = self.possible_agents[first_seat]
 
+    def _agent_to_step(self) -> str:
+        """``agent_selection``, the agent a ``step`` is for.
+
+        Raises:
+            RuntimeError: before the first ``reset``, or once the game is over and every agent
+                has been stepped out (call ``reset()``).
+        """
+        if not hasattr(self, "agent_selection"):
+            raise RuntimeError("call reset() first")
+        if not self.agents:
+            raise RuntimeError("the game is over and every agent is done; call reset() for the next game")
+        return self.agent_selection
+
     def _clear_rewards_of_step(self, agent: str) -> None:
         """A live agent's step starts: its cumulative reward is reported, every step reward is zero."""
         self._cumulative_rewards[agent] = 0.0

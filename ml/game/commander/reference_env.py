@@ -93,8 +93,9 @@ class ReferencePodEnv(PodEnvBase):
         Raises:
             rules.IllegalActionError: an action outside the mask.
             ValueError: a non-None action for a dead agent.
+            RuntimeError: before the first ``reset``, or after the game ended and every agent was stepped out.
         """
-        agent = self.agent_selection
+        agent = self._agent_to_step()
         if self.terminations[agent] or self.truncations[agent]:
             self._was_dead_step(action)
             return
