@@ -205,12 +205,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=5.0, help="time per measurement (default: %(default)s)")
     parser.add_argument("--core-only", action="store_true", help="only the core rows, the compile time and the reference")
+    parser.add_argument("--skip-compile", action="store_true",
+                        help="leave out the compile-time row (a cold compile in a fresh cache: 1-3 min)")  # fmt: skip
     args = parser.parse_args()
     torch.set_num_threads(1)
-    cold, cached = bench_core_compile()
-    print(
-        f"core compile: {cold:.1f} s cold (empty numba cache), {cached:.1f} s from the cache (import + warm-up, fresh process)"
-    )
+    if not args.skip_compile:
+        cold, cached = bench_core_compile()
+        print(
+            f"core compile: {cold:.1f} s cold (empty numba cache), {cached:.1f} s from the cache (import + warm-up, fresh process)"
+        )
     run_kernels()
     reference = bench_openspiel(args.seconds)
     core_rules = bench_core_rules(args.seconds)

@@ -84,6 +84,7 @@ def write_teacher_batch(
         ml.compute.ComputeError: the Ray cluster was lost mid-stage.
     """
     seatings = [["heuristic"] * game.num_players for _ in range(games)]
+    game.warm_up()  # a cold compile is not play: outside the rate and the progress bar's ETA
     started = time.perf_counter()
     setup = executor.share((game, seatings, game_seeds(seed, games), seed))
     tasks = list(enumerate(chunk_ranges(games, chunk_games or TEACHER_CHUNK)))

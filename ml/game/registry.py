@@ -193,6 +193,16 @@ class GameSpec:
         return EnvGame(lambda: self._scriptable_env(encoder), self.make_player, num_games, self.num_players, self.obs_dim,
                        self.num_actions)  # fmt: skip
 
+    def warm_up(self) -> None:
+        """Compile, or load from numba's cache, the game's compiled kernels now (the commander core:
+        about 70 s cold on a 2-core machine, 2-3 s cached; ``ml.game.commander.core.warmup``), so that
+        what a stage times and shows in its progress bar afterwards is play. Once per process; other
+        games have nothing to compile."""
+        if not self.is_openspiel:
+            from ml.game.commander.core.warmup import warm_up
+
+            warm_up()
+
     def make_player(self, kind: str, seed: int) -> ScriptedPlayer:
         """The scripted player behind a controller kind: ``heuristic`` (the game's teacher) or ``random``.
 
