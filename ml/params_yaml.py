@@ -1,9 +1,10 @@
-"""Reading ``params.yaml`` for ``ml.params``: YAML 1.2 floats, no key written twice, the line of every key.
+"""The project's YAML (ruamel.yaml, YAML 1.2 as DVC reads it), and reading ``params.yaml`` for ``ml.params``.
 
-PyYAML reads YAML 1.1, where ``1e-3`` (no dot) is a string; ruamel.yaml (``ml.driver.params_file``)
-and DVC read YAML 1.2, where it is a float. ``read_yaml`` reads floats as YAML 1.2 does, refuses
-a key written twice in one mapping (PyYAML keeps the later value silently) and returns each
-key's line, so an error can name it (``params.yaml:12: train.epochs: ...``).
+Every YAML file the project reads or writes goes through ruamel.yaml: :func:`safe_yaml` for
+plain data (``dvc.lock``, the card pool and decks, the Forge card table), the round trip of
+``ml.driver.params_file`` for rewriting ``params.yaml``. YAML 1.2 is what DVC reads (``1e-3``
+is a float, ``yes`` a string). ``read_yaml`` refuses a key written twice in one mapping and
+returns each key's line, so an error can name it (``params.yaml:12: train.epochs: ...``).
 
 Bytes that are not YAML are named at their line and column (1-based), one line each, before
 either YAML library sees them (``read_params_text``, ``check_characters``): bytes that are not
@@ -19,8 +20,10 @@ import typing
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+from ruamel.yaml.nodes import MappingNode, Node, SequenceNode
 
 KeyPath = tuple[str | int, ...]
 """A place in the params: section, key, sub-key or list index (pydantic's error ``loc``)."""
@@ -45,15 +48,16 @@ class At(ValueError):
         self.loc = loc
 
 
-class _Loader(yaml.SafeLoader):
-    """PyYAML's safe loader, with floats as YAML 1.2 reads them: ``1e-3``, ``1E5``, ``-2.5e-4``."""
+def safe_yaml() -> YAML:
+    """A ruamel.yaml reader/writer of plain data: YAML 1.2, safe types only (dicts, lists, scalars),
+    a key written twice refused (``DuplicateKeyError``), long lines never re-wrapped.
 
-
-_Loader.add_implicit_resolver(  # after the int and YAML 1.1 float resolvers: only what they leave a string
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$"),
-    list("-+0123456789."),
-)
+    Not thread-safe: make one per use."""
+    yaml = YAML(typ="safe", pure=True)
+    yaml.width = 4096
+    yaml.default_flow_style = False
+    yaml.allow_unicode = True
+    return yaml
 
 
 def read_params_text(path: Path) -> str:
@@ -93,7 +97,7 @@ def check_characters(text: str, source: str) -> None:
 
 
 def yaml_error(e: Exception, source: str) -> str:
-    """PyYAML's or ruamel.yaml's error about ``source`` as one line, ``<source>:<line>:<col>: <problem>``.
+    """ruamel.yaml's error about ``source`` as one line, ``<source>:<line>:<col>: <problem>``.
 
     A marked error (scanner, parser) gives its problem's line and column (1-based) and what it
     was parsing (``(while parsing a flow sequence from line 3)``); a tab that cannot start a token
@@ -126,20 +130,17 @@ def read_yaml(text: str, source: str) -> tuple[Any, dict[KeyPath, int]]:
             twice in one mapping (``<source>:<line>: <section>: key '<key>' written twice (first on line <n>)``).
     """
     check_characters(text, source)
-    loader = _Loader(text)
     try:
-        node = loader.get_single_node()
+        node = safe_yaml().compose(text)
         lines: dict[KeyPath, int] = {}
-        _key_lines(node, (), lines, source)
-        return (loader.construct_document(node) if node is not None else None), lines
-    except yaml.YAMLError as e:
+        _key_lines(node, (), lines, source)  # before loading: names the first of a key written twice
+        return (safe_yaml().load(text) if node is not None else None), lines
+    except YAMLError as e:
         raise ParamsError(yaml_error(e, source)) from e
-    finally:
-        loader.dispose()
 
 
-def _key_lines(node: yaml.Node | None, loc: KeyPath, lines: dict[KeyPath, int], source: str) -> None:
-    if isinstance(node, yaml.MappingNode):
+def _key_lines(node: Node | None, loc: KeyPath, lines: dict[KeyPath, int], source: str) -> None:
+    if isinstance(node, MappingNode):
         for key_node, value in node.value:
             key, line = str(key_node.value), key_node.start_mark.line + 1
             at = (*loc, key)
@@ -148,7 +149,7 @@ def _key_lines(node: yaml.Node | None, loc: KeyPath, lines: dict[KeyPath, int], 
                 raise ParamsError(f"{source}:{line}: {where}: key {key!r} written twice (first on line {first})")
             lines[at] = line
             _key_lines(value, at, lines, source)
-    elif isinstance(node, yaml.SequenceNode):
+    elif isinstance(node, SequenceNode):
         for i, item in enumerate(node.value):
             at = (*loc, i)
             lines[at] = item.start_mark.line + 1

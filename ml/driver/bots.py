@@ -14,11 +14,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ml.compute import LOCAL, Executor
 from ml.deals import pod_win_rate
 from ml.game.registry import GameSpec
+from ml.params_yaml import safe_yaml
 from ml.policy import PolicyNet, load_policy, save_policy
 from ml.rollout import Controller
 
@@ -58,7 +57,7 @@ def student_from_commit(root: Path, git: Any, sha: str) -> Path:
     Raises:
         PromoteError: the commit has no student, or the cache lacks it (``dvc pull`` first).
     """
-    lock = yaml.safe_load(git("show", f"{sha}:dvc.lock"))
+    lock = safe_yaml().load(git("show", f"{sha}:dvc.lock"))
     md5 = next(
         (
             o["md5"]

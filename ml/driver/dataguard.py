@@ -27,11 +27,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
 from git import Repo as GitRepo
+from ruamel.yaml.error import YAMLError
 
 from ml.driver.promotion import PROMOTED, TRACKED_INPUTS, refuse_hand_made
 from ml.driver.workspace import LoopError
+from ml.params_yaml import safe_yaml
 
 CACHE_DIR = Path(".dvc/cache/files/md5")
 """Where DVC 3 keeps the objects of this repository's cache (``<md5[:2]>/<md5[2:]>``)."""
@@ -265,8 +266,8 @@ def _holds(root: Path, recorded: Any, md5: str) -> bool:
 
 def _blob(git: GitRepo, sha: str, path: str) -> Any:
     try:
-        return yaml.safe_load(git.commit(sha).tree[path].data_stream.read()) or {}
-    except (KeyError, yaml.YAMLError):
+        return safe_yaml().load(git.commit(sha).tree[path].data_stream.read()) or {}
+    except (KeyError, YAMLError):
         return {}
 
 

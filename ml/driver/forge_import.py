@@ -35,14 +35,13 @@ lists what was put there by hand, and ``loop.py`` refuses to run until it is imp
 from __future__ import annotations
 
 import hashlib
+import io
 import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
-
-import yaml
 
 from ml.driver.forge_games import (
     Game,
@@ -57,6 +56,7 @@ from ml.game.commander.cards import load_card_pool
 from ml.game.commander.forge import CARD_TABLE, load_card_table, merge_card_tables
 from ml.io import TMP_SUFFIX, DataFileError, atomic_write_bytes, atomic_write_text, file_md5
 from ml.params import load_params
+from ml.params_yaml import safe_yaml
 from ml.records import classify_file, scan_batches
 
 FORGE_DIR = "data/forge"
@@ -391,7 +391,9 @@ def _merged_cards(forge_dir: Path, cards: Path | None) -> dict[str, str] | None:
 
 def _write_cards(forge_dir: Path, table: dict[str, str]) -> None:
     text = "# Card table of the imported Forge data: card name -> kind (labels only; python loop.py import-forge --cards)\n"
-    text += yaml.safe_dump(dict(sorted(table.items())), allow_unicode=True, width=4096)
+    out = io.StringIO()
+    safe_yaml().dump(dict(sorted(table.items())), out)
+    text += out.getvalue()
     atomic_write_text(forge_dir / CARD_TABLE, text)
 
 

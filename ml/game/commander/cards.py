@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
+from ml.params_yaml import safe_yaml
 
 logger = logging.getLogger(__name__)
 
@@ -84,8 +84,7 @@ def _read_yaml(path: Path, key: str) -> list[Any]:
     Raises:
         ValueError: the file is not a mapping with a list under ``key``.
     """
-    with open(path, encoding="utf-8") as f:
-        data = yaml.safe_load(f)
+    data = safe_yaml().load(Path(path).read_text(encoding="utf-8"))
     if not isinstance(data, dict) or not isinstance(data.get(key), list):
         raise ValueError(f"{path}: expected a mapping with a list under '{key}'")
     return data[key]

@@ -19,11 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
+from ruamel.yaml.error import YAMLError
+from ruamel.yaml.nodes import MappingNode, ScalarNode
 
 from ml.game.commander.cards import KINDS, Card
 from ml.game.commander.encoding import RecordEncoder, attack_target_mask, label_record
 from ml.io import DataFileError
+from ml.params_yaml import safe_yaml
 
 CARD_TABLE = "cards.yaml"
 """The user card table inside the Forge folder (``data/forge``): ``card name: kind``
@@ -53,15 +55,15 @@ def load_card_table(path: str | Path, pool: Mapping[str, Card]) -> dict[str, str
     if not path.exists():
         return {}
     try:
-        root = yaml.compose(path.read_text(encoding="utf-8-sig"))
-    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        root = safe_yaml().compose(path.read_text(encoding="utf-8-sig"))
+    except (YAMLError, UnicodeDecodeError) as e:
         mark = getattr(e, "problem_mark", None)
         raise DataFileError(path, mark.line + 1 if mark else None, None, f"not a YAML card table ({e})") from None
     except OSError as e:  # a folder, no permission
         raise DataFileError(path, None, None, f"cannot read the card table: {e.strerror or e}") from None
     if root is None:
         return {}
-    if not isinstance(root, yaml.MappingNode):
+    if not isinstance(root, MappingNode):
         raise DataFileError(path, root.start_mark.line + 1, None, "expected a mapping of card name to kind")
     table: dict[str, str] = {}
     lines: dict[str, int] = {}
@@ -70,7 +72,7 @@ def load_card_table(path: str | Path, pool: Mapping[str, Card]) -> dict[str, str
         if name in lines:  # YAML keys are unique; a plain load would keep the last silently
             raise DataFileError(path, line, name, f"listed twice (first on line {lines[name]}); give each card one kind")
         lines[name] = line
-        if not isinstance(value, yaml.ScalarNode) or kind not in KINDS:
+        if not isinstance(value, ScalarNode) or kind not in KINDS:
             raise DataFileError(path, line, name, f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
         if name in pool and pool[name].kind != kind:
             raise DataFileError(path, line, name, f"a built-in card of kind {pool[name].kind!r}; the table cannot change it")
