@@ -162,7 +162,12 @@ def test_push_fails_once_then_works(tmp_path: Path):
     messages: list[str] = []
     loop = Loop(repo, echo=messages.append)
     assert loop.push(tries=2, backoff_s=0.01) is False
-    assert any("push failed" in m for m in messages) and (repo / ".dvc/tmp/loop/push-pending").exists()
+    assert [m.split(":")[0] for m in messages if "push failed" in m] == [
+        "push failed (try 1/2)",
+        "push failed (try 2/2)",
+        "push failed",
+    ]
+    assert (repo / ".dvc/tmp/loop/push-pending").exists()
     subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
     assert loop.push(tries=2, backoff_s=0.01) is True
     assert not (repo / ".dvc/tmp/loop/push-pending").exists()

@@ -21,10 +21,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 import yaml
+from git import GitCommandError
 
 from ml.driver.commands import apply_profile
 from ml.driver.evaluate import evaluate
@@ -159,6 +161,19 @@ def test_stale_index_lock_is_cleared_at_start(loop: Loop):
     res = run_loop(loop.root, "promote", "gen999")  # any loop.py command: the lock goes before any work
     assert not lock.exists() and "stale" in res.stdout + res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_git_waits_for_another_process_holding_the_index_lock(loop: Loop):
+    lock = loop.root / ".git/index.lock"
+    lock.touch()
+    threading.Timer(0.4, lock.unlink).start()  # the other process ends within the first two waits
+    (loop.root / "new.txt").write_text("x\n")
+    loop.git("add", "new.txt")  # tried again until the lock is gone
+    assert "new.txt" in loop.git("diff", "--cached", "--name-only")
+    lock.touch()
+    with pytest.raises(GitCommandError, match=r"index\.lock"):
+        loop.git("rm", "--cached", "-q", "new.txt")  # a lock that stays: the last try's error
+    lock.unlink()
 
 
 def test_resumed_commit_keeps_the_figures(loop: Loop):

@@ -22,6 +22,15 @@ from pathlib import Path
 import psutil
 from filelock import FileLock, Timeout
 from git import InvalidGitRepositoryError, NoSuchPathError, Repo
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_chain,
+    wait_fixed,
+    wait_incrementing,
+)
 
 from ml.driver.state import LOCK_FILE, PROGRESS_FILE, RUNTIME_DIR
 from ml.faults import during, kill_group, seam
@@ -38,6 +47,9 @@ DVC = (sys.executable, "-m", "dvc")
 """DVC of this interpreter's environment (works without an activated venv)."""
 PENDING_COMMIT = RUNTIME_DIR / "pending-commit.json"
 """Journal of a non-attempt commit in progress (``Workspace.committing``)."""
+GIT_LOCK_WAITS_S = (0.2, 0.5, 1.0, 2.0)
+"""Seconds between the tries of a git command while another process holds ``index.lock``."""
+
 DEFAULT_IDENTITY = ("distill-loop", "distill-loop@localhost")
 """Who commits when git has no ``user.name``/``user.email`` (said at start)."""
 
@@ -163,14 +175,15 @@ class Workspace:
         return "\n".join(line for _, line in lines), stage_times(lines)
 
     def git(self, *args: str) -> str:
-        """A git command, retried briefly while another process holds ``index.lock``."""
-        for delay in (0.2, 0.5, 1.0, 2.0, 0.0):
-            try:
+        """A git command, retried briefly (5 tries over 3.7 s) while another process holds ``index.lock``.
+
+        Raises:
+            git.GitCommandError: it failed otherwise, or the lock stayed.
+        """
+        for attempt in Retrying(retry=retry_if_exception(lambda e: "index.lock" in str(e)), stop=stop_after_attempt(5),
+                                wait=wait_chain(*map(wait_fixed, GIT_LOCK_WAITS_S)), reraise=True):  # fmt: skip
+            with attempt:
                 return self.repo.git.execute(["git", *args])
-            except Exception as e:
-                if "index.lock" not in str(e) or not delay:
-                    raise
-                time.sleep(delay)
         raise AssertionError("unreachable: the last try re-raises")
 
     def changes(self) -> list[tuple[str, str]]:
@@ -349,16 +362,23 @@ class Workspace:
             return True
         pending = self.path(RUNTIME_DIR / "push-pending")
         branch = self.git("rev-parse", "--abbrev-ref", "HEAD")
-        for attempt in range(1, tries + 1):
-            try:
-                self.run([*DVC, "push", "--quiet", *(["--all-commits"] if pending.exists() else [])])
-                self.git("push", "--quiet", git_remotes[0], f"HEAD:refs/heads/{branch}")
-                pending.unlink(missing_ok=True)
-                return True
-            except Exception as e:  # any failure of a remote is reported, never fatal
-                last = str(e).strip().splitlines()[-1].strip(" '\"") if str(e).strip() else repr(e)
-                self.echo(f"push failed (try {attempt}/{tries}): {last}")
-                time.sleep(backoff_s * attempt if attempt < tries else 0)
+
+        def said(state: RetryCallState) -> None:  # every failed try, the last one included
+            e = state.outcome.exception() if state.outcome is not None else None
+            last = str(e).strip().splitlines()[-1].strip(" '\"") if str(e).strip() else repr(e)
+            self.echo(f"push failed (try {state.attempt_number}/{tries}): {last}")
+
+        def push_once() -> bool:
+            self.run([*DVC, "push", "--quiet", *(["--all-commits"] if pending.exists() else [])])
+            self.git("push", "--quiet", git_remotes[0], f"HEAD:refs/heads/{branch}")
+            return True
+
+        # any failure of a remote is reported, never fatal; the waits are backoff_s, 2 * backoff_s, ...
+        pushed = Retrying(stop=stop_after_attempt(tries), wait=wait_incrementing(backoff_s, backoff_s), after=said,
+                          retry_error_callback=lambda _: False)(push_once)  # fmt: skip
+        if pushed:
+            pending.unlink(missing_ok=True)
+            return True
         pending.parent.mkdir(parents=True, exist_ok=True)
         pending.write_text(time.strftime("%Y-%m-%dT%H:%M:%S"))
         self.echo("push failed: it will be retried after the next commit (the commits and data are safe locally)")
