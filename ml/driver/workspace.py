@@ -194,8 +194,10 @@ class Workspace:
 
     def head_bytes(self, rel: str) -> bytes | None:
         """The bytes of ``rel`` at HEAD exactly (trailing newline kept), or None without it."""
-        proc = subprocess.run(["git", "show", f"HEAD:{rel}"], cwd=self.root, env=self.env, capture_output=True)
-        return proc.stdout if proc.returncode == 0 else None
+        try:
+            return self.repo.head.commit.tree[rel].data_stream.read()
+        except (KeyError, ValueError):  # no such path at HEAD, or no commit yet
+            return None
 
     def head_attempt_ids(self, limit: int = 200) -> set[str]:
         """Attempt ids named by ``Attempt-Id:`` trailers in the last ``limit`` commits."""
