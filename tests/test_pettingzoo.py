@@ -248,6 +248,33 @@ GATE_TINY = {
 }
 
 
+def test_readme_example_plays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's "Your own game" module and params, as a user copies them."""
+    import re
+
+    import yaml
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## Your own game", 1)[1].split("\n## ", 1)[0]
+    code, params = (
+        re.search(r"```python\n(.*?)```", section, re.S).group(1),
+        re.search(r"```yaml\n(.*?)```", section, re.S).group(1),
+    )
+    (tmp_path / "my_nim.py").write_text(code)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    p = params_from_dict(yaml.safe_load(params))
+    game = make_game(p.game, p.teacher)
+    api_test(game.make_env(), num_cycles=50)
+    seatings = [["heuristic", "random"]] * 10 + [["random", "heuristic"]] * 10
+    results = list(play_games(
+        seatings, game_seeds(2, 20), {"heuristic": Controller("heuristic"), "random": Controller("random")},
+        num_envs=4, generator=torch.Generator().manual_seed(0), game=game,
+    ))  # fmt: skip
+    assert all(r.winner == 0 for r in results if r.seats[0] == "heuristic")  # 9 stones: the first mover wins with it
+    assert sum(r.winner == 1 for r in results if r.seats[1] == "heuristic") >= 5  # ... and wins most when second
+    sys.modules.pop("my_nim", None)
+
+
 def _pipeline_overrides(name: str, policy: str, teacher_games: int = 24) -> dict:
     return {
         "profiles": None,  # the repo's profiles switch to its own games, which a callable teacher does not fit
