@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -25,14 +26,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
 from pettingzoo.test import api_test
 
+from ml.api.observation_policy import add_observation_routes  # imports GitPython, which runs git once: not in a test
 from ml.dataset import load_teacher
 from ml.game.registry import make_game, pettingzoo
 from ml.params import ParamsError, params_from_dict
 from ml.record_schema import OpenSpielRecord
 from ml.records import BatchWriter, read_records, scan_batches
 from ml.rollout import Controller, game_seeds, play_games
+from ml.serving import MicroBatcher
 from tests.conftest import attempt_commits, make_project_copy, run_loop, run_pipeline, tiny_params
 
 pytest.importorskip("pettingzoo.classic", reason="the classic envs need pettingzoo[classic] (pip install -e '.[classic]')")
@@ -318,6 +323,33 @@ def test_user_env_stages_tournament_and_ray_runtime_env(nim: Path, tmp_path: Pat
     from ml.compute import runtime_env
 
     assert str(nim / "tiny_nim.py") in runtime_env()["py_modules"]
+    _check_observation_endpoint(tmp_path, student, next((tmp_path / "teacher").glob("*.jsonl")))
+
+
+def _check_observation_endpoint(tmp: Path, student: torch.nn.Module, batch: Path) -> None:
+    """``POST /api/ml/policy/act/observation`` answers the records' decisions as the student's greedy
+    choice; a wrong observation length is a 422 naming the field."""
+    repo = tmp / "served"
+    (repo / "data/merged/students").mkdir(parents=True)
+    shutil.copy(tmp / "student.pt", repo / "data/merged/students/gen000.pt")
+    app = FastAPI()
+    add_observation_routes(app, repo, lambda _: None, MicroBatcher(), 1 << 20)
+    recs = list(read_records(batch))[:40]
+    obs = np.asarray([r.observation for r in recs], np.float32)
+    mask = np.asarray([r.action_mask for r in recs], bool)
+    actions, _, values, _ = student.act(obs, mask, greedy=True)
+    body = {"decisions": [{"observation": r.observation, "action_mask": r.action_mask} for r in recs]}
+    with TestClient(app) as client:
+        got = client.post("/api/ml/policy/act/observation", json=body)
+        assert got.status_code == 200, got.text
+        answers = got.json()["answers"]
+        assert [a["action_idx"] for a in answers] == actions.tolist() and got.json()["model"]["name"] == "gen000"
+        assert all(set(a["probs"]) == {str(i) for i in np.flatnonzero(m)} for a, m in zip(answers, mask, strict=True))
+        np.testing.assert_allclose([a["value"] for a in answers], values, atol=1e-6)
+        bad = client.post(
+            "/api/ml/policy/act/observation", json={"decisions": [{"observation": [0.0], "action_mask": [1, 1, 1]}]}
+        )
+        assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "decisions", 0, "observation"]
 
 
 @pytest.mark.expensive
