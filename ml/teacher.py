@@ -76,7 +76,7 @@ def write_teacher_batch(
     Returns:
         ``teacher/…`` metrics: ``games``, ``decisions``, ``draw_rate`` (share of games),
         ``decisions_per_s`` (decisions per second of wall time), ``game`` and ``kind`` (the
-        teacher's name).
+        teacher's name) and, for a PettingZoo game, ``env_version`` (``GameSpec.env_version``).
 
     Raises:
         ValueError: a bad batch id.

@@ -297,6 +297,7 @@ def test_classic_env_stages_end_to_end(tmp_path: Path, name: str, version: str) 
     assert teacher["teacher/game"] == name and teacher["teacher/env_version"].startswith(f"{version} pettingzoo==")
     assert teacher["teacher/kind"] == "teacher.policy random" and teacher["teacher/games"] == 24
     assert pipe.metrics("selfplay")["selfplay/decisions"] >= 300 and pipe.metrics("gate")["gate/eval_games"] % 2 == 0
+    assert pipe.metrics("export")["export/env_version"] == teacher["teacher/env_version"]
     (batch,) = scan_batches(pipe.dirs["candidate"], sources=("ppo",))
     recs = list(read_records(batch))
     assert recs and all(r.game == name and r.env_version == teacher["teacher/env_version"] and r.source == "ppo" for r in recs)
