@@ -367,3 +367,23 @@ def test_loop_one_generation_of_a_user_env_from_pythonpath(tmp_path: Path) -> No
     assert len(attempt_commits(repo)) == 1
     metrics = json.loads((repo / "metrics/teacher.json").read_text())
     assert metrics["teacher/env_version"] == "tiny_nim_v1 unpackaged"
+
+
+@pytest.mark.expensive
+def test_ray_workers_get_the_user_module_and_the_local_bits(nim: Path, tmp_path: Path) -> None:
+    """A one-node Ray started for the test plays the user's env from the module shipped in the runtime
+    environment (its folder is on the driver's ``sys.path`` only) and writes the local batch bit for bit."""
+    pytest.importorskip("ray", reason='Ray is not installed: pip install -e ".[ray]"')
+    from ml.compute import make_executor
+    from ml.params_sections import ComputeParams
+    from ml.teacher import write_teacher_batch
+
+    game = pettingzoo(NIM, None, "tiny_nim:teacher")  # imports the module: the executor ships it
+    write_teacher_batch(tmp_path / "local", game, batch_id="t", games=12, seed=3, chunk_games=4)
+    executor = make_executor(ComputeParams(backend="ray", address="local", cpus_per_chunk=1.0))
+    try:
+        write_teacher_batch(tmp_path / "ray", game, batch_id="t", games=12, seed=3, chunk_games=4, executor=executor)
+    finally:
+        executor.close()
+    (local,) = (tmp_path / "local").iterdir()
+    assert local.read_bytes() == (tmp_path / "ray" / local.name).read_bytes()

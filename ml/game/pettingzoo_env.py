@@ -60,6 +60,10 @@ class PettingZooError(ValueError):
         super().__init__(text)
         self.param = param
 
+    def __reduce__(self) -> tuple[type[PettingZooError], tuple[str, str]]:
+        """Pickled whole, so a worker's refusal (a Ray task's) reaches the driver as it was raised."""
+        return PettingZooError, (self.param, str(self))
+
 
 def import_object(path: str, param: str) -> Any:
     """The object ``<module>:<attr>`` names (``attr`` may be dotted).
