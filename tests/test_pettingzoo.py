@@ -8,9 +8,11 @@ the game, the env version, observation and mask and round-trip through the datas
 the user's scripted teacher plays as the ``heuristic`` kind (the Elo anchor) and beats the
 uniform player at its own game; every stage runs in process on two PettingZoo classic envs
 (connect_four_v3, leduc_holdem_v4) and on a user's env written into a temporary folder, with
-``teacher/env_version`` in the metrics; a tournament runs on the user's env; the Ray runtime
-environment ships the user's module; ``loop.py`` runs one generation of the user's env from
-``PYTHONPATH`` (expensive).
+``teacher/env_version`` in the metrics; a tournament runs on the user's env and the
+observation endpoint answers its decisions as the student's greedy choice; the README's
+example plays as written; the Ray runtime environment ships the user's module, and a local
+Ray plays it to the local bits (expensive); ``loop.py`` runs one generation of the user's
+env from ``PYTHONPATH`` (expensive).
 """
 
 from __future__ import annotations
