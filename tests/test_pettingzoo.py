@@ -356,7 +356,9 @@ def _check_observation_endpoint(tmp: Path, student: torch.nn.Module, batch: Path
 
 
 @pytest.mark.expensive
-def test_loop_one_generation_of_a_user_env_from_pythonpath(tmp_path: Path) -> None:
+def test_loop_one_generation_eval_and_dashboard_of_a_user_env_from_pythonpath(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     user = tmp_path / "user"
     user.mkdir()
     (user / "tiny_nim.py").write_text(textwrap.dedent(NIM_SOURCE))
@@ -364,11 +366,24 @@ def test_loop_one_generation_of_a_user_env_from_pythonpath(tmp_path: Path) -> No
     overrides["selfplay"]["workers"] = 2  # worker processes import the user's module too
     params = tiny_params({**overrides, "loop": {"max_generations": 1, "max_retries": 0}})
     repo = make_project_copy(tmp_path / "repo", params)
-    res = run_loop(repo, env={"PYTHONPATH": os.pathsep.join([str(user), os.environ.get("PYTHONPATH", "")])})
+    env = {"PYTHONPATH": os.pathsep.join([str(user), os.environ.get("PYTHONPATH", "")])}
+    res = run_loop(repo, env=env)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert len(attempt_commits(repo)) == 1
     metrics = json.loads((repo / "metrics/teacher.json").read_text())
     assert metrics["teacher/env_version"] == "tiny_nim_v1 unpackaged"
+    ev = run_loop(repo, "eval", "--games", "8", env=env)
+    assert ev.returncode == 0 and "teacher.policy tiny_nim:teacher" in ev.stdout, ev.stdout[-2000:] + ev.stderr[-2000:]
+    assert any(line.startswith("gen000") for line in ev.stdout.splitlines()), ev.stdout
+    from ml.api.app import create_app
+
+    monkeypatch.syspath_prepend(str(user))  # as `PYTHONPATH=... python -m ml.api` would
+    _forget_user_modules()
+    with TestClient(create_app(repo)) as client:  # the dashboard and its status on the user's game
+        page = client.get("/")
+        assert page.status_code == 200 and "winrate" in page.text
+        assert client.get("/api/ml/distill/status").json()["state"] == "done"
+    _forget_user_modules()
 
 
 @pytest.mark.expensive
