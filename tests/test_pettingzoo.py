@@ -35,7 +35,7 @@ from pettingzoo.test import api_test
 from ml.api.observation_policy import add_observation_routes  # imports GitPython, which runs git once: not in a test
 from ml.dataset import load_teacher
 from ml.game.registry import make_game, pettingzoo
-from ml.params import ParamsError, params_from_dict
+from ml.params import ParamsError, load_params, params_from_dict
 from ml.record_schema import OpenSpielRecord
 from ml.records import BatchWriter, read_records, scan_batches
 from ml.rollout import Controller, game_seeds, play_games
@@ -211,6 +211,11 @@ def test_refusals_name_the_param(nim: Path) -> None:
         with pytest.raises(ParamsError, match=message) as err:
             params_from_dict(params)
         assert len(str(err.value).splitlines()) == 1, str(err.value)
+    path = nim / "params.yaml"  # from a file, the line names file and line
+    path.write_text("game:\n  name: pettingzoo:tiny_nim:continuous_env\n  pod_size: 2\nteacher:\n  policy: random\n")
+    with pytest.raises(ParamsError) as err:
+        load_params(path)
+    assert str(err.value).startswith(f"{path}:2: game: game.name: tiny_nim:continuous_env: action space of first is Box")
 
 
 def _nim_teacher_batch(tmp: Path, spec_kwargs: dict | None = None, n: int = 20) -> Path:
