@@ -392,6 +392,7 @@ def test_loop_one_generation_eval_and_dashboard_of_a_user_env_from_pythonpath(
 
 
 @pytest.mark.expensive
+@pytest.mark.xdist_group("ray")  # with tests/test_ray.py's cluster: one worker runs every Ray test
 def test_ray_workers_get_the_user_module_and_the_local_bits(nim: Path, tmp_path: Path) -> None:
     """A one-node Ray started for the test plays the user's env from the module shipped in the runtime
     environment (its folder is on the driver's ``sys.path`` only) and writes the local batch bit for bit."""
