@@ -67,7 +67,7 @@ class GameParams(_Section):
     env_kwargs: dict[str, Any] = Field(default_factory=dict)
     """A PettingZoo game's factory keyword arguments, e.g. ``{render_mode: null}`` (``<factory>(**env_kwargs)``)."""
     pod_size: int = Field(4, ge=2, le=6)
-    """Players per pod (commander-pod.md: 2 to 6); for an OpenSpiel game it must equal the game's players."""
+    """Players per pod (commander-pod.md: 2 to 6); for an OpenSpiel game it must equal the game's players, for a PettingZoo env its ``possible_agents``."""
     max_turns: int = Field(30, ge=1, le=32767)
     """Turn cap in rounds, at most 32767 (the core's int16 round counter, ``ml.game.commander.core.MAX_TURNS``); at the cap the game is a draw for the players still in it (commander only)."""
 
