@@ -92,7 +92,7 @@ def _init(arch: tuple[int, tuple[int, ...], int], frozen: dict[str, dict], setti
         nets[name].load_state_dict(state)
         nets[name].eval()
     _WORKER["frozen"] = nets
-    _WORKER["encoder"] = None if settings.game.is_openspiel else settings.game.encoder()
+    _WORKER["encoder"] = settings.game.encoder() if settings.game.is_commander else None
     _WORKER["settings"] = settings
 
 

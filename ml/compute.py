@@ -197,6 +197,22 @@ _CACHE: OrderedDict[str, Any] = OrderedDict()
 _CACHE_SIZE = 8
 
 
+def runtime_env() -> dict[str, Any]:
+    """The Ray runtime environment of every chunk: the ``ml`` package and the user's modules of a
+    PettingZoo game (``ml.game.pettingzoo_env.shipped_modules``: its env factory and teacher, when
+    they are not installed requirements of this project) as ``py_modules``, and the driver's
+    ``PYTHONHASHSEED`` and CPU cap (``ml.determinism``) as ``env_vars``, so a worker's first torch
+    operator already sees it."""
+    import sys
+
+    user = sys.modules.get("ml.game.pettingzoo_env")
+    return {
+        "py_modules": [str(Path(__file__).resolve().parent), *(user.shipped_modules() if user is not None else [])],
+        "excludes": ["__pycache__", "*.pyc", "api/static", "api/templates"],
+        "env_vars": {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0"), **cpu_env()},
+    }
+
+
 def _resolve(s: tuple[str, list[Any]]) -> Any:
     """A shared value in a Ray worker, fetched from the object store once per worker process."""
     key, ref = s
@@ -290,15 +306,9 @@ class RayExecutor(Executor):
 
     def _connect(self) -> None:
         ray, address = self._ray, self.address
-        runtime_env = {
-            "py_modules": [str(Path(__file__).resolve().parent)],
-            "excludes": ["__pycache__", "*.pyc", "api/static", "api/templates"],
-            # the driver's CPU cap (ml.determinism), so a worker's first torch operator already sees it
-            "env_vars": {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0"), **cpu_env()},
-        }
         try:
             extra = {"include_dashboard": False} if address == "local" else {}
-            ray.init(address=address, runtime_env=runtime_env, logging_level=logging.WARNING, log_to_driver=False, **extra)
+            ray.init(address=address, runtime_env=runtime_env(), logging_level=logging.WARNING, log_to_driver=False, **extra)
         except (ConnectionError, RuntimeError) as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise ComputeError(f"compute.address {address}: cannot connect: {first}") from None

@@ -95,7 +95,8 @@ def export_batch(
 
     Returns:
         ``export/…`` metrics: ``games_played``, ``games_won``, ``games_exported`` (games),
-        ``decisions_exported`` (decisions) and ``batch`` (the file name).
+        ``decisions_exported`` (decisions), ``batch`` (the file name) and, for a PettingZoo
+        game, ``env_version`` (the env that produced it, ``GameSpec.env_version``).
 
     Raises:
         ml.records.RecordError: if a produced record does not fit the schema (a bug).
@@ -129,4 +130,5 @@ def export_batch(
         "export/games_exported": exported_games,
         "export/decisions_exported": exported_decisions,
         "export/batch": path.name,
+        **({"export/env_version": game.env_version} if game.env_version else {}),
     }

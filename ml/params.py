@@ -89,6 +89,21 @@ class Params(_Section):
         return self
 
     @model_validator(mode="after")
+    def _check_teacher_policy(self) -> Params:
+        """``teacher.policy`` of a PettingZoo game is ``random`` or ``<module>:<callable>`` (it has no
+        built-in heuristic); a ``<module>:<callable>`` teacher is for PettingZoo games only."""
+        policy, pettingzoo = self.teacher.policy, self.game.name.startswith("pettingzoo:")
+        if pettingzoo and policy != "random" and ":" not in policy:
+            raise At(("teacher", "policy"), f"teacher.policy: {policy!r}: {self.game.name} has no built-in teacher; set teacher.policy "
+                     "to random or <module>:<callable> (observation, mask -> action)")  # fmt: skip
+        if not pettingzoo and ":" in policy:
+            raise At(
+                ("teacher", "policy"),
+                f"teacher.policy: a <module>:<callable> teacher is for pettingzoo: games, not {self.game.name}",
+            )
+        return self
+
+    @model_validator(mode="after")
     def _check_profiles(self) -> Params:
         for name, overrides in self.profiles.items():
             self._check_overrides(("profiles", name), f"profile {name!r}", overrides)

@@ -6,7 +6,7 @@ with its unit; unknown keys are errors and types are strict (see ``ml.params``).
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -60,21 +60,38 @@ class RunParams(_Section):
 
 class GameParams(_Section):
     name: str = "commander"
-    """``commander`` (the built-in pod) or ``openspiel:<game>``, any sequential OpenSpiel game (ml/game/registry.py)."""
+    """``commander`` (the built-in pod), ``openspiel:<game>``, any sequential OpenSpiel game, or
+    ``pettingzoo:<module>:<factory>``, any PettingZoo AEC env with discrete actions and a mask (ml/game/registry.py)."""
     openspiel_params: dict[str, int | float | bool | str] = Field(default_factory=dict)
     """The OpenSpiel game's own parameters, e.g. ``{players: 4}`` for crazy_eights (unused by the commander)."""
+    env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """A PettingZoo game's factory keyword arguments, e.g. ``{render_mode: null}`` (``<factory>(**env_kwargs)``)."""
     pod_size: int = Field(4, ge=2, le=6)
-    """Players per pod (commander-pod.md: 2 to 6); for an OpenSpiel game it must equal the game's players."""
+    """Players per pod (commander-pod.md: 2 to 6); for an OpenSpiel game it must equal the game's players, for a PettingZoo env its ``possible_agents``."""
     max_turns: int = Field(30, ge=1, le=32767)
     """Turn cap in rounds, at most 32767 (the core's int16 round counter, ``ml.game.commander.core.MAX_TURNS``); at the cap the game is a draw for the players still in it (commander only)."""
 
     @model_validator(mode="after")
     def _check_game(self) -> GameParams:
-        if self.name != "commander":
+        if self.name.startswith("pettingzoo:"):
+            _check_pettingzoo(self)
+        elif self.name != "commander":
             from ml.game.registry import make_game  # lazy: loads pyspiel only for OpenSpiel games
 
             make_game(self)
         return self
+
+
+def _check_pettingzoo(game: GameParams) -> None:
+    """``make_game`` of a PettingZoo game; its refusal is an ``At`` error at the key it names
+    (``name``, ``env_kwargs``, ``pod_size``) and its text starts with ``game.<key>:``."""
+    from ml.game.pettingzoo_env import PettingZooError
+    from ml.game.registry import make_game
+
+    try:
+        make_game(game)
+    except PettingZooError as e:
+        raise At((e.param,), f"game.{e.param}: {e}") from None
 
 
 class TeacherParams(_Section):
@@ -86,6 +103,18 @@ class TeacherParams(_Section):
     """OpenSpiel games: random rollouts per MCTS leaf evaluation."""
     mcts_uct_c: float = Field(2.0, gt=0)
     """OpenSpiel games: the UCT exploration constant of the MCTS teacher."""
+    policy: str = "heuristic"
+    """The teacher (controller ``heuristic``, the Elo anchor): ``heuristic``, the game's own; PettingZoo
+    games: ``random`` or ``<module>:<callable>``, ``fn(observation, mask) -> action`` (ml/game/pettingzoo_env.py)."""
+
+    @field_validator("policy")
+    @classmethod
+    def _importable_policy(cls, v: str) -> str:
+        if ":" in v:  # lazy: pettingzoo is imported only for a callable teacher
+            from ml.game.pettingzoo_env import check_teacher_policy
+
+            check_teacher_policy(v)
+        return v
 
 
 class TrainParams(_Section):

@@ -11,8 +11,9 @@ Two record kinds share the reading and writing path (``ml.records``):
 * the commander's (Forge's) ``DecisionRecord``: seat views in ``players``. It names the
   commander's macro actions and pod limits, so it lives with the game, in
   ``ml.game.commander.records``;
-* :class:`OpenSpielRecord` (any OpenSpiel game): the acting player's ``observation`` vector is
-  stored in the record, so no game engine is needed to read it.
+* :class:`OpenSpielRecord` (any OpenSpiel game, and any PettingZoo env: ``game`` names
+  ``pettingzoo:<module>:<factory>`` and ``env_version`` the env's version): the acting player's
+  ``observation`` vector is stored in the record, so no game engine is needed to read it.
 
 A line with an ``observation`` key is an OpenSpiel record; ``ml.game.registry.record_model``
 tells the two apart (the one module that knows both games).
@@ -22,7 +23,8 @@ Version History:
        was added without a bump: every existing file reads exactly as before.
     2: ``policy`` (optional): the acting policy's probabilities over the actions at the
        decision (PPO records), for distillation. Version-1 files read as before. The
-       commander's optional ``forge_game_id`` (``import-forge``) was added without a bump.
+       commander's optional ``forge_game_id`` (``import-forge``) was added without a bump,
+       and so was the optional ``env_version`` of PettingZoo games' records.
 """
 
 from __future__ import annotations
@@ -342,7 +344,9 @@ class OpenSpielRecord(RecordModel):
     active_seat: int = Field(ge=0)
     game_outcome: str
     game: str
-    """The game, ``openspiel:<short name>``."""
+    """The game, ``openspiel:<short name>`` or ``pettingzoo:<module>:<factory>``."""
+    env_version: Text | None = None
+    """A PettingZoo game's env version, ``<metadata name> <distribution>==<version>`` (``ml.game.pettingzoo_env.env_version``)."""
     num_players: int = Field(ge=1)
     observation: list[float]
     """float[obs_dim]: ``observation_tensor`` (else ``information_state_tensor``) of the acting player."""

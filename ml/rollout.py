@@ -184,7 +184,7 @@ def play_games(
         ValueError: a ``net`` controller without a net.
         ml.policy.CheckpointError: a network's input or output size does not fit the game.
     """
-    if encoder is None and not game.is_openspiel:
+    if encoder is None and game.is_commander:
         encoder = game.encoder()
     for key, ctrl in controllers.items():
         if ctrl.kind == "net":

@@ -257,7 +257,8 @@ def training_fingerprint(
     doc = {
         "format": TRAINING_FORMAT,
         "train": cfg.model_dump(mode="json"),
-        "game": [game.name, game.num_players, [list(kv) for kv in game.openspiel_params]],
+        "game": [game.name, game.num_players, [list(kv) for kv in game.openspiel_params]]
+        + ([[list(kv) for kv in game.env_kwargs], game.teacher_policy, game.env_version] if game.is_pettingzoo else []),
         "device": str(device),
         "threads": torch.get_num_threads(),
         "versions": [torch.__version__, np.__version__],

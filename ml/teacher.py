@@ -39,7 +39,7 @@ def _teacher_chunk(task: tuple[int, range], setup: tuple) -> list[tuple[list[dic
     """Play one chunk of teacher games: per game in index order, its records, outcome and whether it was a draw."""
     k, games = task
     game, seatings, seeds, seed = setup
-    encoder = None if game.is_openspiel else game.encoder()
+    encoder = game.encoder() if game.is_commander else None
     runner = play_games(
         seatings, seeds, {"heuristic": Controller("heuristic")}, num_envs=len(games), encoder=encoder,
         generator=torch.Generator().manual_seed(chunk_seed(seed, k)), log_seats=_all_seats, game=game, indices=games,
@@ -76,7 +76,7 @@ def write_teacher_batch(
     Returns:
         ``teacher/…`` metrics: ``games``, ``decisions``, ``draw_rate`` (share of games),
         ``decisions_per_s`` (decisions per second of wall time), ``game`` and ``kind`` (the
-        teacher's name).
+        teacher's name) and, for a PettingZoo game, ``env_version`` (``GameSpec.env_version``).
 
     Raises:
         ValueError: a bad batch id.
@@ -105,4 +105,5 @@ def write_teacher_batch(
         "teacher/decisions_per_s": writer.decisions / elapsed,
         "teacher/game": game.name,
         "teacher/kind": game.teacher_name,
+        **({"teacher/env_version": game.env_version} if game.env_version else {}),
     }

@@ -47,11 +47,15 @@ REJECTING_GATE = {**TINY["gate"], "gated": True, "target_win_rate": 0.9}
 
 
 def tiny_params(overrides: dict | None = None) -> dict:
-    """The repo's params.yaml with the TINY sizes (and ``overrides``) merged in."""
+    """The repo's params.yaml with the TINY sizes (and ``overrides``) merged in; an override of None
+    removes its section (``profiles``: the repo's profiles name its own games)."""
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     # a clone where the loop ran has its own run section: tests start from generation 0
     params["run"] = {"generation": 0, "attempt": 1, "seed": params["base"]["seed"]}
     for section, values in {**TINY, **(overrides or {})}.items():
+        if values is None:
+            params.pop(section, None)
+            continue
         params.setdefault(section, {}).update(values)
     return params
 

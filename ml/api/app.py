@@ -37,6 +37,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from ml.api.control import ControlError, Launcher, LoopController
+from ml.api.observation_policy import add_observation_routes
 from ml.api.overrides import OverrideError, validate_overrides
 from ml.api.page import render_page, render_panels
 from ml.api.policy import DEFAULT_MAX_BODY_BYTES, add_policy_routes
@@ -142,7 +143,8 @@ def create_app(
     _add_read_routes(app, view, controller, token_required=token is not None, controls_enabled=controls_enabled)
     _add_control_routes(app, controller, [Depends(_guard(bind_host, token))])
     commit_of = lambda aid: c.sha if (c := view.attempt_commits().get(aid)) else None  # noqa: E731
-    add_policy_routes(app, view.root, commit_of, [Depends(_guard(bind_host, token))], max_body_bytes=max_body_bytes)
+    service = add_policy_routes(app, view.root, commit_of, [Depends(_guard(bind_host, token))], max_body_bytes=max_body_bytes)
+    add_observation_routes(app, view.root, commit_of, service.batcher, max_body_bytes)
     return app
 
 

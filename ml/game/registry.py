@@ -1,4 +1,4 @@
-"""Which game the loop plays: the built-in Commander pod or any sequential OpenSpiel game.
+"""Which game the loop plays: the built-in Commander pod, any sequential OpenSpiel game, or a PettingZoo env.
 
 ``params.yaml`` names the game (``game.name``: ``commander`` or ``openspiel:<game>`` with
 ``game.openspiel_params``); :func:`make_game` turns the ``game`` and ``teacher`` sections into
@@ -18,6 +18,12 @@ heuristic    ``HeuristicPlayer`` (Forge-like)        ``MCTSPlayer`` (MCTS, rando
 random       ``RandomPlayer``                        ``UniformPlayer``
 encoder      ``RecordEncoder`` (reads ``players``)   ``ObservationEncoder`` (reads ``observation``)
 ============ ======================================= ========================================
+
+``pettingzoo:<module>:<factory>`` (with ``game.env_kwargs``) is any PettingZoo AEC env the
+user's module builds: rows of ``PettingZooEnv`` (``ml.game.pettingzoo_env``) in an ``EnvGame``,
+the flattened observation and the env's action count, ``heuristic`` = ``teacher.policy``
+(``random`` or ``<module>:<callable>``), ``random`` = a uniform legal move, the
+``ObservationEncoder``; its records are OpenSpiel-kind records naming the game and ``env_version``.
 
 A ``GameSpec`` holds plain values only, so it pickles into worker processes; the OpenSpiel
 game object is loaded (and cached per process) on first use.
@@ -49,6 +55,7 @@ object engine through ``ReferencePodEnv`` (the core's reference in the tests). O
 
 COMMANDER = "commander"
 OPENSPIEL_PREFIX = "openspiel:"
+PETTINGZOO_PREFIX = "pettingzoo:"
 
 
 @functools.lru_cache(maxsize=16)
@@ -119,7 +126,7 @@ class GameSpec:
     """The game of a run (see the module docstring).
 
     Attributes:
-        name: ``commander`` or ``openspiel:<game>``.
+        name: ``commander``, ``openspiel:<game>`` or ``pettingzoo:<module>:<factory>``.
         num_players: seats per game (``game.pod_size``).
         obs_dim: observation length.
         num_actions: size of the action space.
@@ -127,6 +134,9 @@ class GameSpec:
         openspiel_params: the game's own parameters, as sorted ``(key, value)`` pairs.
         mcts_simulations, mcts_rollouts, mcts_uct_c: the MCTS teacher of OpenSpiel games.
         min_learner_decisions: a lower bound of one seat's decisions per game, to size game lists.
+        env_kwargs: a PettingZoo game's factory arguments (``ml.game.pettingzoo_env.freeze``d).
+        teacher_policy: a PettingZoo game's teacher (``teacher.policy``).
+        env_version: a PettingZoo game's ``ml.game.pettingzoo_env.env_version`` (records, metrics).
     """
 
     name: str
@@ -139,10 +149,28 @@ class GameSpec:
     mcts_rollouts: int = 1
     mcts_uct_c: float = 2.0
     min_learner_decisions: int = 10
+    env_kwargs: tuple[tuple[str, Any], ...] = ()
+    teacher_policy: str = "heuristic"
+    env_version: str = ""
 
     @property
     def is_openspiel(self) -> bool:
         return self.name.startswith(OPENSPIEL_PREFIX)
+
+    @property
+    def is_pettingzoo(self) -> bool:
+        """A user's PettingZoo AEC env (``pettingzoo:<module>:<factory>``, ``ml.game.pettingzoo_env``)."""
+        return self.name.startswith(PETTINGZOO_PREFIX)
+
+    @property
+    def is_commander(self) -> bool:
+        """The built-in pod; every other game's records carry their own observation."""
+        return self.name == COMMANDER
+
+    def _pettingzoo_env(self) -> ScriptableEnv:
+        from ml.game.pettingzoo_env import PettingZooEnv
+
+        return PettingZooEnv(self.name, dict(self.env_kwargs), self.env_version)
 
     def openspiel_game(self) -> Any:
         """The loaded ``pyspiel.Game`` (cached). Raises ValueError for the commander."""
@@ -152,7 +180,9 @@ class GameSpec:
 
     def make_env(self, encoder: Encoder | None = None) -> RecordingEnv:
         """A fresh PettingZoo AEC env of one game (``encoder``: the commander's, else ignored):
-        ``CommanderPodEnv`` (one game of the compiled core) or ``OpenSpielEnv``."""
+        ``CommanderPodEnv`` (one game of the compiled core), ``OpenSpielEnv`` or ``PettingZooEnv``."""
+        if self.is_pettingzoo:
+            return self._pettingzoo_env()
         if self.is_openspiel:
             from ml.game.openspiel_env import OpenSpielEnv
 
@@ -163,7 +193,9 @@ class GameSpec:
 
     def _scriptable_env(self, encoder: Encoder | None) -> ScriptableEnv:
         """A fresh env the rows of ``EnvGame`` hold: ``OpenSpielEnv``, or the commander's object
-        engine ``ReferencePodEnv`` (the core's reference)."""
+        engine ``ReferencePodEnv`` (the core's reference), or ``PettingZooEnv``."""
+        if self.is_pettingzoo:
+            return self._pettingzoo_env()
         if self.is_openspiel:
             from ml.game.openspiel_env import OpenSpielEnv
 
@@ -181,7 +213,7 @@ class GameSpec:
         states, or the commander's object engine ``ReferencePodEnv``, the core's reference,
         with the object players of :meth:`make_player`).
         """
-        if engine == "core" and not self.is_openspiel:
+        if engine == "core" and self.is_commander:
             from ml.game.commander.encoding import RecordEncoder
 
             if encoder is None or type(encoder) is RecordEncoder:
@@ -198,7 +230,7 @@ class GameSpec:
         about 70 s cold on a 2-core machine, 2-3 s cached; ``ml.game.commander.core.warmup``), so that
         what a stage times and shows in its progress bar afterwards is play. Once per process; other
         games have nothing to compile."""
-        if not self.is_openspiel:
+        if self.is_commander:
             from ml.game.commander.core.warmup import warm_up
 
             warm_up()
@@ -211,6 +243,10 @@ class GameSpec:
         """
         if kind not in ("heuristic", "random"):
             raise ValueError(f"no scripted player of kind {kind!r}; use heuristic or random")
+        if self.is_pettingzoo:  # the teacher is teacher.policy (ml.game.pettingzoo_env.make_teacher)
+            from ml.game.pettingzoo_env import RANDOM_POLICY, make_teacher
+
+            return make_teacher(self.teacher_policy if kind == "heuristic" else RANDOM_POLICY, seed)
         if self.is_openspiel:
             from ml.game.openspiel_env import MCTSPlayer, UniformPlayer
 
@@ -223,7 +259,7 @@ class GameSpec:
 
     def encoder(self) -> Encoder:
         """A new record encoder of this game (``RecordEncoder`` or ``ObservationEncoder``)."""
-        if self.is_openspiel:
+        if not self.is_commander:
             return ObservationEncoder(self.obs_dim, self.num_actions)
         from ml.game.commander.encoding import RecordEncoder
 
@@ -240,7 +276,7 @@ class GameSpec:
         Raises:
             ml.io.DataFileError: a bad card table in ``forge_dir``.
         """
-        if self.is_openspiel:
+        if not self.is_commander:
             return self.encoder()
         from ml.game.commander.forge import teacher_encoder
 
@@ -249,6 +285,8 @@ class GameSpec:
     @property
     def teacher_name(self) -> str:
         """What the ``heuristic`` controller is in this game (for logs and reports)."""
+        if self.is_pettingzoo:
+            return f"teacher.policy {self.teacher_policy}"
         return f"MCTS({self.mcts_simulations} simulations)" if self.is_openspiel else "Forge-like heuristic"
 
 
@@ -293,6 +331,29 @@ def openspiel(name: str, params: Mapping[str, Any] | None = None, **teacher: Any
     )  # fmt: skip
 
 
+def pettingzoo(name: str, env_kwargs: Mapping[str, Any] | None = None, policy: str = "random") -> GameSpec:
+    """A PettingZoo AEC env by import path (``pettingzoo:<module>:<factory>``), checked by
+    ``ml.game.pettingzoo_env.inspect_env`` (cached per process).
+
+    Args:
+        name: the game, with or without the ``pettingzoo:`` prefix.
+        env_kwargs: keyword arguments of the factory (``game.env_kwargs``).
+        policy: the teacher, ``random`` or ``<module>:<callable>`` (``teacher.policy``).
+
+    Raises:
+        ml.game.pettingzoo_env.PettingZooError: see ``inspect_env``; ``param`` names the key.
+    """
+    from ml.game.pettingzoo_env import freeze, inspect_env
+
+    full = name if name.startswith(PETTINGZOO_PREFIX) else PETTINGZOO_PREFIX + name
+    frozen = freeze(env_kwargs or {})
+    info = inspect_env(full, frozen)
+    return GameSpec(
+        full, info.num_players, info.obs_dim, info.num_actions, min_learner_decisions=1, env_kwargs=frozen,
+        teacher_policy=policy, env_version=info.env_version,
+    )  # fmt: skip
+
+
 def make_game(game: GameParams, teacher: TeacherParams | None = None) -> GameSpec:
     """The GameSpec of the ``game`` and ``teacher`` sections of params (``ml.params``).
 
@@ -305,12 +366,35 @@ def make_game(game: GameParams, teacher: TeacherParams | None = None) -> GameSpe
     """
     if game.name == COMMANDER:
         return commander(game.pod_size, game.max_turns)
+    if game.name.startswith(PETTINGZOO_PREFIX):
+        return _pettingzoo_game(game, teacher)
     if not game.name.startswith(OPENSPIEL_PREFIX):
-        raise ValueError(f"game.name must be {COMMANDER!r} or 'openspiel:<game>', got {game.name!r}")
+        raise ValueError(
+            f"game.name must be {COMMANDER!r}, 'openspiel:<game>' or 'pettingzoo:<module>:<factory>', got {game.name!r}"
+        )
     knobs = {} if teacher is None else {k: getattr(teacher, k) for k in ("mcts_simulations", "mcts_rollouts", "mcts_uct_c")}
     spec = openspiel(game.name, game.openspiel_params, **knobs)
     if spec.num_players != game.pod_size:
         raise ValueError(
             f"game.pod_size is {game.pod_size} but {game.name} has {spec.num_players} players; set pod_size to it"
+        )
+    return spec
+
+
+def _pettingzoo_game(game: GameParams, teacher: TeacherParams | None) -> GameSpec:
+    """``make_game`` of a PettingZoo game: :func:`pettingzoo` with ``game.env_kwargs`` and ``teacher.policy``.
+
+    Raises:
+        ml.game.pettingzoo_env.PettingZooError: a refused env, or ``pod_size`` differing from ``possible_agents``.
+    """
+    from ml.game.pettingzoo_env import PettingZooError
+
+    policy = "random" if teacher is None else teacher.policy
+    if policy != "random" and ":" not in policy:
+        raise PettingZooError("policy", f"{policy!r}: a PettingZoo game's teacher is 'random' or '<module>:<callable>'")
+    spec = pettingzoo(game.name, game.env_kwargs, policy)
+    if spec.num_players != game.pod_size:
+        raise PettingZooError(
+            "pod_size", f"{game.pod_size}, but {game.name} has {spec.num_players} possible_agents; set pod_size to it"
         )
     return spec
