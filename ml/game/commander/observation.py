@@ -50,6 +50,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel
 
 from ml.game.commander.actions import MAX_POD
 from ml.game.commander.core import CoreTables, encode, kernels
@@ -71,9 +72,16 @@ def seat_eliminated(player: Mapping[str, Any] | Any) -> bool:
 
 
 def _getter(obj: Any) -> Any:
+    """``key -> value or None`` of a record part: a mapping's ``get``, a model's field dict's (pydantic keeps
+    fields in ``__dict__``: a dict lookup instead of ``getattr``)."""
+    if type(obj) is dict:
+        return obj.get
+    if isinstance(obj, BaseModel):
+        return obj.__dict__.get
     if isinstance(obj, Mapping):
         return obj.get
-    return lambda key: getattr(obj, key, None)
+    fields = getattr(obj, "__dict__", None)
+    return fields.get if fields is not None else lambda key: getattr(obj, key, None)
 
 
 def _creatures(get: Any, creature_id: dict[str, int]) -> list[tuple[int, bool, bool, bool]]:
@@ -122,15 +130,16 @@ class _Rows:
     def __init__(self, n: int) -> None:
         self.seats = np.zeros(n, np.int64)
         self.games: list[tuple[int, int, int, int]] = []  # pod, turn, phase, living
-        self.seat_rows: list[tuple[int, ...]] = []  # g, seat, then the columns of _SEAT_COLUMNS
+        self.seat_rows: list[tuple[int, ...]] = []  # g, seat, then _ROW_COLUMNS and listed (1)
         self.damage: list[tuple[int, int, int, int, int]] = []  # g, seat, entry, source, amount
         self.creatures: list[tuple[int, int, int, int, bool, bool, bool]] = []  # g, seat, slot, card id, flags
         self.hands: list[tuple[int, int, int]] = []  # g, slot, card id (the acting seat's cards)
 
-    def add_seat(self, g: int, seat: int, actor: int, p: Any, get: Any, tables: CoreTables) -> None:
+    def add_seat(self, g: int, seat: int, actor: int, get: Any, eliminated: bool, tables: CoreTables) -> None:
         mine = _creatures(get, tables.creature_id)
         self.creatures.extend((g, seat, i, *c) for i, c in enumerate(mine))
-        self.damage.extend((g, seat, j, *entry) for j, entry in enumerate(_damage(get("cmdr_dmg"))))
+        damage = _damage(get("cmdr_dmg"))
+        self.damage.extend((g, seat, j, *entry) for j, entry in enumerate(damage))
         hand = get("hand") or []
         if seat == actor:
             self.hands.extend((g, i, tables.card_id.get(name, -1)) for i, name in enumerate(hand))
@@ -141,8 +150,8 @@ class _Rows:
             g, seat, int(get("life")), int(get("mana") or 0), int(sources) if sources is not None else lands,
             int(get("cmdr_tax") or 0), lands, max(len(mine), int(get("creatures") or 0)), len(hand),
             len(get("graveyard") or []), int(library) if library is not None else -1, bool(command_zone),
-            seat_eliminated(p), int(last) if last is not None else -1,
-            tables.card_id.get(command_zone[0], -1) if command_zone else -1,
+            eliminated, int(last) if last is not None else -1,
+            tables.card_id.get(command_zone[0], -1) if command_zone else -1, len(mine), len(damage), 1,
         ))  # fmt: skip
 
     def add_record(self, g: int, record: Any, tables: CoreTables) -> None:
@@ -155,21 +164,26 @@ class _Rows:
                 f"the schema allows 2..{MAX_POD} players and seats 0..{MAX_POD - 1}"
             )
         self.seats[g] = actor
-        by_seat: dict[int, Any] = {}
+        by_seat: dict[int, tuple[Any, bool]] = {}
         living = 0
         for p in players:
-            seat = int(record_field(p, "seat"))
+            pget = _getter(p)
+            seat = int(pget("seat"))
             if not 0 <= seat < MAX_POD:
                 raise ValueError(f"record {g}: seat {seat} outside 0..{MAX_POD - 1}")
-            by_seat[seat] = p
-            living += not seat_eliminated(p)
+            flag = pget("eliminated")  # seat_eliminated
+            eliminated = bool(flag) if flag is not None else int(pget("life")) <= 0
+            by_seat[seat] = pget, eliminated
+            living += not eliminated
         self.games.append((len(players), int(get("turn")), PHASE_CODE.get(get("phase"), -1), living))
-        for seat, p in by_seat.items():
-            self.add_seat(g, seat, actor, p, _getter(p), tables)
+        for seat, (pget, eliminated) in by_seat.items():
+            self.add_seat(g, seat, actor, pget, eliminated, tables)
 
 
 def record_arrays(records: Sequence[Any], tables: CoreTables) -> tuple[CoreState, RecordView, np.ndarray]:
-    """Records as the encoder's arrays, one row each (``kernels.allocate_records``).
+    """Records as the encoder's arrays, one row each: a ``CoreState`` whose fields the encoder reads of a record
+    have one row per record (hands: the acting seat's card ids, -1 outside the pool; ``lib_n`` -1 when the
+    library is not given), the others the zero-size ``kernels.EMPTY_STATE`` arrays, and the ``RecordView``.
 
     Args:
         records: decision records (dicts or validated models; ``action`` and the rest unread).
@@ -189,39 +203,57 @@ def record_arrays(records: Sequence[Any], tables: CoreTables) -> tuple[CoreState
         rows.add_record(g, record, tables)
     crt_cap = 1 + max((c[2] for c in rows.creatures), default=0)
     hand_cap = 1 + max((h[1] for h in rows.hands), default=0)
-    st, view = kernels.allocate_records(len(records), hand_cap, crt_cap)
+    n, s = len(records), MAX_POD
+    # One zeroed block per dtype and shape; every field is a C-contiguous view of one (few allocations and scatters)
+    per_seat = {dtype: np.zeros((len(names), n, s), dtype) for dtype, names in _SEAT_BLOCKS.items()}
+    cubes, flags = np.zeros((2, n, s, s), np.int16), np.zeros((3, n, s, crt_cap), np.bool_)
+    g8, g16 = np.zeros((2, n), np.int8), np.zeros((2, n), np.int16)
+    fields = {name: block[i] for dtype, block in per_seat.items() for i, name in enumerate(_SEAT_BLOCKS[dtype])}
+    fields.update(pod=g8[0], phase=g8[1], turn=g16[0], living=g16[1], cmdr_dmg=cubes[0], dmg_amt=cubes[1])
+    fields.update(crt_tapped=flags[0], crt_sick=flags[1], crt_cmdr=flags[2], dmg_src=np.zeros((n, s, s), np.int8))
+    fields.update(crt=np.zeros((n, s, crt_cap), np.int16), hand=np.zeros((n, s, hand_cap), np.int16))
+    view = RecordView(**{name: fields.pop(name) for name in RecordView._fields})
+    st = kernels.EMPTY_STATE._replace(**fields)
     if not records:
         return st, view, rows.seats
     glob, table = np.asarray(rows.games, np.int64), np.asarray(rows.seat_rows, np.int64)
-    if min(glob.min(), table.min()) < _I16.min or max(glob.max(), table.max()) > _I16.max:
+    if max(np.abs(glob).max(), np.abs(table).max()) > _I16.max:
         raise ValueError(f"a record's count lies beyond int16 ({_I16.min}..{_I16.max}); the schema's bounds are far inside")
-    st.pod[:], st.turn[:], st.phase[:], view.living[:] = glob.T
-    at_seat = table[:, 0], table[:, 1]
-    view.listed[at_seat] = True
-    for column, name in enumerate(_SEAT_COLUMNS, start=2):
-        target = getattr(view, name) if name in RecordView._fields else getattr(st, name)
-        target[at_seat] = table[:, column]
+    g8[:] = glob[:, [0, 2]].T  # pod, phase
+    g16[:] = glob[:, [1, 3]].T  # turn, living
+    seat_at = table[:, 0] * s + table[:, 1]  # flat (record, seat) indices
+    for dtype, block in per_seat.items():
+        block.reshape(len(block), n * s)[:, seat_at] = table[:, _SEAT_COLUMNS[dtype]].T
     if rows.damage:
         d = np.asarray(rows.damage, np.int64)
-        view.dmg_src[d[:, 0], d[:, 1], d[:, 2]] = d[:, 3]
-        view.dmg_amt[d[:, 0], d[:, 1], d[:, 2]] = d[:, 4]
-        np.add.at(view.dmg_n, (d[:, 0], d[:, 1]), 1)
+        at = (d[:, 0] * s + d[:, 1]) * s
+        view.dmg_src.reshape(-1)[at + d[:, 2]] = d[:, 3]
+        view.dmg_amt.reshape(-1)[at + d[:, 2]] = d[:, 4]
         known = d[:, 3] >= 0
-        st.cmdr_dmg[d[known, 0], d[known, 1], d[known, 3]] = d[known, 4]
+        st.cmdr_dmg.reshape(-1)[at[known] + d[known, 3]] = d[known, 4]
     if rows.creatures:
         c = np.asarray(rows.creatures, np.int64)
-        at = (c[:, 0], c[:, 1], c[:, 2])
-        st.crt[at], st.crt_tapped[at], st.crt_sick[at], st.crt_cmdr[at] = c[:, 3], c[:, 4], c[:, 5], c[:, 6]
-        np.add.at(st.crt_n, (c[:, 0], c[:, 1]), 1)
+        at = (c[:, 0] * s + c[:, 1]) * crt_cap + c[:, 2]
+        st.crt.reshape(-1)[at] = c[:, 3]
+        flags.reshape(3, -1)[:, at] = c[:, 4:7].T
     if rows.hands:
         h = np.asarray(rows.hands, np.int64)
-        st.hand[h[:, 0], rows.seats[h[:, 0]], h[:, 1]] = h[:, 2]
+        st.hand.reshape(-1)[(h[:, 0] * s + rows.seats[h[:, 0]]) * hand_cap + h[:, 1]] = h[:, 2]
     return st, view, rows.seats
 
 
-_SEAT_COLUMNS = ("life", "mana", "mana_sources", "tax", "lands", "creatures", "hand_n", "grave_n", "lib_n", "in_cz",
-                 "eliminated", "last_attacker", "cmdr_card")  # fmt: skip
-"""The per-seat columns :func:`record_arrays` gathers (after game and seat), by their field in the state or the view."""
+_ROW_COLUMNS = ("life", "mana", "mana_sources", "tax", "lands", "creatures", "hand_n", "grave_n", "lib_n", "in_cz",
+                "eliminated", "last_attacker", "cmdr_card", "crt_n", "dmg_n")  # fmt: skip
+"""The per-seat values :func:`_Rows.add_seat` gathers after (record, seat), by their field in the state or the view."""
+_SEAT_BLOCKS = {
+    np.dtype(np.int16): ("life", "mana", "mana_sources", "tax", "lands", "creatures", "hand_n", "grave_n", "lib_n",
+                         "cmdr_card", "crt_n"),
+    np.dtype(np.int8): ("last_attacker", "dmg_n"),
+    np.dtype(np.bool_): ("in_cz", "eliminated", "listed"),
+}  # fmt: skip
+"""The per-seat fields by dtype (the dtypes of ``kernels.allocate`` and ``kernels.allocate_view``)."""
+_SEAT_COLUMNS = {dtype: [2 + (*_ROW_COLUMNS, "listed").index(name) for name in names] for dtype, names in _SEAT_BLOCKS.items()}
+"""Columns of the gathered rows per block (``listed``: a column of ones appended to each row)."""
 
 
 def encode_records(records: Sequence[Any], tables: CoreTables, out: np.ndarray) -> np.ndarray:

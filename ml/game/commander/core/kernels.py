@@ -1348,31 +1348,10 @@ def allocate_view(n: int) -> RecordView:
 
 NO_RECORD = allocate_view(0)
 """The view of live games: no rows, so the encoder derives every count from the state."""
-ENCODER_FIELDS = ("pod", "turn", "phase", "eliminated", "life", "mana", "mana_sources", "cmdr_dmg", "in_cz",
-                  "last_attacker", "lib_n", "hand", "hand_n", "grave_n", "crt", "crt_n", "crt_tapped", "crt_sick",
-                  "crt_cmdr")  # fmt: skip
-"""The ``CoreState`` fields the encoder reads of a record; ``casts``, ``deck`` and ``perm`` only of a live game."""
-
-
-def allocate_records(n: int, hand_cap: int, crt_cap: int) -> tuple[CoreState, RecordView]:
-    """Zeroed arrays for ``n`` records: a ``CoreState`` whose :data:`ENCODER_FIELDS` have ``n`` rows
-    (hands of ``hand_cap`` cards, ``crt_cap`` creatures a seat), the rest zero-size arrays of the
-    same dtypes and ranks (one compiled encoder for both paths), and the :class:`RecordView`.
-
-    The library's count is -1 for unknown; ``hand`` holds the acting seat's cards only (-1:
-    outside the pool), ``hand_n`` every seat's count."""
-    empty = allocate(0)
-    s, z = S_MAX, np.zeros
-    sized: dict[str, np.ndarray] = {
-        "pod": z(n, np.int8), "turn": z(n, np.int16), "phase": z(n, np.int8), "eliminated": z((n, s), np.bool_),
-        "life": z((n, s), np.int16), "mana": z((n, s), np.int16), "mana_sources": z((n, s), np.int16),
-        "cmdr_dmg": z((n, s, s), np.int16), "in_cz": z((n, s), np.bool_), "last_attacker": z((n, s), np.int8),
-        "lib_n": z((n, s), np.int16), "hand": z((n, s, hand_cap), np.int16), "hand_n": z((n, s), np.int16),
-        "grave_n": z((n, s), np.int16), "crt": z((n, s, crt_cap), np.int16), "crt_n": z((n, s), np.int16),
-        "crt_tapped": z((n, s, crt_cap), np.bool_), "crt_sick": z((n, s, crt_cap), np.bool_),
-        "crt_cmdr": z((n, s, crt_cap), np.bool_),
-    }  # fmt: skip
-    return empty._replace(**sized), allocate_view(n)
+EMPTY_STATE = allocate(0)
+"""Zero-size arrays of every ``CoreState`` field; a record batch (``observation.record_arrays``) replaces the
+fields the encoder reads of a record, so both paths share one compiled encoder (same dtypes and ranks).
+Never written: shared by every record batch."""
 
 
 @helper
@@ -1442,12 +1421,15 @@ def _encode_seat(st, T, ov, rec, g, p, actor, n, o, base):
         else:
             src = j
             dmg = np.int64(st.cmdr_dmg[g, p, j])
+            if dmg == 0:  # a live game's sources are distinct slots: a zero leaves its slot as it is
+                continue
         top = max(top, dmg)
         total += dmg
         if src >= 0:  # -1: an unknown source (Forge's sum) counts in the max and the total only
             o[base + F_CMDR_FROM + (src - actor) % n] = dmg / 21.0
-    o[base + F_MAXCMDR] = top / 21.0
-    o[base + F_TOTCMDR] = total / 42.0
+    if total:
+        o[base + F_MAXCMDR] = top / 21.0
+        o[base + F_TOTCMDR] = total / 42.0
     o[base + F_UNTAPPED] = untapped / 10.0
     o[base + F_UNTAPPED_POW] = untapped_power / 20.0
     if p == actor:
