@@ -10,8 +10,8 @@ entries). Teacher files, PPO batches, real Forge files, the policy endpoint, the
 features and live self-play are encoded by the same arithmetic
 (``ml.game.commander.encoding.RecordEncoder`` is the records' entry point).
 
-Layout of the observation, ``float32[OBS_DIM]`` (every slot is named, and filled by name, in
-the feature table ``ml.game.commander.features``):
+Layout of the observation, ``float32[OBS_DIM]`` (every slot is named in the feature table
+``ml.game.commander.features``; the kernels' slot constants are checked against it at import):
 
 * global (``GLOBAL_DIM``): phase one-hot (main_1, combat, main_2, end), turn / 30,
   pod size / 6, living players / 6;
