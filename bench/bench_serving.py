@@ -9,8 +9,10 @@ connection, sending teacher decision points as fast as answers come:
 * batch form: ``POST /api/ml/policy/act/batch``, ``--batch`` decision points per request.
 
 Prints requests/s, decisions/s, p50/p99 latency (ms) and the CPU time per request of server and
-client per setting, and the bare forward pass (``ml.serving.policy_outputs``: the student's forward
-and softmax, no HTTP, no JSON, no encoding) on 1 and 64 rows. Client and server share the machine's
+client per setting, the bare forward pass (``ml.serving.policy_outputs``: the student's forward
+and softmax, no HTTP, no JSON, no encoding) on 1 and 64 rows, and the endpoint's encoding alone
+(``RecordEncoder.encode_batch`` of validated decision points, as the batcher's worker calls it) per
+point on 1 and 64 rows. Client and server share the machine's
 cores, so the figures are a floor. The client is a minimal HTTP/1.1 writer/reader on asyncio streams
 (:func:`raw_post`): httpx's ``AsyncClient`` spent about 10 ms of CPU per request at 64 concurrent
 connections on the 2-core machine, so it, not the server, capped the 64-client figures
@@ -86,6 +88,25 @@ def bare_forward(points: list[dict], seconds: float) -> dict[int, tuple[float, f
             n += 1
         elapsed = time.perf_counter() - started
         out[rows] = (n / elapsed, 1000 * elapsed / n)
+    return out
+
+
+def encoding_cost(points: list[dict], seconds: float) -> dict[int, float]:
+    """Rows -> microseconds per decision point of ``RecordEncoder.encode_batch`` on validated points
+    (``ml.api.policy.DecisionPoint``, what the endpoint encodes); the first call (numba's load) untimed."""
+    from ml.api.policy import DecisionPoint
+
+    enc = RecordEncoder()
+    models = [DecisionPoint.model_validate(p) for p in points]
+    enc.encode_batch(models[:1])
+    out = {}
+    for rows in (1, 64):
+        n, started = 0, time.perf_counter()
+        while time.perf_counter() - started < seconds / 2:
+            for start in range(0, len(models) - rows + 1, rows):
+                enc.encode_batch(models[start : start + rows])
+                n += rows
+        out[rows] = 1e6 * (time.perf_counter() - started) / n
     return out
 
 
@@ -198,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"bare forward pass, {rows:2d} rows: {calls:9.0f} calls/s {calls * rows:12.0f} decisions/s {per_call:8.3f} ms/call"
             )
+        for rows, us in encoding_cost(points, args.seconds).items():
+            print(f"encoding alone,    {rows:2d} rows: {us:9.1f} us a decision point")
     return 0
 
 

@@ -5,7 +5,9 @@ The graph takes the encoded decision and its legal actions and gives what ``Poli
 ============== ============================== ==========================================================
 name           type                           meaning
 ============== ============================== ==========================================================
-``obs``        float32[batch, obs_dim]        the encoded decision point (the feature layout in the sidecar)
+``obs``        float32[batch, obs_dim]        the encoded decision point (the feature layout in the sidecar;
+                                              the commander's: ``RecordEncoder``, the compiled encoder
+                                              of the policy endpoint and self-play)
 ``action_mask``bool[batch, num_actions]       true = legal; at least one per row
 ``probs``      float32[batch, num_actions]    softmax of the masked logits; illegal actions exactly 0
 ``value``      float32[batch]                 the acting seat's expected return

@@ -27,6 +27,7 @@ or, for a chunked body, as soon as the bytes read pass the limit (FastAPI's ``ma
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -39,11 +40,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ml.driver.models import ModelNotFound, ModelRegistry, bot_checkpoints, student_checkpoints
 from ml.game.commander.actions import MACRO_ACTIONS, MAX_POD
+from ml.game.commander.core.warmup import encode_a_record
 from ml.game.commander.encoding import RecordEncoder, record_legal_mask
 from ml.game.commander.records import Action, DecisionRecord
 from ml.policy import CheckpointError
 from ml.record_schema import check_outcome
 from ml.serving import MicroBatcher, ServedModel
+
+logger = logging.getLogger(__name__)
 
 MAX_BATCH_POINTS = 4096
 """Most decision points in one batch request (a request-size guard; the batcher splits no request)."""
@@ -184,6 +188,7 @@ class PolicyService:
     def __init__(self, registry: ModelRegistry, batcher: MicroBatcher | None = None) -> None:
         self.registry, self.batcher = registry, batcher or MicroBatcher()
         self.encoder = RecordEncoder()
+        logger.info("policy endpoint: the compiled encoder is ready in %.1f s", encode_a_record())
 
     def model(self, name: str | None) -> ServedModel:
         """The model of a request (404 unknown name or no student yet, 409 a checkpoint that does not fit)."""

@@ -71,7 +71,9 @@ def export_command(ws: Workspace, model: str | None, out: Path | None) -> int:
         return 2
     side = export_onnx(
         net, out,
-        {"model": served.describe(), "encoder": "ml.game.commander.encoding.RecordEncoder (Forge decision record -> obs)",
+        {"model": served.describe(),
+         "encoder": "ml.game.commander.encoding.RecordEncoder (Forge decision record -> arrays -> the compiled encoder "
+                    "of the policy endpoint and self-play -> obs)",
          "feature_names": names, "action_names": actions},
     )  # fmt: skip
     print(f"{out}\n{side}")

@@ -1,8 +1,8 @@
 """Seat-relative observation encoding and macro-action labels of decision records.
 
-:class:`RecordEncoder` encodes a decision record (the Forge decision format) or a live game
-state through one kernel (``ml.game.commander.observation``, which describes the layout),
-and labels records with macro actions.
+:class:`RecordEncoder` encodes decision records (the Forge decision format) through the one
+compiled encoder of live games and records (``ml.game.commander.observation``, which describes
+the layout and loads records as arrays), and labels records with macro actions.
 
 Labels (``label_record``): PPO records carry their own ``action_idx``; land drops are not
 a policy decision and are non-trainable (``None``); Forge attacks without a target cannot
@@ -28,9 +28,9 @@ from ml.game.commander.actions import (
     attack_action,
 )
 from ml.game.commander.cards import Card, load_card_pool
+from ml.game.commander.core import CoreTables, load_tables
 from ml.game.commander.features import OBS_DIM
-from ml.game.commander.observation import SeatView, encode_views, seat_eliminated
-from ml.game.commander.state import GameState
+from ml.game.commander.observation import encode_records, seat_eliminated
 from ml.record_schema import record_field
 
 __all__ = [
@@ -45,18 +45,19 @@ __all__ = [
 
 
 class RecordEncoder:
-    """Encodes decision records, or live game states, as seat-relative observation vectors.
+    """Encodes decision records as seat-relative observation vectors, and labels them.
 
-    Both paths fill the same slots by the same arithmetic (:func:`encode_views`): a record
-    through :meth:`SeatView.from_record`, a live ``GameState`` through
-    :meth:`SeatView.from_player` (no record is built: self-play, gate pods and tournaments
-    play through :meth:`encode_state`). ``tests/test_encoding.py`` checks that the two agree
-    on every decision of many games, records read back from JSONL included.
+    Records are loaded as arrays, one row each (``observation.record_arrays``), and encoded by
+    the compiled encoder that self-play's live games go through (``core.encode``), so the feature
+    layout has one definition. ``tests/test_encoding.py`` checks the output bit for bit against
+    a Python oracle of the arithmetic (``tests/encoding_oracle.py``) on every decision of many
+    games, the Forge fixtures and records at the schema's bounds.
 
     Attributes:
         obs_dim: length of the observation vector (``OBS_DIM``).
         num_actions: size of the action space (``NUM_ACTIONS``).
         pool: card name -> Card, used for card attributes.
+        tables: the pool as the encoder's card tables (``core.CoreTables``).
     """
 
     obs_dim = OBS_DIM
@@ -64,6 +65,7 @@ class RecordEncoder:
 
     def __init__(self, pool: dict[str, Card] | None = None) -> None:
         self.pool = pool if pool is not None else load_card_pool()
+        self.tables = load_tables() if pool is None else CoreTables(pool, {})
 
     def label(self, record: Mapping[str, Any] | Any) -> int | None:
         """Macro-action index of the record's action, or None if not trainable (``label_record``)."""
@@ -75,39 +77,19 @@ class RecordEncoder:
 
     def __call__(self, record: Mapping[str, Any] | Any) -> np.ndarray:
         """Encode one record. Returns float32[OBS_DIM]."""
-        out = np.zeros(OBS_DIM, dtype=np.float32)
-        self.encode_into(record, out)
-        return out
+        return self.encode_batch([record])[0]
 
     def encode_batch(self, records: list[Any]) -> np.ndarray:
-        """Encode many records. Returns float32[N, OBS_DIM]."""
-        out = np.zeros((len(records), OBS_DIM), dtype=np.float32)
-        for i, rec in enumerate(records):
-            self.encode_into(rec, out[i])
-        return out
+        """Encode many records at once (``observation.encode_records``). Returns float32[N, OBS_DIM].
+
+        Raises:
+            ValueError: a record outside the schema's shape (``observation.record_arrays``).
+        """
+        return encode_records(records, self.tables, np.zeros((len(records), OBS_DIM), dtype=np.float32))
 
     def encode_into(self, record: Mapping[str, Any] | Any, out: np.ndarray) -> None:
-        """Write the encoding of ``record`` into ``out`` (float32[OBS_DIM], zeroed by the caller)."""
-        views = [SeatView.from_record(p, self.pool) for p in record_field(record, "players")]
-        phase = record_field(record, "phase")
-        encode_views(views, int(record_field(record, "active_seat")), phase, float(record_field(record, "turn")), out)
-
-    def encode_state(self, state: GameState, seat: int, out: np.ndarray | None = None) -> np.ndarray:
-        """The observation of ``seat`` in the live game ``state``, equal to encoding
-        ``rules.decision_record(state, seat)`` but without building the record.
-
-        Args:
-            state: the game (not modified).
-            seat: the observing seat (the acting one in play).
-            out: float32[OBS_DIM] to fill (zeroed by the caller); None allocates it.
-
-        Returns:
-            ``out`` (float32[OBS_DIM]).
-        """
-        if out is None:
-            out = np.zeros(OBS_DIM, dtype=np.float32)
-        encode_views([SeatView.from_player(p) for p in state.players], seat, state.phase, float(state.turn), out)
-        return out
+        """Write the encoding of ``record`` into ``out`` (float32[OBS_DIM])."""
+        out[:] = self.encode_batch([record])[0]
 
 
 def label_record(record: Mapping[str, Any] | Any, pool: dict[str, Card]) -> int | None:

@@ -12,8 +12,8 @@ Actions              Discrete(NUM_ACTIONS), the macro actions of ``ml.game.comma
 Parallel API         no (``is_parallelizable: False``)
 Agents               ``player_0 .. player_{pod_size-1}`` (seat index)
 Observation          Dict(observation: Box(float32[obs_dim]), action_mask: Box(int8[NUM_ACTIONS]))
-Observation values   the core's encoder (``core.encode``, equal to ``RecordEncoder``) when the
-                     encoder is ``RecordEncoder`` or None; any other encoder gets the seat's
+Observation values   the core's encoder (``core.encode``, the one ``RecordEncoder`` encodes records
+                     with) when the encoder is ``RecordEncoder`` or None; any other encoder gets the seat's
                      decision record (``core.decision_record``, equal to ``rules.decision_record``)
 Rewards              zero-sum: winner +1, every other seat -1/(n-1) (given when eliminated)
 Termination          elimination, or the game's win; truncation: the turn-cap draw

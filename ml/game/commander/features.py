@@ -1,4 +1,4 @@
-"""The commander's observation features: names, slots and scales (the table ``encoding`` fills).
+"""The commander's observation features: names, slots and scales (the table the compiled encoder fills).
 
 Every slot of the observation ``float32[OBS_DIM]`` has a name: the global block
 (``GLOBAL_FEATURES``, slot ``G[name]``), ``MAX_POD`` seat blocks of ``SEAT_DIM`` each
@@ -7,7 +7,7 @@ Every slot of the observation ``float32[OBS_DIM]`` has a name: the global block
 player's hand block (``HAND_FEATURES``, slot ``H[name]`` from ``HAND_START``).
 :func:`feature_names` and :func:`feature_index` name every slot of the whole vector
 (``turn``, ``seat2/life``, ``hand/instants``), for tests and reports. What each feature
-means is in ``ml.game.commander.encoding``'s docstring.
+means is in ``ml.game.commander.observation``'s docstring.
 
 Order is part of the encoding: a policy trained on one order cannot read another
 (``ml.policy.check_shape`` sees only the length).

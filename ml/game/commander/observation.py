@@ -1,14 +1,17 @@
-"""The commander's observation: what the encoder reads of each seat, and the feature arithmetic.
+"""The commander's observation: its layout, and decision records as the arrays its one encoder reads.
 
-One kernel (:func:`encode_views`) fills the observation from one :class:`SeatView` per seat.
-A view comes from a decision record (:meth:`SeatView.from_record`: a plain ``dict`` in the
-Forge decision format, ``shared/docs/forge-decision-format.md``, or a validated record) or from
-the live game (:meth:`SeatView.from_player`), so teacher files, PPO batches, real Forge files
-and live self-play are encoded by the same code (``ml.game.commander.encoding.RecordEncoder``
-is the entry point of both).
+One compiled encoder (``ml.game.commander.core.kernels.encode_kernel``) fills every
+observation: of a live game of the batched core (``core.encode`` on the ``CoreState``), and of
+decision records (a plain ``dict`` in the Forge decision format,
+``shared/docs/forge-decision-format.md``, or a validated record), which :func:`record_arrays`
+loads as one row each (a ``CoreState`` of the encoder's fields and a ``kernels.RecordView`` of
+what a record states outright: ``lands``, ``cmdr_tax``, ``creatures``, the commander damage
+entries). Teacher files, PPO batches, real Forge files, the policy endpoint, the ONNX sidecar's
+features and live self-play are encoded by the same arithmetic
+(``ml.game.commander.encoding.RecordEncoder`` is the records' entry point).
 
-Layout of the observation, ``float32[OBS_DIM]`` (every slot is named, and filled by name, in
-the feature table ``ml.game.commander.features``):
+Layout of the observation, ``float32[OBS_DIM]`` (every slot is named in the feature table
+``ml.game.commander.features``; the kernels' slot constants are checked against it at import):
 
 * global (``GLOBAL_DIM``): phase one-hot (main_1, combat, main_2, end), turn / 30,
   pod size / 6, living players / 6;
@@ -32,159 +35,57 @@ and whether it attacked the actor last (our extra ``last_attacker``: the teacher
 and its removal aims at that seat). These are what the teacher's attack choice weighs
 (``ml.game.commander.players``).
 
-Cards unknown to the built-in pool (real Forge data) count in the ``unknown`` kind.
+What a record holds that a live game never does: cards outside the built-in pool (real Forge
+data) count in the ``unknown`` hand kind, and a battlefield creature outside the pool only in
+``creatures`` (the record's count, at least the pool creatures listed); ``lands`` and
+``cmdr_tax`` are the record's; a missing ``library`` reads 0; commander damage of an unknown
+source (Forge's sum) counts in the max and the total only; a phase outside ``PHASES`` leaves the
+one-hot empty. Seats may be listed in any order (the last entry of a seat wins); ``pod size`` is
+the number of entries.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel
 
 from ml.game.commander.actions import MAX_POD
-from ml.game.commander.cards import Card
-from ml.game.commander.combat import board_value, plan_blocks, resolve_damage
-from ml.game.commander.features import (
-    BOARD_POWER_SCALE,
-    CARD_COUNT_SCALE,
-    CMDR_DAMAGE_FEATURES,
-    CMDR_DAMAGE_SCALE,
-    CREATURE_COUNT_SCALE,
-    CREATURE_POWER_SCALE,
-    GRAVEYARD_SCALE,
-    HAND_START,
-    KINDS,
-    LANDS_SCALE,
-    LIBRARY_SCALE,
-    LIFE_SCALE,
-    MANA_SCALE,
-    OBS_DIM,
-    PHASES,
-    POD_SCALE,
-    PREVIEW_DAMAGE_CAP,
-    SEAT_BASE_FEATURES,
-    SEAT_DIM,
-    SEATS_START,
-    TOTAL_CMDR_DAMAGE_SCALE,
-    TURN_SCALE,
-    G,
-    H,
-    S,
-)
-from ml.game.commander.records import cmdr_damage_by_source
-from ml.game.commander.state import COMMANDER_DAMAGE_LETHAL, Permanent, PlayerState
+from ml.game.commander.core import CoreTables, encode, kernels
+from ml.game.commander.core.kernels import CoreState, RecordView
+from ml.game.commander.features import OBS_DIM, PHASES
 from ml.record_schema import record_field
 
-
-class SeatView:
-    """What the encoder reads of one seat, from a record (``from_record``) or the live game
-    (``from_player``): the one input of the feature arithmetic, so both paths encode alike.
-
-    Attributes:
-        seat: seat index.
-        life, mana, mana_sources, cmdr_tax, lands: counters (life points, mana, lands).
-        creature_count: creatures on the battlefield (a Forge record may count creatures
-            outside the card pool, which ``creatures`` lacks).
-        creatures: the seat's creatures of the pool, with tapped/sick/commander flags.
-        hand: cards in hand; None for a card outside the pool.
-        graveyard_size: cards in the graveyard.
-        library_size: cards in the library, None when unknown.
-        commander_card: the commander when it is in the command zone (None if not, or unknown).
-        in_command_zone: the command zone holds a card.
-        eliminated: the seat is out.
-        cmdr_dmg: commander damage taken by source seat (``-1``: unknown source).
-        last_attacker: the seat that attacked this one most recently (-1 or None: none).
-    """
-
-    __slots__ = (
-        "cmdr_dmg",
-        "cmdr_tax",
-        "commander_card",
-        "creature_count",
-        "creatures",
-        "eliminated",
-        "graveyard_size",
-        "hand",
-        "in_command_zone",
-        "lands",
-        "last_attacker",
-        "library_size",
-        "life",
-        "mana",
-        "mana_sources",
-        "seat",
-    )
-
-    seat: int
-    life: int
-    mana: int
-    mana_sources: int
-    cmdr_tax: int
-    lands: int
-    creature_count: int
-    creatures: list[Permanent]
-    hand: list[Card | None] | list[Card]
-    graveyard_size: int
-    library_size: int | None
-    commander_card: Card | None
-    in_command_zone: bool
-    eliminated: bool
-    cmdr_dmg: dict[int, int]
-    last_attacker: int | None
-
-    def __init__(self, **fields: Any) -> None:
-        for name in self.__slots__:
-            setattr(self, name, fields[name])
-
-    @classmethod
-    def from_player(cls, p: PlayerState) -> SeatView:
-        """The view of a live seat (``ml.game.commander.state.PlayerState``); no copies of its lists."""
-        v = cls.__new__(cls)
-        v.seat, v.life, v.mana, v.mana_sources = p.seat, p.life, p.mana, p.mana_sources
-        v.cmdr_tax, v.lands = p.commander_tax, p.lands
-        v.creatures = p.creatures
-        v.creature_count = len(p.creatures)
-        v.hand = p.hand
-        v.graveyard_size = len(p.graveyard)
-        v.library_size = len(p.library)
-        v.in_command_zone = bool(p.command_zone)
-        v.commander_card = p.command_zone[0] if p.command_zone else None
-        v.eliminated = p.eliminated
-        v.cmdr_dmg = {src: dmg for src, dmg in enumerate(p.cmdr_dmg) if dmg}
-        v.last_attacker = p.last_attacker
-        return v
-
-    @classmethod
-    def from_record(cls, p: Mapping[str, Any] | Any, pool: dict[str, Card]) -> SeatView:
-        """The view of a record's ``players[]`` entry (dict or ``PlayerView``); cards by name in ``pool``."""
-        creatures = _record_creatures(p, pool)
-        sources = record_field(p, "mana_sources")
-        lands = int(record_field(p, "lands") or 0)
-        command_zone = record_field(p, "command_zone") or []
-        library = record_field(p, "library")
-        return cls(
-            seat=int(record_field(p, "seat")),
-            life=int(record_field(p, "life")),
-            mana=int(record_field(p, "mana") or 0),
-            mana_sources=int(sources) if sources is not None else lands,
-            cmdr_tax=int(record_field(p, "cmdr_tax") or 0),
-            lands=lands,
-            creatures=creatures,
-            creature_count=max(len(creatures), int(record_field(p, "creatures") or 0)),
-            hand=[pool.get(name) for name in record_field(p, "hand") or []],
-            graveyard_size=len(record_field(p, "graveyard") or []),
-            library_size=int(library) if library is not None else None,
-            in_command_zone=bool(command_zone),
-            commander_card=pool.get(command_zone[0]) if command_zone else None,
-            eliminated=seat_eliminated(p),
-            cmdr_dmg=cmdr_damage_by_source(record_field(p, "cmdr_dmg")),
-            last_attacker=record_field(p, "last_attacker"),
-        )
+CHUNK = 512
+"""Records loaded and encoded at once: the zone arrays are as wide as the chunk's longest list (a
+hostile record of 1000 creatures makes a 512-record chunk about 15 MB)."""
+PHASE_CODE = {phase: i for i, phase in enumerate(PHASES)}
+_I16 = np.iinfo(np.int16)
 
 
-def _record_creatures(p: Any, pool: dict[str, Card]) -> list[Permanent]:
-    """A record seat's creatures as ``Permanent``s, tapped/sick/commander flags from the record.
+def seat_eliminated(player: Mapping[str, Any] | Any) -> bool:
+    """Whether a record's player is out: its ``eliminated`` flag, or life 0 or less when it has none."""
+    flag = record_field(player, "eliminated")
+    return bool(flag) if flag is not None else int(record_field(player, "life")) <= 0
+
+
+def _getter(obj: Any) -> Any:
+    """``key -> value or None`` of a record part: a mapping's ``get``, a model's field dict's (pydantic keeps
+    fields in ``__dict__``: a dict lookup instead of ``getattr``)."""
+    if type(obj) is dict:
+        return obj.get
+    if isinstance(obj, BaseModel):
+        return obj.__dict__.get
+    if isinstance(obj, Mapping):
+        return obj.get
+    fields = getattr(obj, "__dict__", None)
+    return fields.get if fields is not None else lambda key: getattr(obj, key, None)
+
+
+def _creatures(get: Any, creature_id: dict[str, int]) -> list[tuple[int, bool, bool, bool]]:
+    """A record seat's creatures of the pool as ``(card id, tapped, sick, commander)``, in battlefield order.
 
     ``tapped`` and ``sick`` list names, so copies of one card are told apart by the rules'
     order (``ml.game.commander.engine``): creatures enter at the end of the battlefield and
@@ -192,176 +93,179 @@ def _record_creatures(p: Any, pool: dict[str, Card]) -> list[Permanent]:
     an attack taps every copy able to attack, which precede the sick ones, so the tapped
     copies are the *first* ones. Read so, a record gives the live state's flags exactly.
     """
-    tapped = list(record_field(p, "tapped") or [])
-    sick = list(record_field(p, "sick") or [])
-    commander = record_field(p, "commander_name")
-    out = []
-    for name in record_field(p, "battlefield") or []:
-        card = pool.get(name)
-        if card is None or card.kind != "creature":
-            continue
-        perm = Permanent(card, tapped=name in tapped, sick=False, is_commander=name == commander)
-        if perm.tapped:
-            tapped.remove(name)
-        out.append(perm)
-    for perm in reversed(out):
-        if perm.card.name in sick:
-            perm.sick = True
-            sick.remove(perm.card.name)
-    return out
+    named = [(cid, name) for name in get("battlefield") or [] if (cid := creature_id.get(name)) is not None]
+    if not named:
+        return []
+    tapped_left = list(get("tapped") or [])
+    sick_left = list(get("sick") or [])
+    commander = get("commander_name")
+    tapped = []
+    for _, name in named:
+        t = name in tapped_left
+        if t:
+            tapped_left.remove(name)
+        tapped.append(t)
+    sick = [False] * len(named)
+    if sick_left:
+        for i in range(len(named) - 1, -1, -1):
+            if named[i][1] in sick_left:
+                sick[i] = True
+                sick_left.remove(named[i][1])
+    return [(cid, tapped[i], sick[i], name == commander) for i, (cid, name) in enumerate(named)]
 
 
-def encode_views(views: list[SeatView], actor: int, phase: str | None, turn: float, out: np.ndarray) -> None:
-    """The observation of ``actor`` given every seat's view (the layout of the module docstring).
+def _damage(value: Any) -> list[tuple[int, int]]:
+    """Commander damage entries ``(source seat, amount)`` in record order: Forge's int is one entry of
+    source -1 (unknown; none when 0), a per-source mapping one entry per key (zeros kept)."""
+    if value is None:
+        return []
+    if isinstance(value, int):
+        return [(-1, value)] if value else []
+    return [(int(k), int(v)) for k, v in value.items()]
 
-    The features are computed in Python floats into one list and written to ``out`` at once
-    (one conversion to float32 instead of one numpy scalar write per slot).
+
+class _Rows:
+    """What :func:`record_arrays` gathers of a chunk, as lists of int tuples (converted once)."""
+
+    def __init__(self, n: int) -> None:
+        self.seats = np.zeros(n, np.int64)
+        self.games: list[tuple[int, int, int, int]] = []  # pod, turn, phase, living
+        self.seat_rows: list[tuple[int, ...]] = []  # g, seat, then _ROW_COLUMNS and listed (1)
+        self.damage: list[tuple[int, int, int, int, int]] = []  # g, seat, entry, source, amount
+        self.creatures: list[tuple[int, int, int, int, bool, bool, bool]] = []  # g, seat, slot, card id, flags
+        self.hands: list[tuple[int, int, int]] = []  # g, slot, card id (the acting seat's cards)
+
+    def add_seat(self, g: int, seat: int, actor: int, get: Any, eliminated: bool, tables: CoreTables) -> None:
+        mine = _creatures(get, tables.creature_id)
+        self.creatures.extend((g, seat, i, *c) for i, c in enumerate(mine))
+        damage = _damage(get("cmdr_dmg"))
+        self.damage.extend((g, seat, j, *entry) for j, entry in enumerate(damage))
+        hand = get("hand") or []
+        if seat == actor:
+            self.hands.extend((g, i, tables.card_id.get(name, -1)) for i, name in enumerate(hand))
+        command_zone = get("command_zone") or []
+        lands = int(get("lands") or 0)
+        sources, library, last = get("mana_sources"), get("library"), get("last_attacker")
+        self.seat_rows.append((
+            g, seat, int(get("life")), int(get("mana") or 0), int(sources) if sources is not None else lands,
+            int(get("cmdr_tax") or 0), lands, max(len(mine), int(get("creatures") or 0)), len(hand),
+            len(get("graveyard") or []), int(library) if library is not None else -1, bool(command_zone),
+            eliminated, int(last) if last is not None else -1,
+            tables.card_id.get(command_zone[0], -1) if command_zone else -1, len(mine), len(damage), 1,
+        ))  # fmt: skip
+
+    def add_record(self, g: int, record: Any, tables: CoreTables) -> None:
+        get = _getter(record)
+        players = get("players") or []
+        actor = int(get("active_seat"))
+        if not 1 <= len(players) <= MAX_POD or not 0 <= actor < MAX_POD:
+            raise ValueError(
+                f"record {g}: {len(players)} players and active_seat {actor}; "
+                f"the schema allows 2..{MAX_POD} players and seats 0..{MAX_POD - 1}"
+            )
+        self.seats[g] = actor
+        by_seat: dict[int, tuple[Any, bool]] = {}
+        living = 0
+        for p in players:
+            pget = _getter(p)
+            seat = int(pget("seat"))
+            if not 0 <= seat < MAX_POD:
+                raise ValueError(f"record {g}: seat {seat} outside 0..{MAX_POD - 1}")
+            flag = pget("eliminated")  # seat_eliminated
+            eliminated = bool(flag) if flag is not None else int(pget("life")) <= 0
+            by_seat[seat] = pget, eliminated
+            living += not eliminated
+        self.games.append((len(players), int(get("turn")), PHASE_CODE.get(get("phase"), -1), living))
+        for seat, (pget, eliminated) in by_seat.items():
+            self.add_seat(g, seat, actor, pget, eliminated, tables)
+
+
+def record_arrays(records: Sequence[Any], tables: CoreTables) -> tuple[CoreState, RecordView, np.ndarray]:
+    """Records as the encoder's arrays, one row each: a ``CoreState`` whose fields the encoder reads of a record
+    have one row per record (hands: the acting seat's card ids, -1 outside the pool; ``lib_n`` -1 when the
+    library is not given), the others the zero-size ``kernels.EMPTY_STATE`` arrays, and the ``RecordView``.
 
     Args:
-        views: one view per seat of the pod, any order (each names its seat).
-        actor: the observing seat.
-        phase: one of ``PHASES``; another value leaves the phase one-hot empty.
-        turn: the round number.
-        out: float32[OBS_DIM]; every slot is overwritten.
+        records: decision records (dicts or validated models; ``action`` and the rest unread).
+        tables: the card tables the records' card names are looked up in (``CoreTables``).
+
+    Returns:
+        ``(state, view, seats)``: the ``CoreState`` of the encoder's fields, the ``RecordView``,
+        int64[N] each record's ``active_seat``; ``core.encode(state, tables, seats, out, view)``
+        encodes them.
+
+    Raises:
+        ValueError: a record outside the schema's shape (``ml.game.commander.records``): 1 to
+            ``MAX_POD`` players, seats and ``active_seat`` in ``0..MAX_POD-1``, a count beyond int16.
     """
-    buf = [0.0] * OBS_DIM
-    n = len(views)
-    by_seat = {v.seat: v for v in views}
-    if phase in PHASES:
-        buf[G[f"phase_{phase}"]] = 1.0
-    buf[G["turn"]] = turn / TURN_SCALE
-    buf[G["pod_size"]] = n / POD_SCALE
-    buf[G["living_players"]] = sum(not v.eliminated for v in views) / POD_SCALE
-    me = by_seat.get(actor)
-    mine = me.creatures if me is not None else []
-    ready = [c for c in mine if c.can_attack()]
-    kept = [c for c in mine if not c.can_attack() or "vigilance" in c.card.keywords]
-    for k in range(min(n, MAX_POD)):
-        seat = (actor + k) % n
-        p = by_seat.get(seat)
-        if p is None:
-            continue
-        base = SEATS_START + k * SEAT_DIM
-        _encode_seat(p, actor, n, buf, base)
-        untapped_count = untapped_power = 0
-        for x in p.creatures:
-            if not x.tapped:
-                untapped_count += 1
-                untapped_power += x.card.power
-        buf[base + _UNTAPPED_CREATURES] = untapped_count / CREATURE_COUNT_SCALE
-        buf[base + _UNTAPPED_POWER] = untapped_power / BOARD_POWER_SCALE
-        if k == 0:
-            buf[base + _READY_ATTACKERS] = len(ready) / CREATURE_COUNT_SCALE
-            buf[base + _READY_POWER] = sum(x.card.power for x in ready) / BOARD_POWER_SCALE
-        elif me is not None and not p.eliminated:
-            _encode_previews(me, p, ready, kept, buf, base)
-            buf[base + _ATTACKED_ME_LAST] = float(me.last_attacker == seat)
-    if me is not None:
-        _encode_hand(me, buf, HAND_START)
-    out[:] = buf
+    rows = _Rows(len(records))
+    for g, record in enumerate(records):
+        rows.add_record(g, record, tables)
+    crt_cap = 1 + max((c[2] for c in rows.creatures), default=0)
+    hand_cap = 1 + max((h[1] for h in rows.hands), default=0)
+    n, s = len(records), MAX_POD
+    # One zeroed block per dtype and shape; every field is a C-contiguous view of one (few allocations and scatters)
+    per_seat = {dtype: np.zeros((len(names), n, s), dtype) for dtype, names in _SEAT_BLOCKS.items()}
+    cubes, flags = np.zeros((2, n, s, s), np.int16), np.zeros((3, n, s, crt_cap), np.bool_)
+    g8, g16 = np.zeros((2, n), np.int8), np.zeros((2, n), np.int16)
+    fields = {name: block[i] for dtype, block in per_seat.items() for i, name in enumerate(_SEAT_BLOCKS[dtype])}
+    fields.update(pod=g8[0], phase=g8[1], turn=g16[0], living=g16[1], cmdr_dmg=cubes[0], dmg_amt=cubes[1])
+    fields.update(crt_tapped=flags[0], crt_sick=flags[1], crt_cmdr=flags[2], dmg_src=np.zeros((n, s, s), np.int8))
+    fields.update(crt=np.zeros((n, s, crt_cap), np.int16), hand=np.zeros((n, s, hand_cap), np.int16))
+    view = RecordView(**{name: fields.pop(name) for name in RecordView._fields})
+    st = kernels.EMPTY_STATE._replace(**fields)
+    if not records:
+        return st, view, rows.seats
+    glob, table = np.asarray(rows.games, np.int64), np.asarray(rows.seat_rows, np.int64)
+    if max(np.abs(glob).max(), np.abs(table).max()) > _I16.max:
+        raise ValueError(f"a record's count lies beyond int16 ({_I16.min}..{_I16.max}); the schema's bounds are far inside")
+    g8[:] = glob[:, [0, 2]].T  # pod, phase
+    g16[:] = glob[:, [1, 3]].T  # turn, living
+    seat_at = table[:, 0] * s + table[:, 1]  # flat (record, seat) indices
+    for dtype, block in per_seat.items():
+        block.reshape(len(block), n * s)[:, seat_at] = table[:, _SEAT_COLUMNS[dtype]].T
+    if rows.damage:
+        d = np.asarray(rows.damage, np.int64)
+        at = (d[:, 0] * s + d[:, 1]) * s
+        view.dmg_src.reshape(-1)[at + d[:, 2]] = d[:, 3]
+        view.dmg_amt.reshape(-1)[at + d[:, 2]] = d[:, 4]
+        known = d[:, 3] >= 0
+        st.cmdr_dmg.reshape(-1)[at[known] + d[known, 3]] = d[known, 4]
+    if rows.creatures:
+        c = np.asarray(rows.creatures, np.int64)
+        at = (c[:, 0] * s + c[:, 1]) * crt_cap + c[:, 2]
+        st.crt.reshape(-1)[at] = c[:, 3]
+        flags.reshape(3, -1)[:, at] = c[:, 4:7].T
+    if rows.hands:
+        h = np.asarray(rows.hands, np.int64)
+        st.hand.reshape(-1)[(h[:, 0] * s + rows.seats[h[:, 0]]) * hand_cap + h[:, 1]] = h[:, 2]
+    return st, view, rows.seats
 
 
-_UNTAPPED_CREATURES, _UNTAPPED_POWER = S["untapped_creatures"], S["untapped_power"]
-_READY_ATTACKERS, _READY_POWER, _ATTACKED_ME_LAST = S["ready_attackers"], S["ready_power"], S["attacked_me_last"]
-_SEAT_SLOTS = tuple(S[name] for name in SEAT_BASE_FEATURES[:17])
-"""Slots of ``present`` .. ``is_actor``, in the order :func:`_encode_seat` computes them."""
-_CMDR_SLOTS = tuple(S[name] for name in CMDR_DAMAGE_FEATURES)
-_MAX_CMDR, _TOTAL_CMDR = S["max_cmdr_damage_taken"], S["total_cmdr_damage_taken"]
-_HAND_KIND = {kind: H[f"hand_{kind}"] for kind in KINDS}
-_AFFORDABLE_KIND = {kind: H[f"affordable_{kind}"] for kind in KINDS}
+_ROW_COLUMNS = ("life", "mana", "mana_sources", "tax", "lands", "creatures", "hand_n", "grave_n", "lib_n", "in_cz",
+                "eliminated", "last_attacker", "cmdr_card", "crt_n", "dmg_n")  # fmt: skip
+"""The per-seat values :func:`_Rows.add_seat` gathers after (record, seat), by their field in the state or the view."""
+_SEAT_BLOCKS = {
+    np.dtype(np.int16): ("life", "mana", "mana_sources", "tax", "lands", "creatures", "hand_n", "grave_n", "lib_n",
+                         "cmdr_card", "crt_n"),
+    np.dtype(np.int8): ("last_attacker", "dmg_n"),
+    np.dtype(np.bool_): ("in_cz", "eliminated", "listed"),
+}  # fmt: skip
+"""The per-seat fields by dtype (the dtypes of ``kernels.allocate`` and ``kernels.allocate_view``)."""
+_SEAT_COLUMNS = {dtype: [2 + (*_ROW_COLUMNS, "listed").index(name) for name in names] for dtype, names in _SEAT_BLOCKS.items()}
+"""Columns of the gathered rows per block (``listed``: a column of ones appended to each row)."""
 
 
-def _encode_previews(
-    me: SeatView, opp: SeatView, ready: list[Permanent], kept: list[Permanent], buf: list[float], base: int
-) -> None:
-    """Previews of an all-out attack each way between the actor and one opponent (``attack_*``, ``counter_*``)."""
-    life = max(opp.life, 1)
-    taken = opp.cmdr_dmg.get(me.seat, 0)
-    if ready:
-        res = resolve_damage(ready, plan_blocks(ready, opp.creatures, life, taken))
-        dealt = res.player_damage - res.defender_gain
-        buf[base + S["attack_damage"]] = min(dealt / life, PREVIEW_DAMAGE_CAP)
-        buf[base + S["attack_lethal"]] = float(dealt >= life or taken + res.commander_damage >= COMMANDER_DAMAGE_LETHAL)
-        buf[base + S["attack_attackers_lost"]] = sum(board_value(x) for x in res.dead_attackers) / BOARD_POWER_SCALE
-        buf[base + S["attack_blockers_lost"]] = sum(board_value(x) for x in res.dead_blockers) / BOARD_POWER_SCALE
-    if opp.creatures:
-        my_life = max(me.life, 1)
-        my_taken = me.cmdr_dmg.get(opp.seat, 0)
-        attackers = [Permanent(x.card, sick=False, is_commander=x.is_commander) for x in opp.creatures]
-        res = resolve_damage(attackers, plan_blocks(attackers, kept, my_life, my_taken))
-        buf[base + S["counter_damage"]] = min(res.player_damage / my_life, PREVIEW_DAMAGE_CAP)
-        buf[base + S["counter_lethal"]] = float(
-            res.player_damage >= my_life or my_taken + res.commander_damage >= COMMANDER_DAMAGE_LETHAL
-        )
+def encode_records(records: Sequence[Any], tables: CoreTables, out: np.ndarray) -> np.ndarray:
+    """The observations of ``records`` (each its ``active_seat``'s) into ``out`` (float32[N, OBS_DIM]), in
+    chunks of :data:`CHUNK` records through :func:`record_arrays` and the compiled encoder.
 
-
-def _encode_seat(p: SeatView, actor: int, n: int, buf: list[float], base: int) -> None:
-    """The seat's public features (``SEAT_BASE_FEATURES``, ``CMDR_DAMAGE_FEATURES``) into ``buf[base:]``."""
-    power = toughness = flying = max_power = 0
-    for c in p.creatures:
-        card = c.card
-        power += card.power
-        toughness += card.toughness
-        if card.power > max_power:
-            max_power = card.power
-        if "flying" in card.keywords:
-            flying += card.power
-    values = (
-        1.0,  # present
-        0.0 if p.eliminated else 1.0,
-        p.life / LIFE_SCALE,
-        p.mana / MANA_SCALE,
-        p.mana_sources / MANA_SCALE,
-        p.cmdr_tax / MANA_SCALE,
-        p.creature_count / CREATURE_COUNT_SCALE,
-        power / BOARD_POWER_SCALE,
-        toughness / BOARD_POWER_SCALE,
-        flying / BOARD_POWER_SCALE,
-        max_power / CREATURE_POWER_SCALE,
-        p.lands / LANDS_SCALE,
-        len(p.hand) / CARD_COUNT_SCALE,
-        p.graveyard_size / GRAVEYARD_SCALE,
-        p.library_size / LIBRARY_SCALE if p.library_size is not None else 0.0,
-        1.0 if p.in_command_zone else 0.0,
-        1.0 if p.seat == actor else 0.0,
-    )
-    for slot, value in zip(_SEAT_SLOTS, values, strict=True):
-        buf[base + slot] = value
-    dmg = p.cmdr_dmg
-    if dmg:
-        buf[base + _MAX_CMDR] = max(dmg.values()) / CMDR_DAMAGE_SCALE
-        buf[base + _TOTAL_CMDR] = sum(dmg.values()) / TOTAL_CMDR_DAMAGE_SCALE
-        for source, amount in dmg.items():
-            if source >= 0:
-                buf[base + _CMDR_SLOTS[(source - actor) % n]] = amount / CMDR_DAMAGE_SCALE
-
-
-def _encode_hand(me: SeatView, buf: list[float], base: int) -> None:
-    """The acting player's hand features (``HAND_FEATURES``) into ``buf[base:]``."""
-    mana = me.mana
-    instants = 0
-    best_affordable_power = 0
-    for card in me.hand:
-        if card is None:
-            buf[base + _HAND_KIND["unknown"]] += 1.0 / CARD_COUNT_SCALE
-            continue
-        buf[base + _HAND_KIND[card.kind]] += 1.0 / CARD_COUNT_SCALE
-        if card.kind != "land" and card.mana_value <= mana:
-            buf[base + _AFFORDABLE_KIND[card.kind]] += 1.0 / CARD_COUNT_SCALE
-            if card.kind == "creature":
-                best_affordable_power = max(best_affordable_power, card.power)
-        if card.instant:
-            instants += 1
-    buf[base + H["instants"]] = instants / CARD_COUNT_SCALE
-    buf[base + H["best_affordable_power"]] = best_affordable_power / CREATURE_POWER_SCALE
-    if me.in_command_zone:
-        cmdr = me.commander_card
-        cost = (cmdr.mana_value if cmdr is not None else 0) + me.cmdr_tax
-        buf[base + H["commander_cost"]] = cost / MANA_SCALE
-        buf[base + H["commander_affordable"]] = 1.0 if cost <= mana else 0.0
-
-
-def seat_eliminated(player: Mapping[str, Any] | Any) -> bool:
-    """Whether a record's player is out: its ``eliminated`` flag, or life 0 or less when it has none."""
-    flag = record_field(player, "eliminated")
-    return bool(flag) if flag is not None else int(record_field(player, "life")) <= 0
+    Raises:
+        ValueError: as :func:`record_arrays`; ``out`` is not float32[N, OBS_DIM].
+    """
+    if out.shape != (len(records), OBS_DIM) or out.dtype != np.float32:
+        raise ValueError(f"out must be float32[{len(records)}, {OBS_DIM}], got {out.dtype}{list(out.shape)}")
+    for start in range(0, len(records), CHUNK):
+        st, view, seats = record_arrays(records[start : start + CHUNK], tables)
+        encode(st, tables, seats, out[start : start + CHUNK], view)
+    return out

@@ -13,8 +13,8 @@ Actions              Discrete(NUM_ACTIONS), the macro actions of ``ml.game.comma
 Parallel API         no (``is_parallelizable: False``)
 Agents               ``player_0 .. player_{pod_size-1}`` (seat index)
 Observation          Dict(observation: Box(float32[obs_dim]), action_mask: Box(int8[NUM_ACTIONS]))
-Observation values   ``encoder.encode_state(state, seat)`` (equal to ``encoder(record)`` of the
-                     seat's decision record, ``rules.decision_record``, without building it)
+Observation values   ``encoder(record)`` of the seat's decision record (``rules.decision_record``):
+                     the compiled encoder of ``RecordEncoder``, the one the core's live games use
 Rewards              zero-sum: winner +1, every other seat -1/(n-1) (given when eliminated)
 Termination          elimination, or the game's win; truncation: the turn-cap draw
 ==================== ================================================================
@@ -49,8 +49,7 @@ class ReferencePodEnv(PodEnvBase):
     Args:
         pod_size: seats, 2..MAX_POD.
         max_turns: round cap (rounds); reaching it truncates (a draw).
-        encoder: object with ``obs_dim`` (int) and ``__call__(record: dict) -> float32[obs_dim]``,
-            and optionally ``encode_state(state, seat) -> float32[obs_dim]`` (used when present);
+        encoder: object with ``obs_dim`` (int) and ``__call__(record: dict) -> float32[obs_dim]``;
             None uses ``ml.game.commander.encoding.RecordEncoder()``.
 
     Raises:
@@ -139,11 +138,7 @@ class ReferencePodEnv(PodEnvBase):
         """
         seat = self.agent_name_mapping[agent]
         st = self.state
-        encode_state = getattr(self.encoder, "encode_state", None)
-        if encode_state is not None:  # the direct path: no record built
-            obs = encode_state(st, seat)
-        else:
-            obs = np.asarray(self.encoder(rules.decision_record(st, seat)), dtype=np.float32)
+        obs = np.asarray(self.encoder(rules.decision_record(st, seat)), dtype=np.float32)
         mask = np.zeros(NUM_ACTIONS, dtype=np.int8)
         if not st.done and seat == st.current_seat:
             mask[st.legal] = 1

@@ -26,9 +26,9 @@ import functools
 import numpy as np
 
 from ml.game.commander.actions import MAX_POD, NUM_ACTIONS
-from ml.game.commander.cards import KEYWORDS, KINDS, Card, Deck, load_card_pool, load_decks
+from ml.game.commander.cards import DECK_SIZE, KEYWORDS, KINDS, Card, Deck, load_card_pool, load_decks
 from ml.game.commander.core import kernels
-from ml.game.commander.core.kernels import CoreState, Tables
+from ml.game.commander.core.kernels import CoreState, RecordView, Tables
 from ml.game.commander.features import OBS_DIM
 from ml.game.commander.state import PHASES
 
@@ -39,6 +39,7 @@ __all__ = [
     "SEAT_RANDOM",
     "CoreState",
     "CoreTables",
+    "RecordView",
     "apply_actions",
     "choose_scripted",
     "decision_record",
@@ -68,6 +69,7 @@ class CoreTables:
         card_id: name -> card id.
         deck_names, deck_archetypes, deck_commanders: per deck index (decks file order).
         is_land: card id -> the card is a land (records count lands).
+        creature_id: name -> card id of the pool's creatures (a record's battlefield creatures).
     """
 
     def __init__(self, pool: dict[str, Card], decks: dict[str, Deck]) -> None:
@@ -81,6 +83,7 @@ class CoreTables:
         self.deck_commanders = [d.commander for d in decks.values()]
         kw = [sum(1 << KEYWORDS.index(k) for k in c.keywords) for c in cards]
         self.is_land = [c.kind == KINDS[0] for c in cards]
+        self.creature_id = {c.name: i for i, c in enumerate(cards) if c.kind == KINDS[1]}
 
         def col(values: list[int]) -> np.ndarray:
             return np.asarray(values, dtype=np.int64)
@@ -94,7 +97,9 @@ class CoreTables:
             nkw=col([len(c.keywords) for c in cards]),
             instant=col([int(c.instant) for c in cards]),
             amount=col([c.amount for c in cards]),
-            deck_cards=np.asarray([[self.card_id[n] for n in d.cards] for d in decks.values()], dtype=np.int64),
+            deck_cards=np.asarray([[self.card_id[n] for n in d.cards] for d in decks.values()], np.int64).reshape(
+                -1, DECK_SIZE
+            ),
             deck_cmdr=col([self.card_id[d.commander] for d in decks.values()]),
         )
 
@@ -105,9 +110,10 @@ def load_tables() -> CoreTables:
     return CoreTables(load_card_pool(), load_decks())
 
 
-def scratch() -> np.ndarray:
-    """The kernels' scratch rows (int64[kernels.N_ROWS, kernels.CAP]); every batched call takes one."""
-    return np.zeros((kernels.N_ROWS, kernels.CAP), np.int64)
+def scratch(width: int = kernels.CAP) -> np.ndarray:
+    """The kernels' scratch rows (int64[kernels.N_ROWS, max(width, kernels.CAP)]); every batched call takes one
+    (``width``: the most creatures of one seat, for records beyond a zone's capacity)."""
+    return np.zeros((kernels.N_ROWS, max(width, kernels.CAP)), np.int64)
 
 
 def new_state(n: int) -> CoreState:
@@ -208,12 +214,24 @@ def choose_scripted(st: CoreState, tables: CoreTables, out: np.ndarray) -> np.nd
     return out
 
 
-def encode(st: CoreState, tables: CoreTables, seats: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """Observations of ``seats[g]`` (int64[N], -1 for zeros) into ``out`` (float32[N, OBS_DIM]), as
-    ``RecordEncoder.encode_state`` writes them."""
-    if out.shape != (st.seed.shape[0], OBS_DIM) or out.dtype != np.float32:
-        raise ValueError(f"out must be float32[{st.seed.shape[0]}, {OBS_DIM}], got {out.dtype}{list(out.shape)}")
-    kernels.encode_kernel(st, tables.nb, np.asarray(seats, np.int64), out, scratch())
+def encode(
+    st: CoreState, tables: CoreTables, seats: np.ndarray, out: np.ndarray, view: RecordView = kernels.NO_RECORD
+) -> np.ndarray:
+    """Observations of ``seats[g]`` (int64[N], -1 for zeros) into ``out`` (float32[N, OBS_DIM]): the one
+    encoder of live games and of decision records (the layout of ``ml.game.commander.observation``).
+
+    Args:
+        st: N live games, or N records as ``observation.record_arrays`` loads them.
+        view: ``kernels.NO_RECORD`` for live games; the records' ``RecordView``.
+
+    Raises:
+        ValueError: ``out`` is not float32[N, OBS_DIM].
+    """
+    n = st.pod.shape[0]
+    if out.shape != (n, OBS_DIM) or out.dtype != np.float32:
+        raise ValueError(f"out must be float32[{n}, {OBS_DIM}], got {out.dtype}{list(out.shape)}")
+    width = st.crt.shape[2] if view.listed.shape[0] else kernels.CAP
+    kernels.encode_kernel(st, tables.nb, view, np.asarray(seats, np.int64), out, scratch(width))
     return out
 
 

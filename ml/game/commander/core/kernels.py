@@ -8,10 +8,13 @@ modules they mirror (``actions``, ``features``, ``state``, ``combat``, ``players
 ``rules``), so a change there fails the import instead of running a stale cache.
 
 Semantics are those of the object engine (``engine.py``, ``rules.py``, ``combat.py``,
-``players.py``, ``observation.py``), statement for statement, including the order of every
-random draw: each game and each scripted seat owns a Mersenne Twister state (MT19937, the
+``players.py``), statement for statement, including the order of every random draw: each game and each scripted seat owns a Mersenne Twister state (MT19937, the
 generator of Python's ``random``, seeded the way ``random.Random(int)`` seeds it), so the
-core deals the same games as ``rules.new_game`` from the same seed.
+core deals the same games as ``rules.new_game`` from the same seed. The encoder
+(:func:`encode_kernel`) is the project's one observation encoder, of live games and of
+decision records alike (the layout in ``observation.py``; records reach it as arrays through
+``observation.record_arrays`` and :class:`RecordView`); ``tests/test_encoding.py`` checks it
+bit for bit against a Python oracle of the arithmetic (``tests/encoding_oracle.py``).
 
 Array layout (N games, ``S_MAX`` seats, zones of capacity ``CAP``; ``CoreState``):
 
@@ -64,7 +67,7 @@ NUM_ACTIONS = 13
 CAST_CREATURE, CAST_REMOVAL, CAST_DRAW, CAST_RAMP, CAST_WIPE, CAST_COMMANDER, HOLD_MANA, PASS = range(8)
 FIRST_ATTACK = 8
 MAIN_1, COMBAT, MAIN_2, END = 0, 1, 2, 3
-LAND, CREATURE, REMOVAL, DRAW, RAMP, WIPE = 0, 1, 2, 3, 4, 5
+LAND, CREATURE, REMOVAL, DRAW, RAMP, WIPE, UNKNOWN = 0, 1, 2, 3, 4, 5, 6
 KW_FLYING, KW_HASTE, KW_TRAMPLE, KW_DEATHTOUCH, KW_LIFELINK, KW_VIGILANCE = 1, 2, 4, 8, 16, 32
 STARTING_LIFE, HAND_SIZE, TAX_STEP, LETHAL_CMDR = 40, 7, 2, 21
 MULL_MIN, MULL_MAX, MAX_MULL = 2, 5, 2
@@ -107,6 +110,7 @@ def _check_frozen() -> None:
         "hand": ((H_KIND, H_AFFORD, H_INSTANTS, H_BEST_POW, H_CMDR_COST, H_CMDR_AFF),
                  (f.H["hand_land"], f.H["affordable_land"], f.H["instants"], f.H["best_affordable_power"], f.H["commander_cost"], f.H["commander_affordable"])),
         "kinds in features": ((*KINDS, "unknown"), f.KINDS),
+        "unknown kind": (UNKNOWN, f.KINDS.index("unknown")),
         "scales": ((30.0, 6, 40.0, 10.0, 10.0, 20.0, 10.0, 20.0, 10.0, 30.0, 99.0, 21.0, 42.0, 1.5),
                    (f.TURN_SCALE, f.POD_SCALE, f.LIFE_SCALE, f.MANA_SCALE, f.CREATURE_COUNT_SCALE, f.BOARD_POWER_SCALE, f.CREATURE_POWER_SCALE,
                     f.LANDS_SCALE, f.CARD_COUNT_SCALE, f.GRAVEYARD_SCALE, f.LIBRARY_SCALE, f.CMDR_DAMAGE_SCALE, f.TOTAL_CMDR_DAMAGE_SCALE, f.PREVIEW_DAMAGE_CAP)),
@@ -1296,12 +1300,63 @@ def choose_kernel(st, T, out, scr):
         out[g] = scripted_action(st, T, g, scr)
 
 
-# ---------------------------------------------------------------------------- observation (observation.py)
+# ---------------------------------------------------------------------------- observation (records and live games)
+
+
+class RecordView(NamedTuple):
+    """What a decision record states outright that the live state derives, one row per record, by seat.
+
+    The record path (``observation.record_arrays``) fills a ``CoreState`` holding the encoder's
+    fields plus this view; the live path passes :data:`NO_RECORD` (zero rows), and the encoder
+    reads the view only when it has rows. Fields (N records, ``S_MAX`` seats):
+
+    ==================  ==================  ==================================================
+    field               dtype, shape        meaning
+    ==================  ==================  ==================================================
+    listed              bool[N,S]           the seat is in ``players`` (the last entry wins)
+    living              int16[N]            entries of ``players`` not eliminated
+    tax, lands          int16[N,S]          ``cmdr_tax``, ``lands`` as the record gives them
+    creatures           int16[N,S]          ``creatures``, at least the pool creatures listed
+    cmdr_card           int16[N,S]          card id of the command zone's first card, -1 if
+                                            none or outside the pool
+    dmg_src, dmg_amt    int8/int16[N,S,S]   commander damage entries in record order: source
+                                            seat (-1 unknown: Forge's sum), amount
+    dmg_n               int8[N,S]           entries
+    ==================  ==================  ==================================================
+    """
+
+    listed: np.ndarray
+    living: np.ndarray
+    tax: np.ndarray
+    lands: np.ndarray
+    creatures: np.ndarray
+    cmdr_card: np.ndarray
+    dmg_src: np.ndarray
+    dmg_amt: np.ndarray
+    dmg_n: np.ndarray
+
+
+def allocate_view(n: int) -> RecordView:
+    """Zeroed :class:`RecordView` rows for ``n`` records (``n = 0``: :data:`NO_RECORD`)."""
+    s, z = S_MAX, np.zeros
+    return RecordView(
+        listed=z((n, s), np.bool_), living=z(n, np.int16), tax=z((n, s), np.int16), lands=z((n, s), np.int16),
+        creatures=z((n, s), np.int16), cmdr_card=z((n, s), np.int16), dmg_src=z((n, s, s), np.int8),
+        dmg_amt=z((n, s, s), np.int16), dmg_n=z((n, s), np.int8),
+    )  # fmt: skip
+
+
+NO_RECORD = allocate_view(0)
+"""The view of live games: no rows, so the encoder derives every count from the state."""
+EMPTY_STATE = allocate(0)
+"""Zero-size arrays of every ``CoreState`` field; a record batch (``observation.record_arrays``) replaces the
+fields the encoder reads of a record, so both paths share one compiled encoder (same dtypes and ranks).
+Never written: shared by every record batch."""
 
 
 @helper
 def _tenths(count):
-    """``count`` additions of 1.0 / 10.0 from 0.0 (the object encoder's accumulation, rounding included)."""
+    """``count`` additions of 1.0 / 10.0 from 0.0 (the accumulation of one count per card, rounding included)."""
     v = 0.0
     for _ in range(count):
         v += 1.0 / 10.0
@@ -1309,9 +1364,9 @@ def _tenths(count):
 
 
 @helper
-def _encode_seat(st, T, g, p, actor, n, o, base):
+def _encode_seat(st, T, ov, rec, g, p, actor, n, o, base):
     """Seat ``p``'s block at ``o[base:]``: every feature but the previews (one pass over its creatures)."""
-    power = tough = flying = max_power = lands = untapped = untapped_power = ready = ready_power = 0
+    power = tough = flying = max_power = untapped = untapped_power = ready = ready_power = 0
     for i in range(st.crt_n[g, p]):
         c = st.crt[g, p, i]
         pw = T.power[c]
@@ -1327,16 +1382,26 @@ def _encode_seat(st, T, g, p, actor, n, o, base):
             if not st.crt_sick[g, p, i] or _has(T, c, KW_HASTE):
                 ready += 1
                 ready_power += pw
-    for i in range(st.perm_n[g, p]):
-        if T.kind[st.perm[g, p, i]] == LAND:
-            lands += 1
+    if rec:
+        lands = np.int64(ov.lands[g, p])
+        tax = np.int64(ov.tax[g, p])
+        creatures = np.int64(ov.creatures[g, p])
+        entries = np.int64(ov.dmg_n[g, p])
+    else:
+        lands = 0
+        for i in range(st.perm_n[g, p]):
+            if T.kind[st.perm[g, p, i]] == LAND:
+                lands += 1
+        tax = TAX_STEP * np.int64(st.casts[g, p])
+        creatures = np.int64(st.crt_n[g, p])
+        entries = n
     o[base + F_PRESENT] = 1.0
     o[base + F_ALIVE] = 0.0 if st.eliminated[g, p] else 1.0
     o[base + F_LIFE] = st.life[g, p] / 40.0
     o[base + F_MANA] = st.mana[g, p] / 10.0
     o[base + F_SOURCES] = st.mana_sources[g, p] / 10.0
-    o[base + F_TAX] = (TAX_STEP * st.casts[g, p]) / 10.0
-    o[base + F_CREATURES] = st.crt_n[g, p] / 10.0
+    o[base + F_TAX] = tax / 10.0
+    o[base + F_CREATURES] = creatures / 10.0
     o[base + F_POWER] = power / 20.0
     o[base + F_TOUGH] = tough / 20.0
     o[base + F_FLYING] = flying / 20.0
@@ -1344,16 +1409,23 @@ def _encode_seat(st, T, g, p, actor, n, o, base):
     o[base + F_LANDS] = lands / 20.0
     o[base + F_HAND] = st.hand_n[g, p] / 10.0
     o[base + F_GRAVE] = st.grave_n[g, p] / 30.0
-    o[base + F_LIB] = st.lib_n[g, p] / 99.0
+    o[base + F_LIB] = st.lib_n[g, p] / 99.0 if st.lib_n[g, p] >= 0 else 0.0
     o[base + F_CZ] = 1.0 if st.in_cz[g, p] else 0.0
     o[base + F_ACTOR] = 1.0 if p == actor else 0.0
     top = 0
     total = 0
-    for src in range(n):
-        dmg = np.int64(st.cmdr_dmg[g, p, src])
-        if dmg:
-            top = max(top, dmg)
-            total += dmg
+    for j in range(entries):  # a record's entries in its order (a later one wins a shared slot); a live game's by source
+        if rec:
+            src = np.int64(ov.dmg_src[g, p, j])
+            dmg = np.int64(ov.dmg_amt[g, p, j])
+        else:
+            src = j
+            dmg = np.int64(st.cmdr_dmg[g, p, j])
+            if dmg == 0:  # a live game's sources are distinct slots: a zero leaves its slot as it is
+                continue
+        top = max(top, dmg)
+        total += dmg
+        if src >= 0:  # -1: an unknown source (Forge's sum) counts in the max and the total only
             o[base + F_CMDR_FROM + (src - actor) % n] = dmg / 21.0
     if total:
         o[base + F_MAXCMDR] = top / 21.0
@@ -1366,7 +1438,7 @@ def _encode_seat(st, T, g, p, actor, n, o, base):
 
 
 @helper
-def _encode_hand(st, T, g, me, o, base, scr):
+def _encode_hand(st, T, ov, rec, g, me, o, base, scr):
     mana = st.mana[g, me]
     kinds = scr[ORDER, :14]
     kinds[:] = 0
@@ -1374,6 +1446,9 @@ def _encode_hand(st, T, g, me, o, base, scr):
     best = 0
     for i in range(st.hand_n[g, me]):
         c = st.hand[g, me, i]
+        if c < 0:  # a record's card outside the pool
+            kinds[UNKNOWN] += 1
+            continue
         k = T.kind[c]
         kinds[k] += 1
         if k != LAND and T.mv[c] <= mana:
@@ -1387,7 +1462,11 @@ def _encode_hand(st, T, g, me, o, base, scr):
     o[base + H_INSTANTS] = instants / 10.0
     o[base + H_BEST_POW] = best / 10.0
     if st.in_cz[g, me]:
-        cost = T.mv[T.deck_cmdr[st.deck[g, me]]] + TAX_STEP * st.casts[g, me]
+        if rec:
+            card = np.int64(ov.cmdr_card[g, me])
+            cost = (T.mv[card] if card >= 0 else 0) + np.int64(ov.tax[g, me])
+        else:
+            cost = T.mv[T.deck_cmdr[st.deck[g, me]]] + TAX_STEP * np.int64(st.casts[g, me])
         o[base + H_CMDR_COST] = cost / 10.0
         o[base + H_CMDR_AFF] = 1.0 if cost <= mana else 0.0
 
@@ -1428,34 +1507,60 @@ def _encode_previews(st, T, g, me, p, o, base, scr):
 
 
 @helper
-def encode_one(st, T, g, actor, o, scr):
-    """``observation.encode_views`` of seat ``actor`` in game ``g`` into ``o`` (float32[OBS_DIM], every slot written)."""
+def encode_one(st, T, ov, g, actor, o, scr):
+    """The observation of seat ``actor`` in game or record ``g`` into ``o`` (float32[OBS_DIM], every slot
+    written; the layout of ``observation.py``). ``ov``: the records' :class:`RecordView`, or
+    :data:`NO_RECORD` for live games."""
     for i in range(OBS_DIM):
         o[i] = 0.0
+    rec = ov.listed.shape[0] > 0
     n = np.int64(st.pod[g])
-    o[st.phase[g]] = 1.0
+    if st.phase[g] >= 0:  # a record's phase outside PHASES: no one-hot
+        o[st.phase[g]] = 1.0
     o[G_TURN] = st.turn[g] / 30.0
     o[G_POD] = n / 6
-    living = 0
-    for s in range(n):
-        if not st.eliminated[g, s]:
-            living += 1
+    if rec:
+        living = np.int64(ov.living[g])
+        me_listed = ov.listed[g, actor]
+    else:
+        living = 0
+        for s in range(n):
+            if not st.eliminated[g, s]:
+                living += 1
+        me_listed = True
     o[G_LIVING] = living / 6
     for k in range(min(n, S_MAX)):
         p = (actor + k) % n
+        if rec and not ov.listed[g, p]:
+            continue
         base = SEATS_START + k * SEAT_DIM
-        _encode_seat(st, T, g, p, actor, n, o, base)
-        if k > 0 and not st.eliminated[g, p]:
+        _encode_seat(st, T, ov, rec, g, p, actor, n, o, base)
+        if k == 0:
+            if p != actor:  # a record whose active seat is beyond its pod: slot 0 shows another seat, with my attackers
+                ready = ready_power = 0
+                if me_listed:
+                    for i in range(st.crt_n[g, actor]):
+                        if _can_attack(st, T, g, actor, i):
+                            ready += 1
+                            ready_power += T.power[st.crt[g, actor, i]]
+                o[base + F_ATT_DMG] = ready / 10.0
+                o[base + F_ATT_LETHAL] = ready_power / 20.0
+        elif me_listed and not st.eliminated[g, p]:
             _encode_previews(st, T, g, actor, p, o, base, scr)
             o[base + F_ATTACKED_LAST] = 1.0 if st.last_attacker[g, actor] == p else 0.0
-    _encode_hand(st, T, g, actor, o, HAND_START, scr)
+    if me_listed:
+        _encode_hand(st, T, ov, rec, g, actor, o, HAND_START, scr)
 
 
 @kernel
-def encode_kernel(st, T, seats, out, scr):
-    """``out[g]`` = the observation of ``seats[g]`` in game ``g`` (zeros where ``seats[g] < 0``)."""
+def encode_kernel(st, T, ov, seats, out, scr):
+    """``out[g]`` = the observation of ``seats[g]`` in game (or record) ``g``; zeros where ``seats[g] < 0``.
+
+    ``ov``: :data:`NO_RECORD` for live games, the records' :class:`RecordView` for records
+    (``scr``'s width then at least their most creatures a seat).
+    """
     for g in range(seats.shape[0]):
         if seats[g] < 0:
             out[g, :] = 0.0
         else:
-            encode_one(st, T, g, np.int64(seats[g]), out[g], scr)
+            encode_one(st, T, ov, g, np.int64(seats[g]), out[g], scr)

@@ -58,7 +58,21 @@ def run_kernels() -> None:
     out = np.zeros(1, np.int64)
     core.choose_scripted(st, tables, out)
     core.encode(st, tables, np.zeros(1, np.int64), np.zeros((1, core.OBS_DIM), np.float32))
+    encode_a_record()
     core.apply_actions(st, tables, out, np.zeros((1, MAX_POD), np.float32))
+
+
+def encode_a_record() -> float:
+    """Encode one decision record through the records' path (``observation.encode_records``: the live
+    games' compiled encoder, loaded or compiled on first use); returns the seconds it took. The policy
+    endpoint calls it at start, so no request pays numba's load."""
+    from ml.game.commander import rules
+    from ml.game.commander.observation import encode_records
+
+    started = time.perf_counter()
+    record = rules.decision_record(rules.new_game(0, 4, 30, 0))
+    encode_records([record], core.load_tables(), np.zeros((1, core.OBS_DIM), np.float32))
+    return time.perf_counter() - started
 
 
 _DONE: list[WarmUp] = []
