@@ -89,6 +89,14 @@ class Params(_Section):
         return self
 
     @model_validator(mode="after")
+    def _check_teacher(self) -> Params:
+        if self.teacher.policy != "heuristic":  # the commander refuses it, a cfr teacher needs a small game
+            from ml.game.registry import make_game  # lazy: loads pyspiel only for OpenSpiel games
+
+            make_game(self.game, self.teacher)
+        return self
+
+    @model_validator(mode="after")
     def _check_profiles(self) -> Params:
         for name, overrides in self.profiles.items():
             self._check_overrides(("profiles", name), f"profile {name!r}", overrides)

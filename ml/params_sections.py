@@ -63,6 +63,10 @@ class GameParams(_Section):
     """``commander`` (the built-in pod) or ``openspiel:<game>``, any sequential OpenSpiel game (ml/game/registry.py)."""
     openspiel_params: dict[str, int | float | bool | str] = Field(default_factory=dict)
     """The OpenSpiel game's own parameters, e.g. ``{players: 4}`` for crazy_eights (unused by the commander)."""
+    observation: Literal["observation", "information_state"] = "observation"
+    """OpenSpiel games: what a seat observes, the game's observation tensor (``observation``) or its information-state
+    tensor (``information_state``: the seat's whole history, perfect recall; leduc_poker's observation tensor merges
+    its 936 information states into 576, so no policy of it reaches an equilibrium). Unused by the commander."""
     pod_size: int = Field(4, ge=2, le=6)
     """Players per pod (commander-pod.md: 2 to 6); for an OpenSpiel game it must equal the game's players."""
     max_turns: int = Field(30, ge=1, le=32767)
@@ -86,6 +90,24 @@ class TeacherParams(_Section):
     """OpenSpiel games: random rollouts per MCTS leaf evaluation."""
     mcts_uct_c: float = Field(2.0, gt=0)
     """OpenSpiel games: the UCT exploration constant of the MCTS teacher."""
+    policy: Literal["heuristic", "uniform", "ismcts", "cfr"] = "heuristic"
+    """Who the teacher (controller kind ``heuristic``: teacher games, the gate's and export's opponents,
+    the Elo anchor) is in an OpenSpiel game: ``heuristic`` MCTS (sees hidden cards), ``uniform``,
+    ``ismcts`` (information-set MCTS, ``mcts_*`` knobs), ``cfr`` (CFR+'s average policy, games of at most
+    ``ml.game.openspiel_env.CFR_MAX_HISTORIES`` histories). All but MCTS write their distribution into
+    the records' ``policy`` (ml/game/openspiel_env.py). The commander's is ``heuristic``."""
+    explore: float = Field(0.0, ge=0, lt=1)
+    """Share of the ``cfr`` and ``ismcts`` teachers' moves drawn uniformly in the teacher games (their records
+    keep the teacher's distribution): the games then reach the information states the teacher avoids, where
+    a student that never saw them is exploited (leduc_poker: 262 of 936 unseen with 0). Teacher games only."""
+    cfr_iterations: int = Field(100, ge=1)
+    """CFR+ iterations of the ``cfr`` teacher (leduc_poker: NashConv 0.027 after 100, 0.0046 after 300)."""
+
+    @model_validator(mode="after")
+    def _check_explore(self) -> TeacherParams:
+        if self.explore and self.policy not in ("cfr", "ismcts"):
+            raise At(("explore",), f"teacher.explore needs a teacher with a distribution (cfr, ismcts), not {self.policy}")
+        return self
 
 
 class TrainParams(_Section):
@@ -163,7 +185,11 @@ class SelfplayParams(_Section):
     rollout_chunks: int = Field(8, ge=1)
     """Fixed pieces of each round, each with its own seed, shared out among the workers (ml/collect.py)."""
     opponent_mix: dict[str, float] = Field(default_factory=lambda: {"heuristic": 0.6, "frozen": 0.2, "self": 0.2})
-    """Probability of each opponent kind per opponent seat: heuristic teacher, frozen earlier generation, current policy."""
+    """Probability of each opponent kind per opponent seat: heuristic teacher, frozen earlier generation, current
+    policy (``self``), the generation's starting student (``student``, frozen), uniform (``random``)."""
+    magnet_kl: float = Field(0.0, ge=0)
+    """Weight of KL(agent || starting student) on each PPO batch's decisions, the magnet of magnetic mirror
+    descent (Sokota et al. 2023; ml/ppo.py); 0: none. A larger weight keeps the agent nearer the student."""
     frozen_names: list[str] | None = None
     """Only these frozen opponents (file stems in data/frozen, e.g. ``gen002``); None: all. Set by a curriculum phase."""
     abort_if: AbortIf | None = None
@@ -171,9 +197,9 @@ class SelfplayParams(_Section):
 
     @model_validator(mode="after")
     def _check_mix(self) -> SelfplayParams:
-        unknown = set(self.opponent_mix) - {"heuristic", "frozen", "self", "random"}
+        unknown = set(self.opponent_mix) - {"heuristic", "frozen", "self", "random", "student"}
         if unknown:
-            raise ValueError(f"unknown opponent kinds {sorted(unknown)}; use heuristic, frozen, self, random")
+            raise ValueError(f"unknown opponent kinds {sorted(unknown)}; use heuristic, frozen, self, random, student")
         if not any(w > 0 for w in self.opponent_mix.values()):
             raise ValueError("opponent_mix needs at least one weight > 0")
         return self

@@ -12,6 +12,7 @@ chunk's games at once (one batched step for all of them), change nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from pathlib import Path
@@ -58,6 +59,7 @@ def write_teacher_batch(
     progress: bool = False,
     executor: Executor = LOCAL,
     chunk_games: int = 0,
+    explore: float = 0.0,
 ) -> dict[str, Any]:
     """Play ``games`` teacher-only games and write all their decisions as one sim batch.
 
@@ -72,6 +74,8 @@ def write_teacher_batch(
         progress: show a progress bar.
         executor: where the chunks are played (``ml.compute.make_executor``; the result is the same).
         chunk_games: games per chunk (0: ``TEACHER_CHUNK``); the result does not depend on it.
+        explore: share of the teacher's moves drawn uniformly in these games (``teacher.explore``;
+            ``cfr`` and ``ismcts`` teachers, whose records keep the teacher's distribution as ``policy``).
 
     Returns:
         ``teacher/…`` metrics: ``games``, ``decisions``, ``draw_rate`` (share of games),
@@ -83,6 +87,8 @@ def write_teacher_batch(
         ml.records.RecordError: a produced record that does not fit the schema (a bug).
         ml.compute.ComputeError: the Ray cluster was lost mid-stage.
     """
+    if explore:
+        game = dataclasses.replace(game, teacher_explore=explore)
     seatings = [["heuristic"] * game.num_players for _ in range(games)]
     started = time.perf_counter()
     setup = executor.share((game, seatings, game_seeds(seed, games), seed))
