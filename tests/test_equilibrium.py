@@ -16,6 +16,7 @@ kind ``student`` plays the starting student.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from pathlib import Path
@@ -23,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from ml.game.openspiel_env import _decision_states, cfr_average_policy, observation_of
 from ml.game.registry import openspiel
@@ -33,6 +35,7 @@ from ml.ppo import PPOConfig, train_ppo
 from ml.records import read_records, scan_batches
 from ml.supervised import build_and_train
 from ml.teacher import write_teacher_batch
+from tests.conftest import ROOT
 
 KUHN = {"game": {"name": "openspiel:kuhn_poker", "pod_size": 2}, "gate": {"target_win_rate": 0.6}}
 
@@ -170,3 +173,14 @@ def test_student_opponent_is_the_starting_student() -> None:
     )
     nc = nash_conv_metrics(vs_student, game, None, prefix="ppo")
     assert set(nc) == {"ppo/nash_conv", "ppo/nash_conv_uniform"}
+
+
+def test_every_profile_validates_after_every_other() -> None:
+    """``loop.py --profile A`` writes A into the sections; params.yaml must then still validate,
+    its other profiles included (each names what it needs: game.observation, teacher.policy)."""
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    for name, overrides in raw["profiles"].items():
+        applied = copy.deepcopy(raw)
+        for section, values in overrides.items():
+            applied.setdefault(section, {}).update(values)
+        params_from_dict(applied, source=f"params.yaml after --profile {name}")
