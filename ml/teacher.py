@@ -1,7 +1,9 @@
 """Teacher data: games where every seat is the game's teacher, every decision logged.
 
-The teacher is the heuristic player for the commander and MCTS for OpenSpiel games
-(``ml.game.registry.GameSpec.make_player``). All seats' decisions of ``games`` games go to
+The teacher is the heuristic player for the commander and, for OpenSpiel games, the player
+``teacher.policy`` names: MCTS, uniform, information-set MCTS or CFR+'s average policy
+(``ml.game.registry.GameSpec.make_player``); all but MCTS write their distribution into each
+record's ``policy``, and ``explore`` makes a share of their moves uniform in these games. All seats' decisions of ``games`` games go to
 one sim batch ``ml-decisions-sim-<batch_id>.jsonl`` (``ml.records.BatchWriter``: the file
 appears under its final name when the batch is complete). The games are cut into chunks of
 ``compute.chunk_games`` (0: ``TEACHER_CHUNK``) by game index, played by the stage's executor
