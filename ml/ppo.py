@@ -11,7 +11,7 @@
   ``magnet_kl * KL(pi_theta || pi_student)`` over each decision's legal moves, the pull toward
   the frozen starting student of magnetic mirror descent (Sokota et al. 2023, "A Unified
   Approach to Reinforcement Learning, Quantal Response Equilibria, and Two-Player Zero-Sum
-  Games", ICLR, eq. 4: the magnet term, here with the student as the magnet).
+  Games", ICLR: the magnet term, here with the student as the magnet).
 
 Each round collects finished games only (``ml.collect``), with the policy of that round,
 so every return is exact, no value bootstrap crosses a rollout boundary, and the data of
