@@ -44,7 +44,8 @@ class CollectSettings:
             chunk may play (a chunk stops as soon as its quota is met).
         num_envs: games in flight at once in a chunk (batched inference across them).
         opponent_mix: opponent kind -> weight for the seats other than the learner's
-            (``heuristic``, ``random``, ``self``, ``frozen``: one of the frozen policies).
+            (``heuristic``, ``random``, ``self``, ``frozen``: one of the frozen policies,
+            ``student``: the frozen policy named :data:`STUDENT`, PPO's starting student).
     """
 
     game: GameSpec
@@ -79,6 +80,10 @@ class ChunkResult:
 
 
 _WORKER: dict[str, Any] = {}
+
+
+STUDENT = "student"
+"""The opponent kind, and the key among the frozen opponents, of PPO's starting student (``ml.ppo.train_ppo``)."""
 
 
 def _init(arch: tuple[int, tuple[int, ...], int], frozen: dict[str, dict], settings: CollectSettings) -> None:
@@ -132,7 +137,7 @@ def _play_chunk(state_dict: dict, task: ChunkTask) -> ChunkResult:
     }
     controllers.update({name: Controller("net", f) for name, f in _WORKER["frozen"].items()})
     rng = np.random.default_rng(task.seed)
-    pick = _opponent_picker(s.opponent_mix, sorted(_WORKER["frozen"]), rng)
+    pick = _opponent_picker(s.opponent_mix, sorted(k for k in _WORKER["frozen"] if k != STUDENT), rng)
     pod = s.game.num_players
     n_games = s.num_envs + task.quota // s.game.min_learner_decisions
     seatings = rotated_seatings(n_games, pod, "agent", lambda g: [pick() for _ in range(pod - 1)])

@@ -33,7 +33,7 @@ import torch
 from open_spiel.python import policy as os_policy
 from open_spiel.python.algorithms import exploitability
 
-from ml.game.openspiel_env import observation_of
+from ml.game.openspiel_env import ObservationKind, observation_of
 from ml.game.registry import GameSpec
 from ml.policy import PolicyNet
 from ml.record_schema import OpenSpielRecord
@@ -45,8 +45,8 @@ EXACT_NASH_CONV_GAMES = ("openspiel:kuhn_poker", "openspiel:leduc_poker")
 """Games whose exact NashConv the loop records (two-player zero-sum, a tree walk takes < 1 s)."""
 
 
-def _key(state: Any, player: int) -> tuple[tuple[float, ...], tuple[int, ...]]:
-    return tuple(observation_of(state, player)), tuple(state.legal_actions(player))
+def _key(state: Any, player: int, kind: ObservationKind) -> tuple[tuple[float, ...], tuple[int, ...]]:
+    return tuple(observation_of(state, player, kind)), tuple(state.legal_actions(player))
 
 
 class NetPolicy(os_policy.Policy):
@@ -55,18 +55,20 @@ class NetPolicy(os_policy.Policy):
     Args:
         game: the OpenSpiel game.
         net: the network (``obs_dim`` = the game's observation size).
+        observation: the tensor the network reads (``game.observation``, ``ml.game.openspiel_env.ObservationKind``).
     """
 
-    def __init__(self, game: Any, net: PolicyNet) -> None:
+    def __init__(self, game: Any, net: PolicyNet, observation: ObservationKind = "observation") -> None:
         super().__init__(game, list(range(game.num_players())))
         self.net = net
+        self.observation: ObservationKind = observation
         self._memo: dict[tuple, dict[int, float]] = {}
 
     @torch.no_grad()
     def action_probabilities(self, state: Any, player_id: int | None = None) -> dict[int, float]:
         """``{action: probability}`` over the legal moves of the acting player (softmax of masked logits)."""
         player = state.current_player() if player_id is None else player_id
-        key = _key(state, player)
+        key = _key(state, player, self.observation)
         if key not in self._memo:
             obs, legal = key
             mask = np.zeros((1, self.net.num_actions), dtype=bool)
@@ -83,13 +85,17 @@ class EmpiricalPolicy(os_policy.Policy):
     Args:
         game: the OpenSpiel game.
         decisions: ``(observation, legal moves, move taken)`` triples.
+        observation: the tensor the decisions' observations are (``ml.game.openspiel_env.ObservationKind``).
 
     Attributes:
         covered: distinct (observation, legal moves) keys with data.
     """
 
-    def __init__(self, game: Any, decisions: Iterable[tuple[list[float], list[int], int]]) -> None:
+    def __init__(
+        self, game: Any, decisions: Iterable[tuple[list[float], list[int], int]], observation: ObservationKind = "observation"
+    ) -> None:
         super().__init__(game, list(range(game.num_players())))
+        self.observation: ObservationKind = observation
         counts: dict[tuple, dict[int, int]] = defaultdict(lambda: defaultdict(int))
         for obs, legal, action in decisions:
             counts[(tuple(obs), tuple(legal))][action] += 1
@@ -99,7 +105,7 @@ class EmpiricalPolicy(os_policy.Policy):
     def action_probabilities(self, state: Any, player_id: int | None = None) -> dict[int, float]:
         """Recorded frequencies (zero for legal moves never taken there), or uniform when unseen."""
         player = state.current_player() if player_id is None else player_id
-        key = _key(state, player)
+        key = _key(state, player, self.observation)
         legal = key[1]
         probs = self._table.get(key)
         if probs is None:
@@ -137,11 +143,11 @@ def nash_conv_metrics(net: PolicyNet, game: GameSpec, teacher_dir: Path | None, 
         return {}
     os_game = game.openspiel_game()
     out: dict[str, Any] = {
-        f"{prefix}/nash_conv": float(exploitability.nash_conv(os_game, NetPolicy(os_game, net))),
+        f"{prefix}/nash_conv": float(exploitability.nash_conv(os_game, NetPolicy(os_game, net, game.observation))),
         f"{prefix}/nash_conv_uniform": float(exploitability.nash_conv(os_game, os_policy.UniformRandomPolicy(os_game))),
     }
     if teacher_dir is not None:
-        empirical = EmpiricalPolicy(os_game, teacher_decisions(teacher_dir))
+        empirical = EmpiricalPolicy(os_game, teacher_decisions(teacher_dir), game.observation)
         out[f"{prefix}/nash_conv_teacher_empirical"] = float(exploitability.nash_conv(os_game, empirical))
         out[f"{prefix}/teacher_infostates_covered"] = empirical.covered
     logger.info("NashConv: %s", out)

@@ -101,6 +101,17 @@ class Params(_Section):
                 ("teacher", "policy"),
                 f"teacher.policy: a <module>:<callable> teacher is for pettingzoo: games, not {self.game.name}",
             )
+        if not pettingzoo and policy == "random":
+            raise At(("teacher", "policy"), f"teacher.policy: random is for pettingzoo: games; {self.game.name}'s is uniform")
+        return self
+
+    @model_validator(mode="after")
+    def _check_teacher(self) -> Params:
+        if self.teacher.policy != "heuristic" and not self.game.name.startswith("pettingzoo:"):
+            # the commander refuses it, a cfr teacher needs a small game
+            from ml.game.registry import make_game  # lazy: loads pyspiel only for OpenSpiel games
+
+            make_game(self.game, self.teacher)
         return self
 
     @model_validator(mode="after")

@@ -14,6 +14,9 @@ from ml.curriculum import AbortIf
 from ml.params_yaml import At
 from ml.record_schema import SOURCES
 
+TEACHER_POLICIES = ("heuristic", "uniform", "ismcts", "cfr", "random")
+"""The built-in ``teacher.policy`` values (``TeacherParams.policy``); a PettingZoo game also takes ``<module>:<callable>``."""
+
 
 class _Section(BaseModel):
     """Strict, frozen, documented: the base of every section."""
@@ -66,6 +69,10 @@ class GameParams(_Section):
     """The OpenSpiel game's own parameters, e.g. ``{players: 4}`` for crazy_eights (unused by the commander)."""
     env_kwargs: dict[str, Any] = Field(default_factory=dict)
     """A PettingZoo game's factory keyword arguments, e.g. ``{render_mode: null}`` (``<factory>(**env_kwargs)``)."""
+    observation: Literal["observation", "information_state"] = "observation"
+    """OpenSpiel games: what a seat observes, the game's observation tensor (``observation``) or its information-state
+    tensor (``information_state``: the seat's whole history, perfect recall; leduc_poker's observation tensor merges
+    its 936 information states into 576, so no policy of it reaches an equilibrium). Unused by the commander."""
     pod_size: int = Field(4, ge=2, le=6)
     """Players per pod (commander-pod.md: 2 to 6); for an OpenSpiel game it must equal the game's players, for a PettingZoo env its ``possible_agents``."""
     max_turns: int = Field(30, ge=1, le=32767)
@@ -104,17 +111,37 @@ class TeacherParams(_Section):
     mcts_uct_c: float = Field(2.0, gt=0)
     """OpenSpiel games: the UCT exploration constant of the MCTS teacher."""
     policy: str = "heuristic"
-    """The teacher (controller ``heuristic``, the Elo anchor): ``heuristic``, the game's own; PettingZoo
-    games: ``random`` or ``<module>:<callable>``, ``fn(observation, mask) -> action`` (ml/game/pettingzoo_env.py)."""
+    """Who the teacher (controller kind ``heuristic``: teacher games, the gate's and export's opponents,
+    the Elo anchor) is. The commander's: ``heuristic``. An OpenSpiel game's: ``heuristic`` MCTS (sees
+    hidden cards), ``uniform``, ``ismcts`` (information-set MCTS, ``mcts_*`` knobs), ``cfr`` (CFR+'s
+    average policy, games of at most ``ml.game.openspiel_env.CFR_MAX_HISTORIES`` histories); all but MCTS
+    write their distribution into the records' ``policy`` (ml/game/openspiel_env.py). A PettingZoo
+    game's: ``random`` or ``<module>:<callable>``, ``fn(observation, mask) -> action``
+    (ml/game/pettingzoo_env.py)."""
 
     @field_validator("policy")
     @classmethod
-    def _importable_policy(cls, v: str) -> str:
+    def _known_policy(cls, v: str) -> str:
         if ":" in v:  # lazy: pettingzoo is imported only for a callable teacher
             from ml.game.pettingzoo_env import check_teacher_policy
 
             check_teacher_policy(v)
+        elif v not in TEACHER_POLICIES:
+            raise ValueError(f"unknown teacher {v!r}: one of {', '.join(TEACHER_POLICIES)}, or <module>:<callable>")
         return v
+
+    explore: float = Field(0.0, ge=0, lt=1)
+    """Share of the ``cfr`` and ``ismcts`` teachers' moves drawn uniformly in the teacher games (their records
+    keep the teacher's distribution): the games then reach the information states the teacher avoids, where
+    a student that never saw them is exploited (leduc_poker: 262 of 936 unseen with 0). Teacher games only."""
+    cfr_iterations: int = Field(100, ge=1)
+    """CFR+ iterations of the ``cfr`` teacher (leduc_poker: NashConv 0.027 after 100, 0.0046 after 300)."""
+
+    @model_validator(mode="after")
+    def _check_explore(self) -> TeacherParams:
+        if self.explore and self.policy not in ("cfr", "ismcts"):
+            raise At(("explore",), f"teacher.explore needs a teacher with a distribution (cfr, ismcts), not {self.policy}")
+        return self
 
 
 class TrainParams(_Section):
@@ -192,7 +219,11 @@ class SelfplayParams(_Section):
     rollout_chunks: int = Field(8, ge=1)
     """Fixed pieces of each round, each with its own seed, shared out among the workers (ml/collect.py)."""
     opponent_mix: dict[str, float] = Field(default_factory=lambda: {"heuristic": 0.6, "frozen": 0.2, "self": 0.2})
-    """Probability of each opponent kind per opponent seat: heuristic teacher, frozen earlier generation, current policy."""
+    """Probability of each opponent kind per opponent seat: heuristic teacher, frozen earlier generation, current
+    policy (``self``), the generation's starting student (``student``, frozen), uniform (``random``)."""
+    magnet_kl: float = Field(0.0, ge=0)
+    """Weight of KL(agent || starting student) on each PPO batch's decisions, the magnet of magnetic mirror
+    descent (Sokota et al. 2023; ml/ppo.py); 0: none. A larger weight keeps the agent nearer the student."""
     frozen_names: list[str] | None = None
     """Only these frozen opponents (file stems in data/frozen, e.g. ``gen002``); None: all. Set by a curriculum phase."""
     abort_if: AbortIf | None = None
@@ -200,9 +231,9 @@ class SelfplayParams(_Section):
 
     @model_validator(mode="after")
     def _check_mix(self) -> SelfplayParams:
-        unknown = set(self.opponent_mix) - {"heuristic", "frozen", "self", "random"}
+        unknown = set(self.opponent_mix) - {"heuristic", "frozen", "self", "random", "student"}
         if unknown:
-            raise ValueError(f"unknown opponent kinds {sorted(unknown)}; use heuristic, frozen, self, random")
+            raise ValueError(f"unknown opponent kinds {sorted(unknown)}; use heuristic, frozen, self, random, student")
         if not any(w > 0 for w in self.opponent_mix.values()):
             raise ValueError("opponent_mix needs at least one weight > 0")
         return self

@@ -7,7 +7,11 @@
   al. 2016, "High-Dimensional Continuous Control Using GAE", eq. 16).
 * Update: clipped surrogate objective, value loss and entropy bonus with global gradient
   clipping and per-minibatch advantage normalisation (Schulman et al. 2017; the CleanRL
-  ``ppo.py`` layout: ``b_`` flattened batch, ``mb_`` minibatch).
+  ``ppo.py`` layout: ``b_`` flattened batch, ``mb_`` minibatch); with ``magnet_kl`` > 0, plus
+  ``magnet_kl * KL(pi_theta || pi_student)`` over each decision's legal moves, the pull toward
+  the frozen starting student of magnetic mirror descent (Sokota et al. 2023, "A Unified
+  Approach to Reinforcement Learning, Quantal Response Equilibria, and Two-Player Zero-Sum
+  Games", ICLR: the magnet term, here with the student as the magnet).
 
 Each round collects finished games only (``ml.collect``), with the policy of that round,
 so every return is exact, no value bootstrap crosses a rollout boundary, and the data of
@@ -26,7 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ml.collect import Collector, CollectSettings
+from ml.collect import STUDENT, Collector, CollectSettings
 from ml.compute import Executor
 from ml.game.registry import GameSpec
 from ml.policy import PolicyNet
@@ -57,6 +61,8 @@ class PPOConfig:
     rollout_chunks: int = 8
     abort_if: dict | None = None
     """``{metric, below, at_steps}``: stop when ``selfplay/<metric>`` < ``below`` once ``at_steps`` decisions are done."""
+    magnet_kl: float = 0.0
+    """Coefficient of KL(pi_theta || pi_student) in the loss (0: none; ``ml.params.SelfplayParams.magnet_kl``)."""
 
 
 def compute_gae(
@@ -105,6 +111,8 @@ def ppo_loss(
     clip_coef: float,
     ent_coef: float,
     vf_coef: float,
+    mb_magnet_logp: torch.Tensor | None = None,
+    magnet_coef: float = 0.0,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Clipped PPO loss of one minibatch.
 
@@ -114,9 +122,12 @@ def ppo_loss(
         mb_logprobs: float32[B] behaviour log-probabilities; mb_advantages: float32[B]
         (already normalised); mb_returns: float32[B].
         clip_coef, ent_coef, vf_coef: PPO coefficients.
+        mb_magnet_logp: float32[B, A] the magnet's log-probabilities (masked log-softmax), or None.
+        magnet_coef: weight of ``KL(pi_theta || magnet)`` (summed over legal moves, mean over B).
 
     Returns:
-        ``(loss, stats)`` with pg_loss, v_loss, entropy, approx_kl, clipfrac.
+        ``(loss, stats)`` with pg_loss, v_loss, entropy, approx_kl, clipfrac, and magnet_kl
+        when a magnet is given.
 
     References:
         Schulman et al. 2017, eq. 7 (L^CLIP); approx_kl as in CleanRL (Schulman's blog,
@@ -133,6 +144,12 @@ def ppo_loss(
     v_loss = 0.5 * ((value - mb_returns) ** 2).mean()
     ent = entropy.mean()
     loss = pg_loss - ent_coef * ent + vf_coef * v_loss
+    extra: dict[str, float] = {}
+    if mb_magnet_logp is not None:
+        zero = torch.zeros_like(log_p)
+        magnet = (p * torch.where(mb_mask, log_p - mb_magnet_logp, zero)).sum(-1).mean()
+        loss = loss + magnet_coef * magnet
+        extra["magnet_kl"] = magnet.item()
     with torch.no_grad():
         approx_kl = ((ratio - 1) - logratio).mean().item()
         clipfrac = ((ratio - 1.0).abs() > clip_coef).float().mean().item()
@@ -142,6 +159,7 @@ def ppo_loss(
         "entropy": ent.item(),
         "approx_kl": approx_kl,
         "clipfrac": clipfrac,
+        **extra,
     }
 
 
@@ -152,6 +170,7 @@ def ppo_update(
     cfg: PPOConfig,
     generator: torch.Generator,
     device: str = "cpu",
+    magnet: PolicyNet | None = None,
 ) -> dict[str, float]:
     """One PPO update over finished episodes of the learning seat, on ``device``.
 
@@ -163,6 +182,7 @@ def ppo_update(
         cfg: PPO knobs (``gamma``, ``gae_lambda``, ``update_epochs``, ``minibatch_size``, coefficients).
         generator: torch RNG of the minibatch order.
         device: where the update runs.
+        magnet: the frozen policy of the ``cfg.magnet_kl`` term (on ``device``), or None (no term).
 
     Returns:
         Mean stats over the minibatches (``ppo_loss``'s keys).
@@ -173,6 +193,10 @@ def ppo_update(
     b_actions = torch.from_numpy(batch.action).to(device)
     b_logprobs = torch.from_numpy(batch.log_prob).to(device)
     b_advantages, b_returns = torch.from_numpy(advantages).to(device), torch.from_numpy(returns).to(device)
+    b_magnet = None
+    if magnet is not None:
+        with torch.no_grad():
+            b_magnet = torch.log_softmax(magnet(b_obs, b_mask)[0], dim=-1)
     stats: dict[str, list[float]] = {}
     net.train()
     n = len(batch)
@@ -193,6 +217,8 @@ def ppo_update(
                 cfg.clip_coef,
                 cfg.ent_coef,
                 cfg.vf_coef,
+                None if b_magnet is None else b_magnet[mb],
+                cfg.magnet_kl,
             )
             opt.zero_grad()
             loss.backward()
@@ -226,7 +252,8 @@ def train_ppo(
     on_update: Callable[[int, dict[str, float]], None] | None = None,
     executor: Executor | None = None,
 ) -> tuple[PolicyNet, dict]:
-    """PPO self-play from a copy of ``student``.
+    """PPO self-play from a copy of ``student`` (also the opponent kind ``student`` and, with
+    ``cfg.magnet_kl`` > 0, the magnet; both frozen).
 
     Each round collects ``rollout_steps`` learner decisions of finished games
     (``ml.collect.Collector``: worker processes, batched inference) with the current
@@ -255,11 +282,13 @@ def train_ppo(
         when ``cfg.abort_if`` stopped the training, else None). ``net`` is on the CPU.
     """
     net = copy.deepcopy(student).to(device)
+    magnet = copy.deepcopy(student).to(device).eval() if cfg.magnet_kl > 0 else None
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=1e-5)
     gen = torch.Generator().manual_seed(seed)
     rng = np.random.default_rng(seed)
     settings = CollectSettings(game, cfg.num_envs, cfg.opponent_mix)
-    collector = Collector(net, frozen, settings, cfg.workers, cfg.rollout_chunks, executor)
+    opponents = {**frozen, STUDENT: student} if cfg.opponent_mix.get(STUDENT, 0) > 0 else frozen
+    collector = Collector(net, opponents, settings, cfg.workers, cfg.rollout_chunks, executor)
     steps = wins = games = all_decisions = 0
     update_stats: dict[str, float] = {}
     collect_s = update_s = 0.0
@@ -280,7 +309,7 @@ def train_ppo(
             t1 = time.perf_counter()
             batch = Rollout.concat([c.rollout for c in chunks], settings.game.obs_dim, settings.game.num_actions)
             n = len(batch)
-            update_stats = ppo_update(net, opt, batch, cfg, gen, device)
+            update_stats = ppo_update(net, opt, batch, cfg, gen, device, magnet)
             update_s += time.perf_counter() - t1
             collect_s += t1 - t0
             updated_samples += n * cfg.update_epochs

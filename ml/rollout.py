@@ -38,6 +38,7 @@ from ml.game.protocol import Game
 from ml.game.registry import Engine, GameSpec
 from ml.game.spec import Encoder
 from ml.policy import PolicyNet, check_shape
+from ml.record_schema import POLICY_DECIMALS
 
 ControllerKind = Literal["heuristic", "random", "net"]
 """Who plays a seat: a scripted player (``heuristic``, ``random``) or a network (``net``)."""
@@ -194,10 +195,6 @@ def play_games(
     pending = list(range(len(seatings)) if indices is None else indices)[::-1]
     yield from _play(game.batched(num_envs, encoder, engine), seatings, game_seeds, controllers, pending, generator,
                      log_seats, track_seats, budget)  # fmt: skip
-
-
-POLICY_DECIMALS = 6
-"""Decimals of the ``policy`` probabilities written into records (``ml.record_schema.POLICY_SUM_TOLERANCE``)."""
 
 
 @dataclass

@@ -1,7 +1,9 @@
 """Teacher data: games where every seat is the game's teacher, every decision logged.
 
-The teacher is the heuristic player for the commander and MCTS for OpenSpiel games
-(``ml.game.registry.GameSpec.make_player``). All seats' decisions of ``games`` games go to
+The teacher is the heuristic player for the commander and, for OpenSpiel games, the player
+``teacher.policy`` names: MCTS, uniform, information-set MCTS or CFR+'s average policy
+(``ml.game.registry.GameSpec.make_player``); all but MCTS write their distribution into each
+record's ``policy``, and ``explore`` makes a share of their moves uniform in these games. All seats' decisions of ``games`` games go to
 one sim batch ``ml-decisions-sim-<batch_id>.jsonl`` (``ml.records.BatchWriter``: the file
 appears under its final name when the batch is complete). The games are cut into chunks of
 ``compute.chunk_games`` (0: ``TEACHER_CHUNK``) by game index, played by the stage's executor
@@ -12,6 +14,7 @@ chunk's games at once (one batched step for all of them), change nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from pathlib import Path
@@ -58,6 +61,7 @@ def write_teacher_batch(
     progress: bool = False,
     executor: Executor = LOCAL,
     chunk_games: int = 0,
+    explore: float = 0.0,
 ) -> dict[str, Any]:
     """Play ``games`` teacher-only games and write all their decisions as one sim batch.
 
@@ -72,6 +76,8 @@ def write_teacher_batch(
         progress: show a progress bar.
         executor: where the chunks are played (``ml.compute.make_executor``; the result is the same).
         chunk_games: games per chunk (0: ``TEACHER_CHUNK``); the result does not depend on it.
+        explore: share of the teacher's moves drawn uniformly in these games (``teacher.explore``;
+            ``cfr`` and ``ismcts`` teachers, whose records keep the teacher's distribution as ``policy``).
 
     Returns:
         ``teacher/…`` metrics: ``games``, ``decisions``, ``draw_rate`` (share of games),
@@ -83,6 +89,8 @@ def write_teacher_batch(
         ml.records.RecordError: a produced record that does not fit the schema (a bug).
         ml.compute.ComputeError: the Ray cluster was lost mid-stage.
     """
+    if explore:
+        game = dataclasses.replace(game, teacher_explore=explore)
     seatings = [["heuristic"] * game.num_players for _ in range(games)]
     game.warm_up()  # a cold compile is not play: outside the rate and the progress bar's ETA
     started = time.perf_counter()

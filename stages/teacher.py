@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
                 progress=args.progress,
                 executor=executor,
                 chunk_games=params.compute.chunk_games,
+                explore=params.teacher.explore,
             )
     except ComputeError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -22,6 +22,7 @@ import numpy as np
 
 from ml.game.protocol import PLAYER_SEED_STRIDE
 from ml.game.spec import ScriptedPlayer
+from ml.record_schema import POLICY_DECIMALS
 
 
 class RecordingEnv(Protocol):
@@ -215,10 +216,16 @@ class EnvGame:
         return int(self.to_act[row]) in self._players[row]
 
     def record(self, row: int, action: int) -> dict:
-        """``env.decision_record()`` with ``action`` set to ``env.describe_action(action)``."""
+        """``env.decision_record()`` with ``action`` set to ``env.describe_action(action)``, and
+        ``policy`` (rounded to ``ml.record_schema.POLICY_DECIMALS``) when the acting seat is a
+        scripted player that keeps the distribution it drew ``action`` from (``last_policy``,
+        ``ml.game.openspiel_env.DistributionPlayer``)."""
         env = self._env(row)
         rec = env.decision_record()
         rec["action"] = env.describe_action(action)
+        player = self._players[row].get(int(self.to_act[row]))
+        if (policy := getattr(player, "last_policy", None)) is not None:
+            rec["policy"] = [round(float(p), POLICY_DECIMALS) for p in policy]
         return rec
 
     def result(self, row: int) -> tuple[str, str, int | None, list[int]]:

@@ -7,7 +7,7 @@ Parallel API         no (``is_parallelizable: False``); simultaneous-move games 
 Agents               ``player_0 .. player_{n-1}`` (OpenSpiel player index)
 Observation          Dict(observation: Box(float32[obs_dim]), action_mask: Box(int8[num_actions]))
 Observation values   ``state.observation_tensor(player)`` (``information_state_tensor`` for
-                     games without an observation tensor)
+                     games without an observation tensor, or with ``observation="information_state"``)
 Chance nodes         sampled inside the env from ``chance_outcomes()`` with a numpy
                      Generator seeded by ``reset(seed)``
 Rewards              zero-sum games: OpenSpiel's returns / max |utility|; other games: the
@@ -18,10 +18,25 @@ Termination          all agents terminate together when the OpenSpiel state is t
 Outcome: first place is the seat with the largest return; a tie for the largest return is a
 ``draw``. The ranking (for Plackett-Luce ratings) orders seats by return, ties by seat.
 
-Players for the loop's controller kinds (``ml.rollout``): :class:`MCTSPlayer` (OpenSpiel's
-C++ ``MCTSBot`` with a ``RandomRolloutEvaluator``: the teacher) and :class:`UniformPlayer`.
-MCTS searches the true state, so on imperfect-information games it sees hidden cards (a
-clairvoyant teacher); the records keep only the acting player's observation.
+Players for the loop's controller kinds (``ml.rollout``): the teacher (kind ``heuristic``),
+chosen by ``teacher.policy`` (``ml.game.registry.GameSpec.make_player``), and
+:class:`UniformPlayer` (kind ``random``). The teachers:
+
+* :class:`MCTSPlayer` (``heuristic``): OpenSpiel's C++ ``MCTSBot`` with a
+  ``RandomRolloutEvaluator``. MCTS searches the true state, so on imperfect-information games
+  it sees hidden cards (a clairvoyant teacher); the records keep only the acting player's
+  observation.
+* :class:`UniformTeacher` (``uniform``): uniform over the legal moves.
+* :class:`ISMCTSPlayer` (``ismcts``): OpenSpiel's information-set MCTS (Cowling et al. 2012),
+  which samples the hidden state from the acting player's information set: it does not see
+  hidden cards; it plays from its normalised visit counts.
+* :class:`CFRPlayer` (``cfr``): the average policy of OpenSpiel's C++ CFR+ solver
+  (Tammelin 2014) after ``teacher.cfr_iterations`` iterations (:func:`cfr_average_policy`),
+  for games of at most :data:`CFR_MAX_HISTORIES` histories.
+
+The teachers other than MCTS keep the distribution they played from in ``last_policy``
+(float[num_actions], zero on illegal moves), which ``ml.game.env_game.EnvGame.record`` writes
+into the record's ``policy``: the student fits it by KL (``train.distill: kl``).
 
 Version History:
     v0: first version.
@@ -30,7 +45,8 @@ Version History:
 from __future__ import annotations
 
 import random
-from typing import Any, ClassVar
+from collections.abc import Iterator
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import pyspiel
@@ -42,23 +58,32 @@ class IllegalMoveError(ValueError):
     """An action outside the legal mask of the acting player."""
 
 
-def observation_size(game: pyspiel.Game) -> int:
-    """Length of the flat observation the env gives (observation, else information-state tensor).
+ObservationKind = Literal["observation", "information_state"]
+"""What the env gives as a seat's observation (``game.observation``): ``observation``, the game's
+observation tensor (the information-state tensor for games without one); ``information_state``,
+the information-state tensor (perfect recall: the seat's whole history of the game). The same
+alias as ``ml.game.registry.ObservationKind`` (which must not import pyspiel)."""
+
+
+def observation_size(game: pyspiel.Game, kind: ObservationKind = "observation") -> int:
+    """Length of the flat observation the env gives (see :data:`ObservationKind`).
 
     Raises:
-        ValueError: the game provides neither tensor.
+        ValueError: the game provides neither tensor, or no information-state tensor for ``information_state``.
     """
-    kind = game.get_type()
-    if kind.provides_observation_tensor:
+    provides = game.get_type()
+    if kind == "observation" and provides.provides_observation_tensor:
         return int(np.prod(game.observation_tensor_shape()))
-    if kind.provides_information_state_tensor:
+    if provides.provides_information_state_tensor:
         return int(np.prod(game.information_state_tensor_shape()))
+    if kind == "information_state":
+        raise ValueError(f"{game}: game.observation information_state: the game provides no information-state tensor")
     raise ValueError(f"{game}: provides neither an observation tensor nor an information-state tensor")
 
 
-def observation_of(state: pyspiel.State, player: int) -> list[float]:
+def observation_of(state: pyspiel.State, player: int, kind: ObservationKind = "observation") -> list[float]:
     """The flat observation of ``player`` in ``state`` (see :func:`observation_size`)."""
-    if state.get_game().get_type().provides_observation_tensor:
+    if kind == "observation" and state.get_game().get_type().provides_observation_tensor:
         return state.observation_tensor(player)
     return state.information_state_tensor(player)
 
@@ -93,20 +118,22 @@ class OpenSpielEnv(AECEnv):
     Args:
         game: the loaded game (``pyspiel.load_game``).
         game_name: the name written into records, e.g. ``openspiel:kuhn_poker``.
+        observation: which tensor a seat observes (:data:`ObservationKind`).
 
     Raises:
-        ValueError: see :func:`check_game`.
+        ValueError: see :func:`check_game` and :func:`observation_size`.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"name": "openspiel_v0", "is_parallelizable": False, "render_modes": []}
 
-    def __init__(self, game: pyspiel.Game, game_name: str | None = None) -> None:
+    def __init__(self, game: pyspiel.Game, game_name: str | None = None, observation: ObservationKind = "observation") -> None:
         super().__init__()
         check_game(game)
         self.game = game
         self.game_name = game_name or f"openspiel:{game.get_type().short_name}"
         self.num_players = game.num_players()
-        self.obs_dim = observation_size(game)
+        self.observation_kind: ObservationKind = observation
+        self.obs_dim = observation_size(game, observation)
         self.num_actions = game.num_distinct_actions()
         self.zero_sum = game.get_type().utility == pyspiel.GameType.Utility.ZERO_SUM
         self.reward_scale = max(abs(game.min_utility()), abs(game.max_utility())) or 1.0
@@ -221,7 +248,7 @@ class OpenSpielEnv(AECEnv):
         The mask is all zeros unless ``agent`` is to act.
         """
         seat = self.agent_name_mapping[agent]
-        obs = np.asarray(observation_of(self.state, seat), dtype=np.float32)
+        obs = np.asarray(observation_of(self.state, seat, self.observation_kind), dtype=np.float32)
         mask = np.zeros(self.num_actions, dtype=np.int8)
         if not self.state.is_terminal() and self.state.current_player() == seat:
             mask[self.state.legal_actions(seat)] = 1
@@ -240,7 +267,7 @@ class OpenSpielEnv(AECEnv):
             "active_seat": seat,
             "game": self.game_name,
             "num_players": self.num_players,
-            "observation": observation_of(self.state, seat),
+            "observation": observation_of(self.state, seat, self.observation_kind),
             "action_mask": mask,
         }
 
@@ -294,3 +321,178 @@ class UniformPlayer:
         """A uniformly drawn legal move."""
         legal = state.legal_actions()
         return int(legal[self._rng.integers(len(legal))])
+
+
+CFR_MAX_HISTORIES = 200_000
+"""Most game-tree histories (chance, decision and terminal nodes) of a game whose CFR+ average
+policy the ``cfr`` teacher computes: every CFR+ iteration walks the whole tree (leduc_poker has
+9 457, 100 iterations take about 1 s in OpenSpiel's C++ solver; kuhn_poker has 58)."""
+
+
+def count_histories(game: pyspiel.Game, limit: int) -> int:
+    """Histories of ``game``'s tree (every node: chance, decision, terminal), counted up to ``limit + 1``.
+
+    Returns:
+        the count, or ``limit + 1`` as soon as the tree is found to be larger than ``limit``.
+    """
+    n, stack = 0, [game.new_initial_state()]
+    while stack and n <= limit:
+        state = stack.pop()
+        n += 1
+        if state.is_terminal():
+            continue
+        actions = [a for a, _ in state.chance_outcomes()] if state.is_chance_node() else state.legal_actions()
+        stack.extend(state.child(a) for a in actions)
+    return min(n, limit + 1)
+
+
+def _decision_states(game: pyspiel.Game) -> Iterator[pyspiel.State]:
+    stack = [game.new_initial_state()]
+    while stack:
+        state = stack.pop()
+        if state.is_terminal():
+            continue
+        if state.is_chance_node():
+            stack.extend(state.child(a) for a, _ in state.chance_outcomes())
+            continue
+        yield state
+        stack.extend(state.child(a) for a in state.legal_actions())
+
+
+_CFR_CACHE: dict[tuple[str, int], dict[str, dict[int, float]]] = {}
+
+
+def cfr_average_policy(game: pyspiel.Game, iterations: int) -> dict[str, dict[int, float]]:
+    """The average policy of ``iterations`` CFR+ iterations (``pyspiel.CFRPlusSolver``), cached per process.
+
+    Args:
+        game: a two-player zero-sum (or any sequential) game of at most :data:`CFR_MAX_HISTORIES` histories.
+        iterations: CFR+ iterations (>= 1).
+
+    Returns:
+        information-state string -> {legal action: probability}.
+
+    Raises:
+        ValueError: the game has more than :data:`CFR_MAX_HISTORIES` histories.
+
+    References:
+        Tammelin (2014), "Solving Large Imperfect Information Games Using CFR+", arXiv:1407.5042.
+    """
+    key = (str(game), int(iterations))
+    if key not in _CFR_CACHE:
+        if count_histories(game, CFR_MAX_HISTORIES) > CFR_MAX_HISTORIES:
+            raise ValueError(
+                f"teacher.policy cfr: {game} has more than {CFR_MAX_HISTORIES} histories (CFR+ walks the whole tree "
+                "every iteration); use ismcts or uniform"
+            )
+        solver = pyspiel.CFRPlusSolver(game)
+        for _ in range(int(iterations)):
+            solver.evaluate_and_update_policy()
+        avg = solver.average_policy()
+        table: dict[str, dict[int, float]] = {}
+        for state in _decision_states(game):
+            info = state.information_state_string()
+            if info not in table:
+                table[info] = {int(a): float(p) for a, p in avg.action_probabilities(state).items()}
+        _CFR_CACHE[key] = table
+    return _CFR_CACHE[key]
+
+
+class DistributionPlayer:
+    """A teacher that draws its move from a distribution and keeps it in ``last_policy``.
+
+    Subclasses give :meth:`distribution`. ``last_policy`` is float[num_actions] (zero on
+    illegal moves), the distribution of the latest ``act``: the target the student fits,
+    also when the move was an exploring one.
+
+    Args:
+        seed: seeds the draws.
+        num_actions: the game's ``num_distinct_actions()``.
+        explore: share of moves drawn uniformly from the legal ones instead of from the
+            distribution (``teacher.explore``: the teacher games then reach the information
+            states the distribution itself avoids, whose ``policy`` is still the teacher's).
+    """
+
+    def __init__(self, seed: int, num_actions: int, explore: float = 0.0) -> None:
+        self._rng = np.random.default_rng(int(seed) % 2**63)
+        self.num_actions = num_actions
+        self.explore = explore
+        self.last_policy: list[float] | None = None
+
+    def distribution(self, state: pyspiel.State) -> dict[int, float]:
+        """{legal action: probability} in ``state`` (a decision node)."""
+        raise NotImplementedError
+
+    def act(self, state: pyspiel.State) -> int:
+        """A move drawn from :meth:`distribution` (its vector kept in ``last_policy``)."""
+        dist = self.distribution(state)
+        actions = sorted(dist)
+        probs = np.asarray([dist[a] for a in actions], np.float64)
+        probs /= probs.sum()
+        policy = [0.0] * self.num_actions
+        for a, p in zip(actions, probs.tolist(), strict=True):
+            policy[a] = p
+        self.last_policy = policy
+        if self.explore > 0 and self._rng.random() < self.explore:
+            legal = state.legal_actions()
+            return int(legal[self._rng.integers(len(legal))])
+        return int(actions[self._rng.choice(len(actions), p=probs)])
+
+
+class UniformTeacher(DistributionPlayer):
+    """The ``uniform`` teacher: every legal move alike (its distribution goes into the records)."""
+
+    def distribution(self, state: pyspiel.State) -> dict[int, float]:
+        """Uniform over ``state.legal_actions()``."""
+        legal = state.legal_actions()
+        return {a: 1.0 / len(legal) for a in legal}
+
+
+class CFRPlayer(DistributionPlayer):
+    """The ``cfr`` teacher: CFR+'s average policy (:func:`cfr_average_policy`) at the acting player's information state.
+
+    Args:
+        game: the loaded game.
+        seed: seeds the draws.
+        iterations: CFR+ iterations.
+        explore: see :class:`DistributionPlayer`.
+
+    Raises:
+        ValueError: see :func:`cfr_average_policy`.
+    """
+
+    def __init__(self, game: pyspiel.Game, seed: int, iterations: int, explore: float = 0.0) -> None:
+        super().__init__(seed, game.num_distinct_actions(), explore)
+        self._table = cfr_average_policy(game, iterations)
+
+    def distribution(self, state: pyspiel.State) -> dict[int, float]:
+        """The average policy at ``state.information_state_string()``."""
+        return self._table[state.information_state_string()]
+
+
+class ISMCTSPlayer(DistributionPlayer):
+    """The ``ismcts`` teacher: OpenSpiel's ``ISMCTSBot`` (random rollouts, normalised visit counts).
+
+    Args:
+        game: the loaded game.
+        seed: seeds the search, the rollouts and the draws.
+        simulations: simulations per decision; rollouts, uct_c: as :class:`MCTSPlayer`'s.
+        explore: see :class:`DistributionPlayer`.
+
+    References:
+        Cowling, Powley, Whitehouse (2012), "Information Set Monte Carlo Tree Search", IEEE TCIAIG 4(2).
+    """
+
+    def __init__(
+        self, game: pyspiel.Game, seed: int, simulations: int, rollouts: int = 1, uct_c: float = 2.0, explore: float = 0.0
+    ) -> None:
+        super().__init__(seed, game.num_distinct_actions(), explore)
+        seed = int(seed) % (2**31 - 1)
+        self._evaluator = pyspiel.RandomRolloutEvaluator(rollouts, seed)  # kept alive: the bot holds a reference
+        self._bot = pyspiel.ISMCTSBot(seed, self._evaluator, uct_c, simulations, -1,
+                                      pyspiel.ISMCTSFinalPolicyType.NORMALIZED_VISIT_COUNT, False, False)  # fmt: skip
+
+    def distribution(self, state: pyspiel.State) -> dict[int, float]:
+        """The search's normalised visit counts over the legal moves."""
+        policy, _ = self._bot.step_with_policy(state)
+        return {int(a): float(p) for a, p in policy}

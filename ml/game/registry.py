@@ -14,7 +14,9 @@ batched      ``CoreGame`` (``ml.game.commander.core``) ``EnvGame`` (rows of envs
 objects      ``EnvGame`` of ``ReferencePodEnv``      the same as batched
 obs_dim      ``ml.game.commander.encoding.OBS_DIM``                 the game's observation tensor size
 num_actions  ``ml.game.commander.actions.NUM_ACTIONS``              ``num_distinct_actions()``
-heuristic    ``HeuristicPlayer`` (Forge-like)        ``MCTSPlayer`` (MCTS, random rollouts)
+heuristic    ``HeuristicPlayer`` (Forge-like)        ``teacher.policy``: ``MCTSPlayer`` (MCTS, random
+                                                     rollouts), ``UniformTeacher``, ``ISMCTSPlayer``
+                                                     or ``CFRPlayer`` (``ml.game.openspiel_env``)
 random       ``RandomPlayer``                        ``UniformPlayer``
 encoder      ``RecordEncoder`` (reads ``players``)   ``ObservationEncoder`` (reads ``observation``)
 ============ ======================================= ========================================
@@ -52,6 +54,12 @@ if TYPE_CHECKING:
 Engine = Literal["core", "objects"]
 """How the commander plays (``GameSpec.batched``): ``core``, its compiled core, or ``objects``, its
 object engine through ``ReferencePodEnv`` (the core's reference in the tests). OpenSpiel games have one."""
+
+ObservationKind = Literal["observation", "information_state"]
+"""What a seat of an OpenSpiel game observes (``game.observation``; ``ml.game.openspiel_env.observation_of``)."""
+
+TeacherPolicy = Literal["heuristic", "uniform", "ismcts", "cfr"]
+"""The teachers of OpenSpiel games (``teacher.policy``): MCTS, uniform, information-set MCTS, CFR+'s average policy."""
 
 COMMANDER = "commander"
 OPENSPIEL_PREFIX = "openspiel:"
@@ -132,7 +140,13 @@ class GameSpec:
         num_actions: size of the action space.
         max_turns: the commander's round cap (unused by OpenSpiel games, which end by their rules).
         openspiel_params: the game's own parameters, as sorted ``(key, value)`` pairs.
-        mcts_simulations, mcts_rollouts, mcts_uct_c: the MCTS teacher of OpenSpiel games.
+        mcts_simulations, mcts_rollouts, mcts_uct_c: the MCTS teacher of OpenSpiel games (and ISMCTS's).
+        teacher_policy: which teacher the ``heuristic`` kind is (``teacher.policy``; the commander's is ``heuristic``).
+        cfr_iterations: CFR+ iterations of the ``cfr`` teacher.
+        teacher_explore: share of the ``cfr`` and ``ismcts`` teachers' moves drawn uniformly
+            (``teacher.explore``; set for the teacher games only, ``ml.teacher.write_teacher_batch``).
+        observation: which OpenSpiel tensor a seat observes (``game.observation``,
+            ``ml.game.openspiel_env.ObservationKind``).
         min_learner_decisions: a lower bound of one seat's decisions per game, to size game lists.
         env_kwargs: a PettingZoo game's factory arguments (``ml.game.pettingzoo_env.freeze``d).
         teacher_policy: a PettingZoo game's teacher (``teacher.policy``).
@@ -152,6 +166,9 @@ class GameSpec:
     env_kwargs: tuple[tuple[str, Any], ...] = ()
     teacher_policy: str = "heuristic"
     env_version: str = ""
+    cfr_iterations: int = 100
+    observation: ObservationKind = "observation"
+    teacher_explore: float = 0.0
 
     @property
     def is_openspiel(self) -> bool:
@@ -186,7 +203,7 @@ class GameSpec:
         if self.is_openspiel:
             from ml.game.openspiel_env import OpenSpielEnv
 
-            return OpenSpielEnv(self.openspiel_game(), self.name)
+            return OpenSpielEnv(self.openspiel_game(), self.name, self.observation)
         from ml.game.commander.env import CommanderPodEnv
 
         return CommanderPodEnv(pod_size=self.num_players, max_turns=self.max_turns, encoder=encoder)
@@ -199,7 +216,7 @@ class GameSpec:
         if self.is_openspiel:
             from ml.game.openspiel_env import OpenSpielEnv
 
-            return OpenSpielEnv(self.openspiel_game(), self.name)
+            return OpenSpielEnv(self.openspiel_game(), self.name, self.observation)
         from ml.game.commander.reference_env import ReferencePodEnv
 
         return ReferencePodEnv(pod_size=self.num_players, max_turns=self.max_turns, encoder=encoder)
@@ -236,10 +253,11 @@ class GameSpec:
             warm_up()
 
     def make_player(self, kind: str, seed: int) -> ScriptedPlayer:
-        """The scripted player behind a controller kind: ``heuristic`` (the game's teacher) or ``random``.
+        """The scripted player behind a controller kind: ``heuristic`` (the game's teacher,
+        ``teacher_policy``) or ``random``.
 
         Raises:
-            ValueError: another kind.
+            ValueError: another kind; a ``cfr`` teacher on a game too large for it.
         """
         if kind not in ("heuristic", "random"):
             raise ValueError(f"no scripted player of kind {kind!r}; use heuristic or random")
@@ -248,11 +266,19 @@ class GameSpec:
 
             return make_teacher(self.teacher_policy if kind == "heuristic" else RANDOM_POLICY, seed)
         if self.is_openspiel:
-            from ml.game.openspiel_env import MCTSPlayer, UniformPlayer
+            from ml.game import openspiel_env as ose
 
             if kind == "random":
-                return UniformPlayer(seed)
-            return MCTSPlayer(self.openspiel_game(), seed, self.mcts_simulations, self.mcts_rollouts, self.mcts_uct_c)
+                return ose.UniformPlayer(seed)
+            game = self.openspiel_game()
+            if self.teacher_policy == "uniform":
+                return ose.UniformTeacher(seed, self.num_actions)
+            if self.teacher_policy == "cfr":
+                return ose.CFRPlayer(game, seed, self.cfr_iterations, self.teacher_explore)
+            if self.teacher_policy == "ismcts":
+                return ose.ISMCTSPlayer(game, seed, self.mcts_simulations, self.mcts_rollouts, self.mcts_uct_c,
+                                        self.teacher_explore)  # fmt: skip
+            return ose.MCTSPlayer(game, seed, self.mcts_simulations, self.mcts_rollouts, self.mcts_uct_c)
         from ml.game.commander.players import HeuristicPlayer, RandomPlayer
 
         return HeuristicPlayer(seed) if kind == "heuristic" else RandomPlayer(seed)
@@ -287,7 +313,14 @@ class GameSpec:
         """What the ``heuristic`` controller is in this game (for logs and reports)."""
         if self.is_pettingzoo:
             return f"teacher.policy {self.teacher_policy}"
-        return f"MCTS({self.mcts_simulations} simulations)" if self.is_openspiel else "Forge-like heuristic"
+        if not self.is_openspiel:
+            return "Forge-like heuristic"
+        return {
+            "heuristic": f"MCTS({self.mcts_simulations} simulations)",
+            "uniform": "uniform",
+            "ismcts": f"ISMCTS({self.mcts_simulations} simulations)",
+            "cfr": f"CFR+ average policy ({self.cfr_iterations} iterations)",
+        }[self.teacher_policy]
 
 
 def record_model(obj: Any) -> type[DecisionRecord] | type[OpenSpielRecord]:
@@ -309,25 +342,34 @@ def commander(pod_size: int = 4, max_turns: int = 30) -> GameSpec:
     return GameSpec(COMMANDER, pod_size, OBS_DIM, NUM_ACTIONS, max_turns, min_learner_decisions=10)
 
 
-def openspiel(name: str, params: Mapping[str, Any] | None = None, **teacher: Any) -> GameSpec:
+def openspiel(
+    name: str, params: Mapping[str, Any] | None = None, observation: ObservationKind = "observation", **teacher: Any
+) -> GameSpec:
     """An OpenSpiel game by short name (``kuhn_poker``) or full name (``openspiel:kuhn_poker``).
 
     Args:
         name: the game.
         params: the game's own parameters (``{"players": 4}``).
-        **teacher: ``mcts_simulations``, ``mcts_rollouts``, ``mcts_uct_c``.
+        observation: ``observation`` or ``information_state`` (``ml.game.openspiel_env.ObservationKind``).
+        **teacher: ``mcts_simulations``, ``mcts_rollouts``, ``mcts_uct_c``, ``teacher_policy``, ``cfr_iterations``.
 
     Raises:
-        ValueError: see :func:`load_openspiel`.
+        ValueError: see :func:`load_openspiel`; a ``cfr`` teacher on a game of more than
+            ``ml.game.openspiel_env.CFR_MAX_HISTORIES`` histories.
     """
-    from ml.game.openspiel_env import observation_size
+    from ml.game.openspiel_env import CFR_MAX_HISTORIES, count_histories, observation_size
 
     short = name.removeprefix(OPENSPIEL_PREFIX)
     frozen = tuple(sorted((params or {}).items()))
     game = load_openspiel(short, frozen)
+    if teacher.get("teacher_policy") == "cfr" and count_histories(game, CFR_MAX_HISTORIES) > CFR_MAX_HISTORIES:
+        raise ValueError(
+            f"teacher.policy cfr: openspiel:{short} has more than {CFR_MAX_HISTORIES} histories "
+            "(CFR+ walks the whole tree every iteration); use ismcts or uniform"
+        )
     return GameSpec(
-        OPENSPIEL_PREFIX + short, game.num_players(), observation_size(game), game.num_distinct_actions(),
-        openspiel_params=frozen, min_learner_decisions=1, **teacher,
+        OPENSPIEL_PREFIX + short, game.num_players(), observation_size(game, observation), game.num_distinct_actions(),
+        openspiel_params=frozen, min_learner_decisions=1, observation=observation, **teacher,
     )  # fmt: skip
 
 
@@ -359,12 +401,16 @@ def make_game(game: GameParams, teacher: TeacherParams | None = None) -> GameSpe
 
     Args:
         game: ``GameParams`` (``name``, ``pod_size``, ``max_turns``, ``openspiel_params``).
-        teacher: ``TeacherParams`` (``mcts_*``), or None for the defaults.
+        teacher: ``TeacherParams`` (``policy``, ``cfr_iterations``, ``mcts_*``), or None for the defaults.
 
     Raises:
-        ValueError: an unknown game name, or ``pod_size`` differing from the game's players.
+        ValueError: an unknown game name, ``pod_size`` differing from the game's players, a
+            ``teacher.policy`` other than ``heuristic`` for the commander, a ``cfr`` teacher on a
+            game too large for it.
     """
     if game.name == COMMANDER:
+        if teacher is not None and teacher.policy != "heuristic":
+            raise ValueError(f"teacher.policy {teacher.policy!r} is for OpenSpiel games; the commander's teacher is heuristic")
         return commander(game.pod_size, game.max_turns)
     if game.name.startswith(PETTINGZOO_PREFIX):
         return _pettingzoo_game(game, teacher)
@@ -372,8 +418,11 @@ def make_game(game: GameParams, teacher: TeacherParams | None = None) -> GameSpe
         raise ValueError(
             f"game.name must be {COMMANDER!r}, 'openspiel:<game>' or 'pettingzoo:<module>:<factory>', got {game.name!r}"
         )
-    knobs = {} if teacher is None else {k: getattr(teacher, k) for k in ("mcts_simulations", "mcts_rollouts", "mcts_uct_c")}
-    spec = openspiel(game.name, game.openspiel_params, **knobs)
+    knobs: dict[str, Any] = {}
+    if teacher is not None:
+        knobs = {k: getattr(teacher, k) for k in ("mcts_simulations", "mcts_rollouts", "mcts_uct_c", "cfr_iterations")}
+        knobs["teacher_policy"] = teacher.policy
+    spec = openspiel(game.name, game.openspiel_params, game.observation, **knobs)
     if spec.num_players != game.pod_size:
         raise ValueError(
             f"game.pod_size is {game.pod_size} but {game.name} has {spec.num_players} players; set pod_size to it"
