@@ -158,3 +158,26 @@ def test_kuhn_tournament_and_ratings(pipeline: Pipeline) -> None:
     assert len(rankings) == 40 and all(len(r) == 2 and "gen000" in r for r in rankings)
     fit = fit_plackett_luce(rankings, anchor="heuristic", prior_chain=["gen000"])
     assert {r["player"] for r in fit.table()} == {"heuristic", "random", "gen000"}
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "zero_sum"),
+    [("kuhn_poker", {}, True), ("leduc_poker", {}, True), ("tic_tac_toe", {}, True),
+     ("crazy_eights", {"players": 4}, False), ("crazy_eights", {"players": 2}, False), ("sheriff", {}, False)],
+)  # fmt: skip
+def test_zero_sum_detection(name: str, params: dict, zero_sum: bool) -> None:
+    """Two-player zero-sum (or constant-sum) OpenSpiel games are judged by mean return; general-sum ones are not."""
+    game = openspiel(name, params)
+    assert game.zero_sum is zero_sum
+    if zero_sum:
+        assert game.par_return == 0.0
+    else:
+        with pytest.raises(ValueError, match="not a two-player zero-sum game"):
+            _ = game.par_return
+
+
+def test_commander_is_not_zero_sum() -> None:
+    from ml.game.registry import commander
+
+    assert commander().zero_sum is False and commander().reward_scale == 1.0
+    assert openspiel("leduc_poker").reward_scale == 13.0 and openspiel("kuhn_poker").reward_scale == 2.0
