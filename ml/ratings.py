@@ -328,7 +328,7 @@ def rate_generation(
 
     Returns:
         The ``elo_history`` entry: ``attempt_id``, ``generation``, ``games`` (all games so far),
-        ``table`` (rows of ``Ratings.table``) and ``gain`` (vs the previous generation, or None).
+        ``episodes`` (the games of this attempt's tournament), ``table`` (rows of ``Ratings.table``) and ``gain`` (vs the previous generation, or None).
     """
     history = read_json(root / ELO_FILE) if (root / ELO_FILE).exists() else []
     for past in history:
@@ -345,6 +345,7 @@ def rate_generation(
         "attempt_id": attempt_id,
         "generation": generation,
         "games": len(games),
+        "episodes": sum(1 for g in games if g["attempt_id"] == attempt_id),
         "table": [],
         "gain": None,
     }

@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if curves:
         curves.close()
-    write_metrics(args.metrics, metrics, args, "gate")
+    write_metrics(args.metrics, metrics, args, "gate", episodes=metrics["gate/episodes"])  # both checks' pods
     return 0
 
 

@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     save_policy(net, args.out, {**meta, "train_seed": metrics["train/seed"]})  # the gate pairs its candidate with it
     if curves:
         curves.close()
-    write_metrics(args.metrics, metrics, args, "train")
+    write_metrics(args.metrics, metrics, args, "train", episodes=0)  # learns from recorded games, plays none
     return 0
 
 

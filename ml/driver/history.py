@@ -104,6 +104,19 @@ def attempt_figures(root: Path, verdict: GateVerdict) -> dict:
     }
 
 
+def attempt_episodes(root: Path, stages: dict[str, float]) -> int:
+    """Games played by the stages of an attempt that ran: the sum of ``<stage>/episodes`` of
+    ``metrics/<stage>.json`` under ``root`` over ``stages`` (stage name -> wall seconds; a stage
+    DVC skipped played nothing this attempt and is not named). A stage whose metrics file is
+    missing (the attempt aborted before it) counts 0."""
+    total = 0
+    for stage in stages:
+        p = root / "metrics" / f"{stage}.json"
+        if p.exists():
+            total += int(read_json(p).get(f"{stage}/episodes") or 0)
+    return total
+
+
 def attempt_entry(
     root: Path,
     state: LoopState,
@@ -138,6 +151,7 @@ def attempt_entry(
         figures=attempt_figures(root, verdict) if verdict is not None and not abort_reason else {},
         reasons=[abort_reason] if abort_reason else list(verdict.reasons if verdict is not None else []),
         wall_s=round(wall_s, 1), stage_wall_s=stage_wall_s, phase=state.phase_name, overrides=flight.nudges,
+        episodes=attempt_episodes(root, stage_wall_s),
     )  # fmt: skip
 
 
