@@ -347,14 +347,13 @@ def run_gate(
         ``gate/candidate_sampled_share`` (the candidate student's sampled source shares).
 
     Raises:
-        GateError: ``candidate_dir`` does not hold exactly one PPO batch (nothing read else).
+        GateError: ``candidate_dir`` does not hold exactly one PPO batch (nothing read else);
+            ``gate.strength_test: mean_return`` in a game that is not zero-sum; ``gate.decide_by:
+            nash_conv`` in a game whose exact NashConv is refused (``ml.nashconv.nash_conv_refusal``).
         ml.policy.CheckpointError: a checkpoint that cannot be read.
         ml.records.RecordError: a malformed batch line.
         ml.compute.ComputeError: the Ray cluster was lost mid-stage.
     """
-    batches = scan_batches(candidate_dir, sources=("ppo",))
-    if len(batches) != 1:
-        raise GateError(f"{candidate_dir}: expected exactly one PPO batch, found {len(batches)}")
     test = strength_test(cfg, game)
     if cfg.decide_by == "nash_conv":
         from ml.nashconv import nash_conv_refusal  # lazy: open_spiel, never needed by the commander
@@ -362,6 +361,9 @@ def run_gate(
         refusal = nash_conv_refusal(game)
         if refusal is not None:
             raise GateError(f"gate.decide_by: nash_conv: {refusal}")
+    batches = scan_batches(candidate_dir, sources=("ppo",))
+    if len(batches) != 1:
+        raise GateError(f"{candidate_dir}: expected exactly one PPO batch, found {len(batches)}")
     agent, _ = load_policy(model)
     current, _ = load_policy(student)
     pods: _PodArgs = {"game": game, "num_envs": num_envs, "executor": executor}

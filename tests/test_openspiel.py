@@ -181,3 +181,30 @@ def test_commander_is_not_zero_sum() -> None:
 
     assert commander().zero_sum is False and commander().reward_scale == 1.0
     assert openspiel("leduc_poker").reward_scale == 13.0 and openspiel("kuhn_poker").reward_scale == 2.0
+
+
+@pytest.mark.parametrize("pipeline", ["kuhn_poker"], indirect=True)
+def test_kuhn_gate_decided_by_nash_conv(pipeline: Pipeline, tmp_path: Path) -> None:
+    """gate.decide_by nash_conv: the two students' exact NashConv are in the verdict, and it decides alone."""
+    import yaml
+
+    from ml.nashconv import nash_conv
+    from ml.policy import load_policy
+    from stages import gate
+
+    raw = yaml.safe_load((pipeline.root / "params.yaml").read_text())
+    raw["gate"].update(
+        gated=True, decide_by="nash_conv", nash_conv_tolerance=10.0, target_return=1.9
+    )  # an unreachable strength target
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    out = [a if a != str(pipeline.root / "cand.pt") else str(tmp_path / "cand.pt") for a in pipeline.gate_args]
+    assert (
+        gate.main(["--params", str(tmp_path / "params.yaml"), "--no-progress", *out, "--metrics", str(tmp_path / "gate.json")])
+        == 0
+    )
+    g = json.loads((tmp_path / "gate.json").read_text())
+    game = openspiel("kuhn_poker")
+    assert g["gate/nash_conv_current"] == pytest.approx(nash_conv(load_policy(pipeline.root / "student.pt")[0], game))
+    assert g["gate/nash_conv_candidate"] == pytest.approx(nash_conv(load_policy(tmp_path / "cand.pt")[0], game))
+    assert "strength" in g["gate/failed"] and g["gate/accepted"] is True  # a NashConv rise of < 10 is inside the tolerance
+    assert g["gate/not_deciding"] and g["gate/reasons"] == []
