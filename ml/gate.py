@@ -267,6 +267,8 @@ class GateVerdict(BaseModel):
         sprt_llr, sprt_decision: the sequential test's log-likelihood ratio and decision.
         holdout_accuracy_current, holdout_accuracy_drop: teacher-holdout accuracy of the
             current student, and how much the candidate student lost on it.
+        mean_return, return_low, return_high: in a zero-sum game, the PPO agent's mean return
+            (chips per game) and its 95% interval by deal; None otherwise.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -282,6 +284,9 @@ class GateVerdict(BaseModel):
     sprt_decision: str | None = None
     holdout_accuracy_current: float
     holdout_accuracy_drop: float
+    mean_return: float | None = None
+    return_low: float | None = None
+    return_high: float | None = None
 
     @classmethod
     def from_metrics(cls, metrics: dict[str, Any]) -> GateVerdict:

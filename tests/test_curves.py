@@ -108,7 +108,8 @@ def test_generation_rows_and_version_warning():
     assert rows[0] | {} == {
         "attempt_no": 1, "generation": 1, "attempt": 1, "verdict": "accepted", "gate_win_rate": 0.4,
         "gate_win_low": 0.3, "gate_win_high": 0.5, "student_win_rate": 0.27, "elo": 35.0, "elo_low": 5.0,
-        "elo_high": 65.0, "ppo_share": 0.25, "episodes": None, "cumulative_episodes": 0, "nash_conv": None,
+        "elo_high": 65.0, "ppo_share": 0.25, "gate_mean_return": None, "gate_return_low": None, "gate_return_high": None,
+        "student_mean_return": None, "episodes": None, "cumulative_episodes": 0, "nash_conv": None,
     }  # fmt: skip
     assert rows[1]["elo"] is None  # a rejected attempt triggers no refit
     assert version_warning(attempts[:1], attempts[1]["metrics"], "a2") is None

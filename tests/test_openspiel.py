@@ -208,3 +208,28 @@ def test_kuhn_gate_decided_by_nash_conv(pipeline: Pipeline, tmp_path: Path) -> N
     assert g["gate/nash_conv_candidate"] == pytest.approx(nash_conv(load_policy(tmp_path / "cand.pt")[0], game))
     assert "strength" in g["gate/failed"] and g["gate/accepted"] is True  # a NashConv rise of < 10 is inside the tolerance
     assert g["gate/not_deciding"] and g["gate/reasons"] == []
+
+
+@pytest.mark.expensive  # GitPython (the driver) starts git
+def test_kuhn_eval_reports_chips(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``loop.py eval`` of a zero-sum game: chips against the teacher and against the previous student, by deal."""
+    from ml.driver.evaluate import evaluate
+    from ml.driver.orchestrator import Loop
+    from ml.policy import save_policy
+    from tests.conftest import KUHN_TINY, make_project_copy, tiny_params
+
+    repo = make_project_copy(tmp_path / "repo", tiny_params(KUHN_TINY))
+    game = openspiel("kuhn_poker")
+    torch.manual_seed(0)
+    for name in ("gen000", "gen001"):
+        save_policy(PolicyNet(game.obs_dim, (8,), game.num_actions), repo / "data/merged/students" / f"{name}.pt")
+    assert evaluate(Loop(repo, echo=lambda *_: None), 40, tmp_path / "eval.json") == 0
+    rows = json.loads((tmp_path / "eval.json").read_text())
+    assert [r["deals"] for r in rows] == [20, 20]
+    for r in rows:
+        assert r["return_low"] <= r["mean_return"] <= r["return_high"] and -2 <= r["mean_return"] <= 2
+    assert rows[0]["previous_return"] is None  # the first student has no previous one
+    assert rows[1]["previous_low"] <= rows[1]["previous_return"] <= rows[1]["previous_high"]
+    out = capsys.readouterr().out
+    assert "chips per game, par 0" in out and "chips vs previous [95%]" in out
+    assert f"{rows[1]['previous_return']:+.3f} [{rows[1]['previous_low']:+.3f}, {rows[1]['previous_high']:+.3f}]" in out

@@ -82,7 +82,8 @@ def elo_history(root: Path) -> list[dict]:
 
 def attempt_figures(root: Path, verdict: GateVerdict) -> dict:
     """The headline figures of a gated attempt (win rate with its interval in games, holdout
-    accuracy, SPRT, sampled source shares) from the gate's ``verdict`` and
+    accuracy, SPRT, sampled source shares; in a zero-sum game the mean return in chips with its
+    interval first) from the gate's ``verdict`` and
     ``metrics/{train,selfplay}.json`` under ``root``.
 
     Raises:
@@ -90,7 +91,13 @@ def attempt_figures(root: Path, verdict: GateVerdict) -> dict:
     """
     train = read_json(root / "metrics/train.json")
     selfplay = read_json(root / "metrics/selfplay.json")
+    chips = (
+        {"mean_return": verdict.mean_return, "return_low": verdict.return_low, "return_high": verdict.return_high}
+        if verdict.mean_return is not None
+        else {}
+    )  # zero-sum games only: the commander's figures are what they were
     return {
+        **chips,
         "win_rate": verdict.win_rate,
         "win_rate_low": verdict.win_rate_low,
         "win_rate_high": verdict.win_rate_high,
