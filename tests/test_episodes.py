@@ -69,6 +69,7 @@ def test_tournament_entry_counts_its_games(pipeline: Pipeline, tmp_path: Path) -
     play = {"games": 8, "game": openspiel("kuhn_poker", mcts_simulations=5), "num_envs": 4, "seed": 3, "encoder": None}
     entry = rate_generation(tmp_path, "a1", 0, {"gen000": student}, **play)
     assert entry["episodes"] == 8 == entry["games"]
+    assert sum(r["games"] for r in entry["returns"]) == 16  # chips of both seats of each game (kuhn is zero-sum)
     assert rate_generation(tmp_path, "a1", 0, {"gen000": student}, **play)["episodes"] == 8  # a rerun adds nothing
     second = rate_generation(tmp_path, "a2", 1, {"gen000": student, "gen001": student}, **play)
     assert second["episodes"] == 8 and second["games"] == 16

@@ -26,7 +26,7 @@ from ml.game.openspiel_env import outcome_of
 from ml.game.registry import make_game, openspiel
 from ml.params import ParamsError, params_from_dict
 from ml.policy import PolicyNet
-from ml.ratings import fit_plackett_luce, play_tournament
+from ml.ratings import fit_plackett_luce, format_table, play_tournament, return_table
 from ml.record_schema import OpenSpielRecord
 from ml.records import BatchWriter, RecordError, read_records, scan_batches
 from ml.rollout import Controller, game_seeds, play_games
@@ -154,8 +154,16 @@ def test_kuhn_tournament_and_ratings(pipeline: Pipeline) -> None:
     student, _ = load_policy(tmp / "student.pt")
     assert isinstance(student, PolicyNet) and (student.obs_dim, student.num_actions) == (7, 2)
     game = openspiel("kuhn_poker", mcts_simulations=20)
-    rankings = play_tournament({"gen000": student}, "gen000", games=40, game=game, num_envs=4, seed=5, encoder=None)
+    games = play_tournament({"gen000": student}, "gen000", games=40, game=game, num_envs=4, seed=5, encoder=None)
+    rankings = [g["ranking"] for g in games]
     assert len(rankings) == 40 and all(len(r) == 2 and "gen000" in r for r in rankings)
+    # zero-sum: each game's chips, the winner's first; kuhn's pots are 1 or 2 chips
+    assert all(g["returns"][0] == -g["returns"][1] and g["returns"][0] in (1.0, 2.0) for g in games)
+    table = {r["player"]: r for r in return_table(games)}
+    gen = [g["returns"][g["ranking"].index("gen000")] for g in games]
+    assert table["gen000"]["games"] == 40 and table["gen000"]["mean_return"] == pytest.approx(np.mean(gen), abs=1e-4)
+    assert table["gen000"]["low"] < table["gen000"]["mean_return"] < table["gen000"]["high"]
+    assert "chips/game" in format_table({"attempt_id": "a", "games": 40, "table": [], "returns": return_table(games)})
     fit = fit_plackett_luce(rankings, anchor="heuristic", prior_chain=["gen000"])
     assert {r["player"] for r in fit.table()} == {"heuristic", "random", "gen000"}
 
