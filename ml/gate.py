@@ -131,6 +131,13 @@ def strength_test(cfg: GateParams, game: GameSpec) -> Literal["first_place", "me
     return cfg.strength_test
 
 
+def _deal_budget(min_games: int, max_games: int, pod_size: int) -> tuple[int, int]:
+    """``(min_deals, max_deals)`` of a return test from a budget in games: whole deals of ``pod_size``
+    games, at least 2 (a variance needs two deals), the minimum never above the maximum."""
+    most = max(2, max_games // pod_size)
+    return min(max(2, -(-min_games // pod_size)), most), most
+
+
 def _first_places(firsts: FirstPlaces, confidence: float) -> dict[str, Any]:
     """The first-place figures of a return test's deals (reported beside the mean return)."""
     t = firsts.tally
@@ -348,8 +355,10 @@ def run_gate(
 
     Returns:
         ``(candidate_student, metrics)``: the student trained with the batch, and the
-        ``gate/…`` metrics of ``verdict`` plus ``gate/candidate_batch`` (file name) and
-        ``gate/candidate_sampled_share`` (the candidate student's sampled source shares).
+        ``gate/…`` metrics of ``verdict`` plus ``gate/strength_test`` (``first_place`` or
+        ``mean_return``, :func:`strength_test`), ``gate/episodes`` (games of both checks' pods),
+        ``gate/candidate_batch`` (file name) and ``gate/candidate_sampled_share`` (the
+        candidate student's sampled source shares).
 
     Raises:
         GateError: ``candidate_dir`` does not hold exactly one PPO batch (nothing read else);
@@ -380,7 +389,7 @@ def run_gate(
         deals = duplicate_deals(Controller("net", agent), Controller(cfg.opponent), seed=seed, **pods)
         strength = sequential_mean_test(
             returns_of(counted(deals, shown), firsts), ReturnSPRT(game.par_return, game.par_return + cfg.target_return, cfg.alpha, cfg.beta),
-            max(2, -(-cfg.min_games // pod_size)), max(2, cfg.max_games // pod_size), cfg.confidence, on_deal,
+            *_deal_budget(cfg.min_games, cfg.max_games, pod_size), cfg.confidence, on_deal,
         )  # fmt: skip
         strength = {**strength, **_first_places(firsts, cfg.confidence)}
     else:
@@ -401,10 +410,11 @@ def run_gate(
     students = (Controller("net", candidate, greedy=True), Controller("net", current, greedy=True))
     if test == "mean_return":
         firsts = FirstPlaces()
+        fewest, most = _deal_budget(cfg.student_min_games, cfg.student_games, pod_size)
         non_inferior = return_non_inferiority(
             returns_of(counted(duplicate_deals(*students, seed=seed + 1, **pods), shown_deals), firsts), game.par_return,
-            cfg.student_margin_return, alpha=cfg.alpha, beta=cfg.beta, min_deals=max(2, -(-cfg.student_min_games // pod_size)),
-            max_deals=max(2, cfg.student_games // pod_size), confidence=cfg.confidence,
+            cfg.student_margin_return, alpha=cfg.alpha, beta=cfg.beta, confidence=cfg.confidence,
+            min_deals=fewest, max_deals=most,
         )  # fmt: skip
         non_inferior = {**non_inferior, **_first_places(firsts, cfg.confidence)}
     else:

@@ -73,3 +73,36 @@ def test_tournament_entry_counts_its_games(pipeline: Pipeline, tmp_path: Path) -
     assert rate_generation(tmp_path, "a1", 0, {"gen000": student}, **play)["episodes"] == 8  # a rerun adds nothing
     second = rate_generation(tmp_path, "a2", 1, {"gen000": student, "gen001": student}, **play)
     assert second["episodes"] == 8 and second["games"] == 16
+
+
+@pytest.mark.expensive
+def test_kuhn_loop_counts_episodes_and_plots_nash_conv(tmp_path: Path) -> None:
+    """A 2-generation kuhn_poker loop: each attempt's episodes are its stages' games plus its
+    tournament's, plots/generations.json sums them, and ``dvc plots show`` draws NashConv against them."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import make_project_copy, run_loop, tiny_params
+
+    repo = make_project_copy(tmp_path / "repo", tiny_params(KUHN_TINY))
+    res = run_loop(repo)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    history = json.loads((repo / "state/eval_history.json").read_text())
+    elo = {e["attempt_id"]: e for e in json.loads((repo / "state/elo_history.json").read_text())}
+    assert [h["verdict"] for h in history] == ["accepted", "accepted"]
+    for h in history:
+        stages = sum(h["metrics"][s][f"{s}/episodes"] for s in h["stage_wall_s"])
+        assert h["episodes"] == stages + elo[h["attempt_id"]]["episodes"] > 0
+        assert h["figures"]["return_low"] <= h["figures"]["mean_return"] <= h["figures"]["return_high"]
+    assert "teacher" in history[0]["stage_wall_s"] and "teacher" not in history[1]["stage_wall_s"]  # cached: not counted again
+    rows = json.loads((repo / "plots/generations.json").read_text())
+    assert [r["cumulative_episodes"] for r in rows] == [history[0]["episodes"], history[0]["episodes"] + history[1]["episodes"]]
+    assert [r["nash_conv"] for r in rows] == [h["metrics"]["train"]["train/nash_conv"] for h in history]
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
+    shown = subprocess.run([sys.executable, "-m", "dvc", "plots", "show", "--json"], cwd=repo, env=env, capture_output=True,
+                           text=True, check=True)  # fmt: skip
+    values = json.loads(shown.stdout)["data"]["generation_nash_conv"][0]["content"]["data"]["values"]
+    assert [int(v["cumulative_episodes"]) for v in values] == [r["cumulative_episodes"] for r in rows]
+    chips = json.loads(shown.stdout)["data"]["generation_chips"][0]["content"]["data"]["values"]
+    assert chips

@@ -241,7 +241,12 @@ def report(loop: Loop) -> None:
         )  # fmt: skip
     print(f"final report: student {students[-1].stem} in pods against {params.game.pod_size - 1} copies of each promoted bot")
     for r in rows:
-        print(f"  vs {r['bot']:30s} win {r['win_rate']:.3f} [{r['low']:.3f}, {r['high']:.3f}] over {r['games']} games")
+        chips = (  # zero-sum games (ml.deals.pod_win_rate): the chips too
+            f", chips {r['mean_return']:+.3f} [{r['return_low']:+.3f}, {r['return_high']:+.3f}]"
+            if r.get("return_low") is not None
+            else ""
+        )
+        print(f"  vs {r['bot']:30s} win {r['win_rate']:.3f} [{r['low']:.3f}, {r['high']:.3f}]{chips} over {r['games']} games")
 
 
 def promote_command(loop: Loop, attempt: str, name: str | None) -> int:
