@@ -97,7 +97,10 @@ def test_kuhn_loop_counts_episodes_and_plots_nash_conv(tmp_path: Path) -> None:
         assert h["figures"]["return_low"] <= h["figures"]["mean_return"] <= h["figures"]["return_high"]
     assert "teacher" in history[0]["stage_wall_s"] and "teacher" not in history[1]["stage_wall_s"]  # cached: not counted again
     rows = json.loads((repo / "plots/generations.json").read_text())
-    assert [r["cumulative_episodes"] for r in rows] == [history[0]["episodes"], history[0]["episodes"] + history[1]["episodes"]]
+    assert [r["cumulative_episodes"] for r in rows] == [
+        history[0]["episodes"],
+        history[0]["episodes"] + history[1]["episodes"],
+    ]
     assert [r["nash_conv"] for r in rows] == [h["metrics"]["train"]["train/nash_conv"] for h in history]
     env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
     shown = subprocess.run([sys.executable, "-m", "dvc", "plots", "show", "--json"], cwd=repo, env=env, capture_output=True,
