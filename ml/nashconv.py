@@ -1,9 +1,10 @@
-"""Exact NashConv of the student, the teacher and the uniform policy on small poker games.
+"""Exact NashConv of the student, the teacher and the uniform policy on small zero-sum games.
 
 NashConv (Lanctot et al. 2017) is the sum over players of what a best response gains
 against the policy: 0 at a Nash equilibrium. OpenSpiel computes it exactly by walking the
 game tree (``open_spiel.python.algorithms.exploitability.nash_conv``), which is cheap for
-``kuhn_poker`` and ``leduc_poker`` (two-player zero-sum).
+``kuhn_poker``, ``leduc_poker`` and any two-player zero-sum game of at most
+:data:`NASH_CONV_MAX_STATES` states (:func:`nash_conv_refusal`).
 
 The policies measured:
 
@@ -41,9 +42,6 @@ from ml.record_schema import OpenSpielRecord
 from ml.records import read_records, scan_batches
 
 logger = logging.getLogger(__name__)
-
-EXACT_NASH_CONV_GAMES = ("openspiel:kuhn_poker", "openspiel:leduc_poker")
-"""Games whose exact NashConv the loop records (two-player zero-sum, a tree walk takes < 1 s)."""
 
 
 NASH_CONV_MAX_STATES = 100_000
@@ -166,7 +164,9 @@ def nash_conv_metrics(net: PolicyNet, game: GameSpec, teacher_dir: Path | None, 
 
     Args:
         net: the student (or any network of this game).
-        game: the game; metrics are computed only for ``EXACT_NASH_CONV_GAMES``.
+        game: the game; metrics are computed only where :func:`nash_conv_refusal` accepts it
+            (two-player zero-sum, at most ``NASH_CONV_MAX_STATES`` states: kuhn_poker, leduc_poker,
+            liars_dice with one die of up to 4 sides, ...).
         teacher_dir: folder of the teacher batches (None: no teacher figure).
         prefix: metric namespace.
 
@@ -175,7 +175,7 @@ def nash_conv_metrics(net: PolicyNet, game: GameSpec, teacher_dir: Path | None, 
         ``<prefix>/nash_conv_teacher_empirical`` with ``<prefix>/teacher_infostates_covered``,
         and ``<prefix>/nash_conv_uniform``; NashConv in the game's chips (sum over both players).
     """
-    if game.name not in EXACT_NASH_CONV_GAMES:
+    if nash_conv_refusal(game) is not None:
         return {}
     os_game = game.openspiel_game()
     out: dict[str, Any] = {

@@ -241,3 +241,15 @@ def test_kuhn_eval_reports_chips(tmp_path: Path, capsys: pytest.CaptureFixture[s
     out = capsys.readouterr().out
     assert "chips per game, par 0" in out and "chips vs previous [95%]" in out
     assert f"{rows[1]['previous_return']:+.3f} [{rows[1]['previous_low']:+.3f}, {rows[1]['previous_high']:+.3f}]" in out
+
+
+def test_nash_conv_metrics_for_any_small_zero_sum_game() -> None:
+    """train/nash_conv is not a list of poker games: any two-player zero-sum game under the state limit gets it."""
+    from ml.nashconv import NASH_CONV_MAX_STATES, _tree_size, nash_conv_metrics, nash_conv_refusal
+
+    small = openspiel("liars_dice", {"numdice": 1, "dice_sides": 3})
+    assert nash_conv_refusal(small) is None and _tree_size(small, NASH_CONV_MAX_STATES) == 1147
+    got = nash_conv_metrics(PolicyNet(small.obs_dim, (8,), small.num_actions), small, None)
+    assert set(got) == {"train/nash_conv", "train/nash_conv_uniform"} and got["train/nash_conv"] > 0
+    assert nash_conv_metrics(PolicyNet(9 * 3, (8,), 9), openspiel("tic_tac_toe"), None) == {}  # over the limit
+    assert nash_conv_refusal(small, limit=1000) is not None  # the limit decides
