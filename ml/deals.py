@@ -56,7 +56,7 @@ def _deal_chunk(task: tuple[list[int], int], setup: tuple) -> list[Deal]:
     return [
         Deal(
             [None if r.winner is None else r.winner == r.seats.index("candidate") for r in deal],
-            [round(float(r.returns[r.seats.index("candidate")]) * scale, 9) for r in deal],  # 1/13 * 13 is 1,
+            [round(float(r.returns[r.seats.index("candidate")]) * scale, 9) for r in deal],  # 1/13 * 13 is 1
         )
         for deal in deals
     ]
@@ -165,12 +165,11 @@ def pod_win_rate(
         candidate, opponent, game=game, num_envs=num_envs, seed=seed, encoder=None, executor=executor,
     )  # fmt: skip
     n_deals = max(1, games // game.num_players)
-    tally, draws, chips = DealTally(), 0, ReturnTally()
+    firsts, chips = FirstPlaces(), ReturnTally()
     bar = ProgressBar(islice(deals, n_deals), total=n_deals, desc=label, unit="deal", disable=not progress, leave=False)
-    for deal in bar:  # the bar is cleared when done: the caller prints its row of a table next
-        tally.add(sum(1 for x in deal.firsts if x), len(deal.firsts))
-        draws += sum(1 for x in deal.firsts if x is None)
-        chips.add(sum(deal.returns) / len(deal.returns))
+    for returns in returns_of(bar, firsts):  # the bar is cleared when done: the caller prints its row of a table next
+        chips.add(sum(returns) / len(returns))
+    tally, draws = firsts.tally, firsts.draws
     low, high = tally.interval()
     out: dict[str, Any] = {
         "games": tally.trials, "wins": tally.successes, "draws": draws, "deals": tally.deals,
