@@ -134,20 +134,25 @@ def stage_setup(
     return args, params
 
 
-def write_metrics(path: Path, metrics: dict[str, Any], args: argparse.Namespace, stage: str) -> None:
-    """Write the stage's metrics JSON atomically, adding ``<stage>/wall_s`` and ``<stage>/env`` (``environment``).
+def write_metrics(path: Path, metrics: dict[str, Any], args: argparse.Namespace, stage: str, *, episodes: int) -> None:
+    """Write the stage's metrics JSON atomically, adding ``<stage>/episodes``, ``<stage>/wall_s`` and
+    ``<stage>/env`` (``environment``).
 
     Args:
         path: the metrics file (``metrics/<stage>.json``, from ``dvc.yaml``).
         metrics: ``<stage>/…`` keys to JSON-serialisable values.
         args: the namespace of :func:`stage_setup` (``started``, ``generation``, ``git_sha``).
         stage: the stage name; ``<stage>/wall_s`` is the stage's wall time in seconds.
+        episodes: the games (episodes) the stage played, every seat's controller counted once
+            per game (0 for a stage that plays none); the loop sums them per attempt
+            (``ml.driver.history.attempt_episodes``), the x axis of NashConv in the papers.
 
     Raises:
         TypeError: a value JSON cannot serialise (nothing is written).
     """
     metrics = {
         **metrics,
+        f"{stage}/episodes": int(episodes),
         f"{stage}/wall_s": round(time.perf_counter() - args.started, 3),
         f"{stage}/env": environment(getattr(args, "git_sha", "unknown")),
     }

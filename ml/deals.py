@@ -8,6 +8,7 @@ the deal, not the game, is the unit of the intervals (``ml.stats.DealTally``).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from itertools import count, islice
 from typing import Any
 
@@ -18,14 +19,30 @@ from ml.compute import LOCAL, Executor, chunk_seed
 from ml.game.registry import GameSpec
 from ml.progress import ProgressBar
 from ml.rollout import Controller, play_games, rotated_seatings
-from ml.stats import DealTally
+from ml.stats import DealTally, ReturnTally
 
 
-def _deal_chunk(task: tuple[list[int], int], setup: tuple) -> list[list[bool | None]]:
-    """Play one chunk of duplicate deals (``duplicate_deal_outcomes``): per deal, the candidate's first places."""
+@dataclass(frozen=True)
+class Deal:
+    """One seat-rotated duplicate deal, seen from the candidate.
+
+    Attributes:
+        firsts: per game (one per seat of the candidate), True for its first place, False for
+            another's, None for a draw.
+        returns: per game, the candidate's return in the game's own units (OpenSpiel: its
+            utilities, chips in poker; ``GameSpec.reward_scale`` times the seat's rewards).
+    """
+
+    firsts: list[bool | None]
+    returns: list[float]
+
+
+def _deal_chunk(task: tuple[list[int], int], setup: tuple) -> list[Deal]:
+    """Play one chunk of duplicate deals (``duplicate_deals``)."""
     deal_seeds, torch_seed = task
     controllers, num_envs, encoder, game = setup
     pod_size = game.num_players
+    scale = game.reward_scale
     seeds = [s for s in deal_seeds for _ in range(pod_size)]
     seatings = rotated_seatings(len(seeds), pod_size, "candidate", lambda g: ["opponent"] * (pod_size - 1))
     results = sorted(
@@ -36,10 +53,16 @@ def _deal_chunk(task: tuple[list[int], int], setup: tuple) -> list[list[bool | N
         key=lambda r: r.index,
     )  # fmt: skip
     deals = [results[d * pod_size : (d + 1) * pod_size] for d in range(len(deal_seeds))]
-    return [[None if r.winner is None else r.winner == r.seats.index("candidate") for r in deal] for deal in deals]
+    return [
+        Deal(
+            [None if r.winner is None else r.winner == r.seats.index("candidate") for r in deal],
+            [round(float(r.returns[r.seats.index("candidate")]) * scale, 9) for r in deal],  # 1/13 * 13 is 1
+        )
+        for deal in deals
+    ]
 
 
-def duplicate_deal_outcomes(
+def duplicate_deals(
     candidate: Controller,
     opponent: Controller,
     *,
@@ -49,13 +72,14 @@ def duplicate_deal_outcomes(
     encoder: Any = None,
     deals_per_chunk: int = 16,
     executor: Executor = LOCAL,
-) -> Iterator[list[bool | None]]:
+) -> Iterator[Deal]:
     """Seat-rotated duplicate deals: each deal (one game seed: same shuffled decks and seat
     order, or the same chance outcomes of an OpenSpiel game) is replayed ``game.num_players`` times
     with the candidate in each seat and ``opponent`` in the others. Yields, per deal in order,
-    the candidate's first places. Endless: the caller stops (chunks of ``deals_per_chunk``
-    deals are played at once, batched, chunk ``k`` sampling with ``ml.compute.chunk_seed(seed, k)``;
-    the executor plays chunks ahead, here or on a Ray cluster, with the same outcomes).
+    the candidate's first places and returns (:class:`Deal`). Endless: the caller stops (chunks
+    of ``deals_per_chunk`` deals are played at once, batched, chunk ``k`` sampling with
+    ``ml.compute.chunk_seed(seed, k)``; the executor plays chunks ahead, here or on a Ray
+    cluster, with the same outcomes).
 
     Args:
         candidate: the controller measured.
@@ -70,8 +94,7 @@ def duplicate_deal_outcomes(
             to it once.
 
     Returns:
-        An endless iterator of ``list[bool | None]`` of length ``game.num_players`` per deal: True
-        for a first place of the candidate, False for another's, None for a draw.
+        An endless iterator of :class:`Deal`, ``game.num_players`` games each.
 
     Raises:
         ml.compute.ComputeError: the Ray cluster was lost mid-stage.
@@ -85,6 +108,30 @@ def duplicate_deal_outcomes(
 
     for chunk in executor.imap(_deal_chunk, tasks(), setup):
         yield from chunk
+
+
+def duplicate_deal_outcomes(candidate: Controller, opponent: Controller, **kw: Any) -> Iterator[list[bool | None]]:
+    """The first places of :func:`duplicate_deals` (same arguments): per deal, a
+    ``list[bool | None]`` of length ``game.num_players`` (True: the candidate's first place,
+    False: another's, None: a draw)."""
+    return (deal.firsts for deal in duplicate_deals(candidate, opponent, **kw))
+
+
+@dataclass
+class FirstPlaces:
+    """First places counted beside a return test (:func:`returns_of`): the by-deal tally and the draws."""
+
+    tally: DealTally = field(default_factory=DealTally)
+    draws: int = 0
+
+
+def returns_of(deals: Iterator[Deal], firsts: FirstPlaces) -> Iterator[list[float]]:
+    """The returns of ``deals``, per deal, adding each deal's first places to ``firsts`` on the way
+    (so a return test reports the first-place rate of the same deals)."""
+    for deal in deals:
+        firsts.tally.add(sum(1 for x in deal.firsts if x), len(deal.firsts))
+        firsts.draws += sum(1 for x in deal.firsts if x is None)
+        yield deal.returns
 
 
 def pod_win_rate(
@@ -110,19 +157,25 @@ def pod_win_rate(
     Returns:
         ``games``, ``wins``, ``draws``, ``deals``, ``win_rate``, ``low``, ``high`` (95% interval
         by deal: Wilson on the Rao-Scott effective sample size, ``ml.stats.DealTally``) and
-        ``design_effect``.
+        ``design_effect``; for a zero-sum game (``GameSpec.zero_sum``) also ``mean_return``
+        with ``return_low``/``return_high`` (chips per game, 95% t interval by deal,
+        ``ml.stats.ReturnTally``; None with one deal).
     """
-    deals = duplicate_deal_outcomes(
+    deals = duplicate_deals(
         candidate, opponent, game=game, num_envs=num_envs, seed=seed, encoder=None, executor=executor,
     )  # fmt: skip
     n_deals = max(1, games // game.num_players)
-    tally, draws = DealTally(), 0
+    firsts, chips = FirstPlaces(), ReturnTally()
     bar = ProgressBar(islice(deals, n_deals), total=n_deals, desc=label, unit="deal", disable=not progress, leave=False)
-    for deal in bar:  # the bar is cleared when done: the caller prints its row of a table next
-        tally.add(sum(1 for x in deal if x), len(deal))
-        draws += sum(1 for x in deal if x is None)
+    for returns in returns_of(bar, firsts):  # the bar is cleared when done: the caller prints its row of a table next
+        chips.add(sum(returns) / len(returns))
+    tally, draws = firsts.tally, firsts.draws
     low, high = tally.interval()
-    return {
+    out: dict[str, Any] = {
         "games": tally.trials, "wins": tally.successes, "draws": draws, "deals": tally.deals,
         "win_rate": tally.rate, "low": low, "high": high, "design_effect": tally.design_effect(),
     }  # fmt: skip
+    if game.zero_sum:
+        r_low, r_high = chips.interval() if chips.deals > 1 else (None, None)  # one deal: no spread
+        out.update(mean_return=chips.mean, return_low=r_low, return_high=r_high)
+    return out

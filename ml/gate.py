@@ -17,6 +17,16 @@ The verdict rests on two checks, each on fresh data, plus logged data-quality fi
     student in seat-rotated duplicate deals (1 vs 3); a sequential non-inferiority test by
     deal (``ml.stats.student_non_inferiority``) rejects it when it is worse by the margin
     (first-place share among decisive pods at parity minus ``student_margin``).
+In a two-player zero-sum game (``GameSpec.zero_sum``; ``gate.strength_test``) (a) and (c) are
+judged in the game's own currency: (a) is Wald's SPRT on the agent's mean return by deal
+(``ml.stats.ReturnSPRT``, H0 par return against H1 par + ``target_return`` chips) and (c)
+a sequential non-inferiority test on the candidate student's mean return against the
+current student (``ml.stats.return_non_inferiority``, margin ``student_margin_return``
+chips); the first-place figures of the same deals are reported beside them. With
+``gate.decide_by: nash_conv`` (games small enough for an exact tree walk,
+``ml.nashconv.nash_conv_refusal``) the candidate student's exact NashConv decides: it must
+not exceed the current student's by more than ``nash_conv_tolerance``; (a)-(c) are
+measured and reported, not deciding.
 (d) **Data quality** (logged, not gating): entropy of the batch's macro-action
     distribution, and the distributions of ``reward`` and ``episode_return``.
 
@@ -30,19 +40,28 @@ import math
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ml.compute import LOCAL, Executor
-from ml.deals import duplicate_deal_outcomes
+from ml.deals import FirstPlaces, duplicate_deal_outcomes, duplicate_deals, returns_of
 from ml.game.registry import GameSpec
 from ml.policy import PolicyNet, load_policy
 from ml.progress import ProgressBar, counted
 from ml.records import iter_games, read_records, scan_batches
 from ml.rollout import Controller
-from ml.stats import SPRT, mcnemar_regression, sequential_test, stop_reason, student_non_inferiority
+from ml.stats import (
+    SPRT,
+    ReturnSPRT,
+    mcnemar_regression,
+    return_non_inferiority,
+    sequential_mean_test,
+    sequential_test,
+    stop_reason,
+    student_non_inferiority,
+)
 from ml.supervised import build_and_train, predict
 
 if TYPE_CHECKING:
@@ -98,45 +117,113 @@ def batch_quality(batch: Path) -> dict:
     }
 
 
-def verdict(strength: dict, holdout: dict, student: dict, batch: dict, gated: bool = True) -> dict:
+def strength_test(cfg: GateParams, game: GameSpec) -> Literal["first_place", "mean_return"]:
+    """What the gate's strength and student checks test in ``game`` (``gate.strength_test``;
+    ``auto``: ``mean_return`` for a two-player zero-sum game, ``GameSpec.zero_sum``).
+
+    Raises:
+        GateError: ``mean_return`` asked of a game that is not zero-sum (its returns have no par).
+    """
+    if cfg.strength_test == "auto":
+        return "mean_return" if game.zero_sum else "first_place"
+    if cfg.strength_test == "mean_return" and not game.zero_sum:
+        raise GateError(f"gate.strength_test: mean_return needs a two-player zero-sum game; {game.name} is not one")
+    return cfg.strength_test
+
+
+def _deal_budget(min_games: int, max_games: int, pod_size: int) -> tuple[int, int]:
+    """``(min_deals, max_deals)`` of a return test from a budget in games: whole deals of ``pod_size``
+    games, at least 2 (a variance needs two deals), the minimum never above the maximum."""
+    most = max(2, max_games // pod_size)
+    return min(max(2, -(-min_games // pod_size)), most), most
+
+
+def _first_places(firsts: FirstPlaces, confidence: float) -> dict[str, Any]:
+    """The first-place figures of a return test's deals (reported beside the mean return)."""
+    t = firsts.tally
+    low, high = t.interval(confidence)
+    return {
+        "games": t.trials,
+        "wins": t.successes,
+        "draws": firsts.draws,
+        "win_rate": t.rate,
+        "win_rate_low": low,
+        "win_rate_high": high,
+    }
+
+
+def verdict(
+    strength: dict, holdout: dict, student: dict, batch: dict, gated: bool = True, nash_conv: dict | None = None
+) -> dict:
     """Combine the checks into the gate's verdict and figures.
 
     Args:
-        strength: ``sequential_test`` result of the PPO agent against heuristic teachers (a).
+        strength: ``sequential_test`` result of the PPO agent against heuristic teachers (a),
+            or, in a zero-sum game, ``sequential_mean_test``'s with the same deals' first-place
+            figures (``games``, ``wins``, ``win_rate``, ``win_rate_low``/``high``).
         holdout: ``mcnemar_regression`` result plus ``accuracy_current``/``accuracy_candidate`` (b).
-        student: ``student_non_inferiority`` result (candidate student vs current student).
+        student: ``student_non_inferiority`` result (candidate student vs current student), or
+            ``return_non_inferiority``'s with the first-place figures.
         batch: ``batch_quality`` figures (c, logged).
         gated: when False the figures are reported but the batch is accepted whatever they say
             (``gate/reasons`` then lists what would have rejected it).
+        nash_conv: with ``gate.decide_by: nash_conv``, ``current`` and ``candidate`` (the two
+            students' exact NashConv) and ``tolerance``; then only this check and an empty batch
+            decide, and the other checks' failures are reported in ``gate/not_deciding``.
 
     Returns:
         ``gate/…`` metrics including ``gate/accepted`` (bool), ``gate/reasons`` (list of
-        str) and ``gate/failed`` (names of failed checks: strength, holdout, student, empty).
+        str), ``gate/failed`` (names of failed checks: strength, holdout, student, nash_conv,
+        empty) and ``gate/not_deciding`` (reasons of failed checks that do not decide).
     """
-    reasons, failed = [], []
+    reasons: dict[str, str] = {}
+    by_return = "mean_return" in strength
     if strength["decision"] != "H1":
-        failed.append("strength")
-        how = "the SPRT accepted H0 (parity)" if strength["decided_early"] else "the SPRT reached max games undecided"
-        reasons.append(
-            f"strength: {how}, LLR {strength['llr']:.2f} after {strength['games']} games, win rate {strength['win_rate']:.3f}"
-        )
+        if by_return:
+            how = (
+                "the SPRT on mean return accepted H0 (par)"
+                if strength["decided_early"]
+                else "the SPRT on mean return reached max games undecided"
+            )
+            reasons["strength"] = (
+                f"strength: {how}, LLR {strength['llr']:.2f} after {strength['deals']} deals ({strength['played']} games), "
+                f"mean return {strength['mean_return']:+.3f} [{strength['return_low']:+.3f}, {strength['return_high']:+.3f}] chips per game"
+            )
+        else:
+            how = "the SPRT accepted H0 (parity)" if strength["decided_early"] else "the SPRT reached max games undecided"
+            reasons["strength"] = (
+                f"strength: {how}, LLR {strength['llr']:.2f} after {strength['games']} games, win rate {strength['win_rate']:.3f}"
+            )
     if holdout["regression"]:
-        failed.append("holdout")
-        reasons.append(f"holdout accuracy drop {holdout['drop']:.4f} is a regression (McNemar p = {holdout['p_value']:.3g})")
-    if student["regression"]:
-        failed.append("student")
-        reasons.append(
+        reasons["holdout"] = (
+            f"holdout accuracy drop {holdout['drop']:.4f} is a regression (McNemar p = {holdout['p_value']:.3g})"
+        )
+    if student["regression"] and "mean_return" in student:
+        reasons["student"] = (
+            f"the student trained with the batch falls back: mean return {student['mean_return']:+.3f} "
+            f"[{student['return_low']:+.3f}, {student['return_high']:+.3f}] chips per game over {student['deals']} deals "
+            f"against the current student, the SPRT accepted {student['par'] - student['margin']:+.3f} (par minus the margin)"
+        )
+    elif student["regression"]:
+        reasons["student"] = (
             f"the student trained with the batch falls back: win rate {student['win_rate']:.3f} [{student['win_rate_low']:.3f}, {student['win_rate_high']:.3f}] "
             f"over {student['games']} decisive games, the SPRT accepted {student['parity'] - student['margin']:.3f} (parity {student['parity']:.3f} minus the margin)"
         )
+    if nash_conv is not None and nash_conv["candidate"] > nash_conv["current"] + nash_conv["tolerance"]:
+        reasons["nash_conv"] = (
+            f"NashConv: the student trained with the batch has {nash_conv['candidate']:.4f}, the current one "
+            f"{nash_conv['current']:.4f}; the rise exceeds the tolerance {nash_conv['tolerance']:g}"
+        )
     if batch["games"] == 0:
-        failed.append("empty")
-        reasons.append("the batch holds no games")
-    return {
-        "gate/accepted": not reasons or not gated,
+        reasons["empty"] = "the batch holds no games"
+    deciding = {"nash_conv", "empty"} if nash_conv is not None else {"strength", "holdout", "student", "empty"}
+    deciding_reasons = [r for k, r in reasons.items() if k in deciding]
+    out = {
+        "gate/accepted": not deciding_reasons or not gated,
         "gate/gated": gated,
-        "gate/reasons": reasons,
-        "gate/failed": failed,
+        "gate/reasons": deciding_reasons,
+        "gate/failed": list(reasons),
+        "gate/not_deciding": [r for k, r in reasons.items() if k not in deciding],
         "gate/eval_games": strength["games"],
         "gate/wins": strength["wins"],
         "gate/win_rate": strength["win_rate"],
@@ -160,6 +247,16 @@ def verdict(strength: dict, holdout: dict, student: dict, batch: dict, gated: bo
         "gate/student_sprt_decided_early": student["decided_early"],
         "gate/batch": batch,
     }
+    if by_return:
+        out.update({
+            "gate/mean_return": strength["mean_return"], "gate/return_low": strength["return_low"],
+            "gate/return_high": strength["return_high"], "gate/eval_deals": strength["deals"],
+            "gate/student_mean_return": student["mean_return"], "gate/student_return_low": student["return_low"],
+            "gate/student_return_high": student["return_high"], "gate/student_deals": student["deals"],
+        })  # fmt: skip
+    if nash_conv is not None:
+        out.update({"gate/nash_conv_current": nash_conv["current"], "gate/nash_conv_candidate": nash_conv["candidate"]})
+    return out
 
 
 class GateVerdict(BaseModel):
@@ -171,12 +268,14 @@ class GateVerdict(BaseModel):
     Attributes:
         accepted: whether the batch joins the pool.
         reasons: why it was (or, ungated, would have been) rejected.
-        failed: names of the failed checks (``strength``, ``holdout``, ``student``, ``empty``).
+        failed: names of the failed checks (``strength``, ``holdout``, ``student``, ``nash_conv``, ``empty``).
         win_rate, win_rate_low, win_rate_high: the PPO agent's first-place rate and its 95%
             interval. eval_games: games it took (the SPRT stops early).
         sprt_llr, sprt_decision: the sequential test's log-likelihood ratio and decision.
         holdout_accuracy_current, holdout_accuracy_drop: teacher-holdout accuracy of the
             current student, and how much the candidate student lost on it.
+        mean_return, return_low, return_high: in a zero-sum game, the PPO agent's mean return
+            (chips per game) and its 95% interval by deal; None otherwise.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -192,6 +291,9 @@ class GateVerdict(BaseModel):
     sprt_decision: str | None = None
     holdout_accuracy_current: float
     holdout_accuracy_drop: float
+    mean_return: float | None = None
+    return_low: float | None = None
+    return_high: float | None = None
 
     @classmethod
     def from_metrics(cls, metrics: dict[str, Any]) -> GateVerdict:
@@ -253,15 +355,26 @@ def run_gate(
 
     Returns:
         ``(candidate_student, metrics)``: the student trained with the batch, and the
-        ``gate/…`` metrics of ``verdict`` plus ``gate/candidate_batch`` (file name) and
-        ``gate/candidate_sampled_share`` (the candidate student's sampled source shares).
+        ``gate/…`` metrics of ``verdict`` plus ``gate/strength_test`` (``first_place`` or
+        ``mean_return``, :func:`strength_test`), ``gate/episodes`` (games of both checks' pods),
+        ``gate/candidate_batch`` (file name) and ``gate/candidate_sampled_share`` (the
+        candidate student's sampled source shares).
 
     Raises:
-        GateError: ``candidate_dir`` does not hold exactly one PPO batch (nothing read else).
+        GateError: ``candidate_dir`` does not hold exactly one PPO batch (nothing read else);
+            ``gate.strength_test: mean_return`` in a game that is not zero-sum; ``gate.decide_by:
+            nash_conv`` in a game whose exact NashConv is refused (``ml.nashconv.nash_conv_refusal``).
         ml.policy.CheckpointError: a checkpoint that cannot be read.
         ml.records.RecordError: a malformed batch line.
         ml.compute.ComputeError: the Ray cluster was lost mid-stage.
     """
+    test = strength_test(cfg, game)
+    if cfg.decide_by == "nash_conv":
+        from ml.nashconv import nash_conv_refusal  # lazy: open_spiel, never needed by the commander
+
+        refusal = nash_conv_refusal(game)
+        if refusal is not None:
+            raise GateError(f"gate.decide_by: nash_conv: {refusal}")
     batches = scan_batches(candidate_dir, sources=("ppo",))
     if len(batches) != 1:
         raise GateError(f"{candidate_dir}: expected exactly one PPO batch, found {len(batches)}")
@@ -269,11 +382,20 @@ def run_gate(
     current, _ = load_policy(student)
     pods: _PodArgs = {"game": game, "num_envs": num_envs, "executor": executor}
     pod_size = game.num_players
-    sprt = SPRT(1.0 / pod_size, cfg.target_win_rate, cfg.alpha, cfg.beta)
-    deals = duplicate_deal_outcomes(Controller("net", agent), Controller(cfg.opponent), seed=seed, **pods)
     # progress bars (lines when stderr is no terminal) count the deals the test takes, its last one included
     shown = ProgressBar(total=-(-cfg.max_games // pod_size), desc="gate: strength", unit="deal", disable=not progress)
-    strength = sequential_test(counted(deals, shown), sprt, cfg.min_games, cfg.max_games, cfg.confidence, on_deal)
+    if test == "mean_return":
+        firsts = FirstPlaces()
+        deals = duplicate_deals(Controller("net", agent), Controller(cfg.opponent), seed=seed, **pods)
+        strength = sequential_mean_test(
+            returns_of(counted(deals, shown), firsts), ReturnSPRT(game.par_return, game.par_return + cfg.target_return, cfg.alpha, cfg.beta),
+            *_deal_budget(cfg.min_games, cfg.max_games, pod_size), cfg.confidence, on_deal,
+        )  # fmt: skip
+        strength = {**strength, **_first_places(firsts, cfg.confidence)}
+    else:
+        sprt = SPRT(1.0 / pod_size, cfg.target_win_rate, cfg.alpha, cfg.beta)
+        deals_firsts = duplicate_deal_outcomes(Controller("net", agent), Controller(cfg.opponent), seed=seed, **pods)
+        strength = sequential_test(counted(deals_firsts, shown), sprt, cfg.min_games, cfg.max_games, cfg.confidence, on_deal)
     shown.finish(stop_reason(strength, cfg.max_games))  # a bar stopped at 7% says the test decided
     candidate, train_metrics, holdout = build_and_train(
         train, game, teacher_dir, forge_dir, [pool_dir, candidate_dir], seed=train_seed, device=device, progress=progress,
@@ -283,17 +405,36 @@ def run_gate(
     correct_candidate = holdout.correct(predict(candidate, holdout))
     paired = mcnemar_regression(correct_current, correct_candidate, cfg.max_accuracy_drop, cfg.alpha)
     paired.update(accuracy_current=float(correct_current.mean()), accuracy_candidate=float(correct_candidate.mean()))
-    student_deals = duplicate_deal_outcomes(
-        Controller("net", candidate, greedy=True), Controller("net", current, greedy=True), seed=seed + 1, **pods
-    )
     n_deals = max(1, -(-cfg.student_games // pod_size))
     shown_deals = ProgressBar(total=n_deals, desc="gate: student", unit="deal", disable=not progress)
-    non_inferior = student_non_inferiority(
-        counted(student_deals, shown_deals), pod_size, cfg.student_margin, alpha=cfg.alpha, beta=cfg.beta,
-        min_games=cfg.student_min_games, max_games=cfg.student_games, confidence=cfg.confidence,
-    )  # fmt: skip
+    students = (Controller("net", candidate, greedy=True), Controller("net", current, greedy=True))
+    if test == "mean_return":
+        firsts = FirstPlaces()
+        fewest, most = _deal_budget(cfg.student_min_games, cfg.student_games, pod_size)
+        non_inferior = return_non_inferiority(
+            returns_of(counted(duplicate_deals(*students, seed=seed + 1, **pods), shown_deals), firsts), game.par_return,
+            cfg.student_margin_return, alpha=cfg.alpha, beta=cfg.beta, confidence=cfg.confidence,
+            min_deals=fewest, max_deals=most,
+        )  # fmt: skip
+        non_inferior = {**non_inferior, **_first_places(firsts, cfg.confidence)}
+    else:
+        non_inferior = student_non_inferiority(
+            counted(duplicate_deal_outcomes(*students, seed=seed + 1, **pods), shown_deals), pod_size, cfg.student_margin,
+            alpha=cfg.alpha, beta=cfg.beta, min_games=cfg.student_min_games, max_games=cfg.student_games, confidence=cfg.confidence,
+        )  # fmt: skip
     shown_deals.finish(stop_reason(non_inferior, cfg.student_games))
-    metrics = verdict(strength, paired, non_inferior, batch_quality(batches[0]), gated=cfg.gated)
+    exact = None
+    if cfg.decide_by == "nash_conv":
+        from ml.nashconv import nash_conv
+
+        exact = {
+            "current": nash_conv(current, game),
+            "candidate": nash_conv(candidate, game),
+            "tolerance": cfg.nash_conv_tolerance,
+        }
+    metrics = verdict(strength, paired, non_inferior, batch_quality(batches[0]), gated=cfg.gated, nash_conv=exact)
+    metrics["gate/strength_test"] = test
+    metrics["gate/episodes"] = strength["played"] + non_inferior["played"]
     metrics["gate/candidate_batch"] = batches[0].name
     metrics["gate/candidate_sampled_share"] = train_metrics["train/sampled_share"]
     return candidate, metrics

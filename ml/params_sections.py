@@ -274,6 +274,20 @@ class GateParams(_Section):
     """Fewest decisive pods before the student check may decide (games)."""
     student_margin: float = Field(0.05, gt=0, lt=0.5)
     """Fall back rejected: the candidate student's first-place share among decisive pods at parity minus this (SPRT H0)."""
+    strength_test: Literal["auto", "first_place", "mean_return"] = "auto"
+    """What the strength and student checks test: ``first_place`` (the SPRTs on first places), ``mean_return``
+    (the SPRTs on the mean return by deal, ``ml.stats.ReturnSPRT``; two-player zero-sum games only) or ``auto``
+    (``mean_return`` for a zero-sum game, ``GameSpec.zero_sum``, ``first_place`` otherwise)."""
+    target_return: float = Field(0.5, gt=0)
+    """Return SPRT alternative H1: the PPO agent's mean return per game against the opponents above par (chips; H0 is par)."""
+    student_margin_return: float = Field(0.25, gt=0)
+    """Fall back rejected by return: the candidate student's mean return against the current one at par minus this (chips)."""
+    decide_by: Literal["tests", "nash_conv"] = "tests"
+    """``tests``: the strength, holdout and student checks decide; ``nash_conv``: the candidate student's exact NashConv
+    decides (the tests are measured and reported): it must not exceed the current student's by more than
+    ``nash_conv_tolerance`` (games whose tree ``ml.nashconv.nash_conv_refusal`` accepts)."""
+    nash_conv_tolerance: float = Field(0.0, ge=0)
+    """NashConv rise tolerated with ``decide_by: nash_conv`` (the game's utility units, chips in poker)."""
 
     @model_validator(mode="after")
     def _check_games(self) -> GateParams:

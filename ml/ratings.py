@@ -44,6 +44,7 @@ from ml.io import atomic_write_json, atomic_write_text, iter_jsonl, read_json
 from ml.policy import PolicyNet
 from ml.progress import ProgressBar
 from ml.rollout import Controller, game_seeds, play_games, rotated_seatings
+from ml.stats import ReturnTally
 
 ELO_BASE = 1500.0
 ELO_SCALE = 400.0 / math.log(10.0)
@@ -230,7 +231,7 @@ def play_tournament(
     encoder: Encoder | None,
     executor: Executor = LOCAL,
     chunk_games: int = 0,
-) -> list[list[str]]:
+) -> list[dict[str, Any]]:
     """Play ``games`` pods among students, the heuristic teacher and the random player.
 
     Students act greedily (arg-max over legal actions). Every pod holds ``newest``. The
@@ -250,7 +251,9 @@ def play_tournament(
             existed); chunk ``k`` samples with ``ml.compute.chunk_seed(seed, k)``.
 
     Returns:
-        Per game, player names from first place to last.
+        Per game, ``{"ranking": player names from first place to last}``, and in a two-player
+        zero-sum game (``GameSpec.zero_sum``) ``"returns"``: each ranked player's return in chips,
+        aligned with ``ranking``.
 
     Raises:
         ml.compute.ComputeError: the Ray cluster was lost mid-stage.
@@ -264,10 +267,10 @@ def play_tournament(
     tasks = list(enumerate(chunk_ranges(games, chunk_games)))
     local = executor.backend == "local"
     if local:  # played in this process: the bar counts each game as it ends (one chunk is the whole tournament)
-        chunks: Iterable[list[list[str]]] = (_tournament_chunk(t, setup.value, on_game=bar.update) for t in tasks)
+        chunks: Iterable[list[dict[str, Any]]] = (_tournament_chunk(t, setup.value, on_game=bar.update) for t in tasks)
     else:  # on a cluster: each chunk as it comes back
         chunks = executor.imap(_tournament_chunk, tasks, setup)
-    rankings: list[list[str]] = []
+    rankings: list[dict[str, Any]] = []
     for chunk in chunks:
         rankings += chunk
         if not local:
@@ -276,8 +279,10 @@ def play_tournament(
     return rankings
 
 
-def _tournament_chunk(task: tuple[int, range], setup: tuple, on_game: Callable[[], object] | None = None) -> list[list[str]]:
-    """Play one chunk of a tournament: per game in index order, player names from first place to last.
+def _tournament_chunk(
+    task: tuple[int, range], setup: tuple, on_game: Callable[[], object] | None = None
+) -> list[dict[str, Any]]:
+    """Play one chunk of a tournament: per game in index order, the entry of :func:`play_tournament`.
 
     ``on_game`` is called as each game ends (a progress bar's ``update``; it reads nothing).
     """
@@ -291,11 +296,40 @@ def _tournament_chunk(task: tuple[int, range], setup: tuple, on_game: Callable[[
         results.append(result)
         if on_game is not None:
             on_game()
-    return [[r.seats[s] for s in r.ranking] for r in sorted(results, key=lambda r: r.index)]
+    games: list[dict[str, Any]] = []
+    for r in sorted(results, key=lambda r: r.index):
+        played: dict[str, Any] = {"ranking": [r.seats[s] for s in r.ranking]}
+        if game.zero_sum:
+            played["returns"] = [round(float(r.returns[s]) * game.reward_scale, 9) for s in r.ranking]
+        games.append(played)
+    return games
+
+
+def return_table(games: Iterable[dict[str, Any]], confidence: float = 0.95) -> list[dict[str, Any]]:
+    """Each player's mean return (chips per game) over the tournament games that carry returns.
+
+    The game is the unit (tournament games have seeds of their own, no duplicate deals), so
+    the interval is Student's t over the player's games (``ml.stats.ReturnTally``).
+
+    Returns:
+        Rows ``player``, ``mean_return``, ``low``, ``high`` (None with one game), ``games``;
+        best first. Empty when no game carries returns (the commander's).
+    """
+    tallies: dict[str, ReturnTally] = {}
+    for g in games:
+        for name, value in zip(g["ranking"], g.get("returns") or (), strict=False):
+            tallies.setdefault(name, ReturnTally()).add(value)
+    rows = []
+    for name, t in tallies.items():
+        low, high = t.interval(confidence) if t.deals > 1 else (None, None)
+        rows.append({"player": name, "mean_return": round(t.mean, 4), "low": low if low is None else round(low, 4),
+                     "high": high if high is None else round(high, 4), "games": t.deals})  # fmt: skip
+    return sorted(rows, key=lambda r: (-r["mean_return"], r["player"]))
 
 
 TOURNAMENT_FILE = Path("state/tournament.jsonl")
-"""Every tournament game ever played: ``{"attempt_id", "ranking"}`` per line (the data of every refit)."""
+"""Every tournament game ever played: ``{"attempt_id", "ranking"}`` per line, with ``"returns"`` (chips,
+aligned with the ranking) in a zero-sum game (the data of every refit)."""
 ELO_FILE = Path("state/elo_history.json")
 """Every refit: the attempt that triggered it, the table and the newest generation's gain."""
 
@@ -328,7 +362,9 @@ def rate_generation(
 
     Returns:
         The ``elo_history`` entry: ``attempt_id``, ``generation``, ``games`` (all games so far),
-        ``table`` (rows of ``Ratings.table``) and ``gain`` (vs the previous generation, or None).
+        ``episodes`` (the games of this attempt's tournament), ``table`` (rows of ``Ratings.table``),
+        ``gain`` (vs the previous generation, or None) and, in a zero-sum game, ``returns`` (rows of
+        :func:`return_table` over all games so far).
     """
     history = read_json(root / ELO_FILE) if (root / ELO_FILE).exists() else []
     for past in history:
@@ -337,7 +373,7 @@ def rate_generation(
     newest = f"gen{generation:03d}"
     games = load_tournament(root)
     if play.get("games", 0) and not any(g["attempt_id"] == attempt_id for g in games):
-        played = [{"attempt_id": attempt_id, "ranking": r} for r in play_tournament(students, newest, **play)]
+        played = [{"attempt_id": attempt_id, **g} for g in play_tournament(students, newest, **play)]
         games += played
         atomic_write_text(root / TOURNAMENT_FILE, "".join(json.dumps(g) + "\n" for g in games))
         seam(f"g{generation:03d}.rating.games")  # the games are written, the refit not yet
@@ -345,6 +381,7 @@ def rate_generation(
         "attempt_id": attempt_id,
         "generation": generation,
         "games": len(games),
+        "episodes": sum(1 for g in games if g["attempt_id"] == attempt_id),
         "table": [],
         "gain": None,
     }
@@ -354,6 +391,8 @@ def rate_generation(
             [g["ranking"] for g in games], anchor=HEURISTIC, prior_chain=chain, prior_sigma_elo=prior_sigma_elo
         )
         entry["table"] = fit.table()
+        if chips := return_table(games):  # zero-sum games: the same games in chips
+            entry["returns"] = chips
         earlier = [n for n in chain if n < newest]
         if earlier and newest in fit.players:
             gain, low, high = fit.gain(newest, earlier[-1])
@@ -392,4 +431,9 @@ def format_table(entry: dict) -> str:
     if entry.get("gain"):
         g = entry["gain"]
         lines.append(f"gain {g['new']} over {g['old']}: {g['elo']:+.0f} Elo [{g['low']:+.0f}, {g['high']:+.0f}]")
+    if entry.get("returns"):
+        lines.append(f"{'player':12s} {'chips/game':>10s} {'95% by game':>19s} {'games':>6s}")
+        for r in entry["returns"]:
+            span = f"[{r['low']:+7.3f}, {r['high']:+7.3f}]" if r["low"] is not None else "-"
+            lines.append(f"{r['player']:12s} {r['mean_return']:+10.3f} {span:>19s} {r['games']:6d}")
     return "\n".join(lines)

@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     except ComputeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    write_metrics(args.metrics, metrics, args, "export")
+    write_metrics(args.metrics, metrics, args, "export", episodes=metrics["export/games_played"])
     return 0
 
 

@@ -4,7 +4,9 @@
 against heuristic teachers; (b) an exact McNemar test with a margin between the student
 trained with the batch and the current student on the teacher holdout; (c) the candidate
 student against the current student in pods (block only on a clear regression); (d)
-data-quality figures of the batch (``ml.gate.run_gate``). Writes the student trained with
+data-quality figures of the batch (``ml.gate.run_gate``). In a two-player zero-sum game (a)
+and (c) test the mean return in chips, and ``gate.decide_by: nash_conv`` lets the students'
+exact NashConv decide (``ml.gate``). Writes the student trained with
 the batch (with its training record: the next generation's train stage takes it as is when
 it would train on the same data, ``ml.supervised.build_and_train``) and the verdict with
 every figure to ``metrics/gate.json``. The candidate is trained with the current student's
@@ -64,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if curves:
         curves.close()
-    write_metrics(args.metrics, metrics, args, "gate")
+    write_metrics(args.metrics, metrics, args, "gate", episodes=metrics["gate/episodes"])  # both checks' pods
     return 0
 
 

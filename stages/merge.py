@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         accepted, args.candidate, args.model, args.student, current, args.out, generation=params.run.generation,
         candidate_student=args.candidate_student,
     )  # fmt: skip
-    write_metrics(args.metrics, metrics, args, "merge")
+    write_metrics(args.metrics, metrics, args, "merge", episodes=0)  # moves files, plays no game
     return 0
 
 

@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     save_policy(net, args.out, {"role": "ppo", "generation": params.run.generation, "model_version": params.run.model_version})
     if curves:
         curves.close()
-    write_metrics(args.metrics, metrics, args, "selfplay")
+    write_metrics(args.metrics, metrics, args, "selfplay", episodes=metrics["selfplay/episodes"])
     return 0
 
 

@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     except ComputeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    write_metrics(args.metrics, metrics, args, "teacher")
+    write_metrics(args.metrics, metrics, args, "teacher", episodes=metrics["teacher/games"])
     return 0
 
 

@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
             seed=params.stage_seed("train"),
             device=params.base.torch_device,
             progress=args.progress,
-            nash_conv=True,  # kuhn_poker and leduc_poker only
+            nash_conv=True,  # small two-player zero-sum games only (ml.nashconv.nash_conv_refusal)
             on_epoch=curves.log if curves else None,
             cache_dir=cache_dir,
             reuse=args.reuse / "student.pt" if args.reuse else None,
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     save_policy(net, args.out, {**meta, "train_seed": metrics["train/seed"]})  # the gate pairs its candidate with it
     if curves:
         curves.close()
-    write_metrics(args.metrics, metrics, args, "train")
+    write_metrics(args.metrics, metrics, args, "train", episodes=0)  # learns from recorded games, plays none
     return 0
 
 

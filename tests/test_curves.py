@@ -82,6 +82,24 @@ def _attempt(attempt_id: str, generation: int, verdict: str, torch_version: str,
     }  # fmt: skip
 
 
+def test_generation_rows_count_episodes_and_nash_conv():
+    """Each row carries the attempt's games and the running sum (the x axis of the NashConv plot)."""
+    attempts = [
+        _attempt("a1", 1, "accepted", "2.13.0"),
+        _attempt("a2", 2, "rejected", "2.13.0"),
+        _attempt("a3", 2, "accepted", "2.13.0"),
+    ]
+    for entry, episodes, nash_conv in zip(attempts, (1200, 300, 700), (0.9, 0.8, 0.5), strict=True):
+        entry["episodes"] = episodes
+        entry["metrics"]["train"]["train/nash_conv"] = nash_conv
+    rows = generation_rows(attempts, [])
+    assert [(r["episodes"], r["cumulative_episodes"], r["nash_conv"]) for r in rows] == [
+        (1200, 1200, 0.9),
+        (300, 1500, 0.8),
+        (700, 2200, 0.5),
+    ]
+
+
 def test_generation_rows_and_version_warning():
     attempts = [_attempt("a1", 1, "accepted", "2.13.0"), _attempt("a2", 2, "rejected", "2.13.0")]
     elo = [{"attempt_id": "a1", "table": [{"player": "gen001", "elo": 35.0, "low": 5.0, "high": 65.0}]}]
@@ -90,7 +108,8 @@ def test_generation_rows_and_version_warning():
     assert rows[0] | {} == {
         "attempt_no": 1, "generation": 1, "attempt": 1, "verdict": "accepted", "gate_win_rate": 0.4,
         "gate_win_low": 0.3, "gate_win_high": 0.5, "student_win_rate": 0.27, "elo": 35.0, "elo_low": 5.0,
-        "elo_high": 65.0, "ppo_share": 0.25,
+        "elo_high": 65.0, "ppo_share": 0.25, "gate_mean_return": None, "gate_return_low": None, "gate_return_high": None,
+        "student_mean_return": None, "episodes": None, "cumulative_episodes": 0, "nash_conv": None,
     }  # fmt: skip
     assert rows[1]["elo"] is None  # a rejected attempt triggers no refit
     assert version_warning(attempts[:1], attempts[1]["metrics"], "a2") is None

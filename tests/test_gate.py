@@ -113,3 +113,68 @@ def test_verdict_rejects_a_student_that_falls_back():
     assert fallen_back["regression"] and rejected["gate/failed"] == ["student"] and not rejected["gate/accepted"]
     assert rejected["gate/reasons"][0].startswith("the student trained with the batch falls back: win rate 0.000")
     assert rejected["gate/student_sprt_llr"] <= rejected["gate/student_sprt_bounds"][0]
+
+
+def _return_checks(strength_mean: float, student_mean: float) -> tuple[dict, dict]:
+    """A return-SPRT strength figure and a return non-inferiority figure on constant deals (zero-sum game, two seats)."""
+    from ml.deals import FirstPlaces
+    from ml.gate import _first_places
+    from ml.stats import ReturnSPRT, return_non_inferiority, sequential_mean_test
+
+    deals = [[strength_mean + 1.0, strength_mean - 1.0]] * 200
+    strength = sequential_mean_test(iter(deals), ReturnSPRT(0.0, 0.5), 4, 200)
+    student = return_non_inferiority(iter([[student_mean + 1.0, student_mean - 1.0]] * 200), 0.0, 0.25, min_deals=4)
+    firsts = _first_places(FirstPlaces(), 0.95)
+    return {**strength, **firsts}, {**student, **firsts}
+
+
+def test_verdict_in_chips():
+    holdout, _, batch = _passing_checks()
+    strength, student = _return_checks(1.0, 0.0)
+    accepted = verdict(strength, holdout, student, batch)
+    assert accepted["gate/accepted"] and accepted["gate/mean_return"] == pytest.approx(1.0)
+    assert accepted["gate/student_mean_return"] == pytest.approx(0.0) and accepted["gate/eval_deals"] == strength["deals"]
+    weak, fallen = _return_checks(0.0, -1.0)
+    rejected = verdict(weak, holdout, fallen, batch)
+    assert rejected["gate/failed"] == ["strength", "student"] and not rejected["gate/accepted"]
+    assert rejected["gate/reasons"][0].startswith("strength: the SPRT on mean return accepted H0 (par), LLR")
+    assert "mean return -1.000" in rejected["gate/reasons"][1] and "chips per game" in rejected["gate/reasons"][1]
+
+
+def test_verdict_decided_by_nash_conv():
+    """With decide_by nash_conv only the NashConv check (and an empty batch) decide; the others are reported."""
+    holdout, _, batch = _passing_checks()
+    weak, fallen = _return_checks(0.0, -1.0)
+    better = verdict(weak, holdout, fallen, batch, nash_conv={"current": 0.50, "candidate": 0.45, "tolerance": 0.0})
+    assert better["gate/accepted"] and better["gate/failed"] == ["strength", "student"] and better["gate/reasons"] == []
+    assert len(better["gate/not_deciding"]) == 2 and better["gate/nash_conv_candidate"] == 0.45
+    strong, equal = _return_checks(1.0, 0.0)
+    worse = verdict(strong, holdout, equal, batch, nash_conv={"current": 0.50, "candidate": 0.56, "tolerance": 0.05})
+    assert not worse["gate/accepted"] and worse["gate/failed"] == ["nash_conv"]
+    assert worse["gate/reasons"] == [
+        "NashConv: the student trained with the batch has 0.5600, the current one 0.5000; the rise exceeds the tolerance 0.05"
+    ]
+    inside = verdict(strong, holdout, equal, batch, nash_conv={"current": 0.50, "candidate": 0.54, "tolerance": 0.05})
+    assert inside["gate/accepted"]
+
+
+@pytest.mark.parametrize(
+    ("game", "gate", "message"),
+    [
+        ("tic_tac_toe", {"decide_by": "nash_conv"}, "gate.decide_by: nash_conv: openspiel:tic_tac_toe: the game tree has more than 100000 states"),
+        ("sheriff", {"decide_by": "nash_conv"}, "exact NashConv judges two-player zero-sum OpenSpiel games only"),
+        ("commander", {"strength_test": "mean_return"}, "gate.strength_test: mean_return needs a two-player zero-sum game; commander is not one"),
+    ],
+)  # fmt: skip
+def test_gate_refuses_a_test_the_game_cannot_take(tmp_path, game: str, gate: dict, message: str):
+    from pathlib import Path
+
+    from ml.game.registry import commander, openspiel
+    from ml.gate import GateError, run_gate
+    from ml.params_sections import GateParams, TrainParams
+
+    spec = commander() if game == "commander" else openspiel(game)
+    missing = Path(tmp_path / "nothing")
+    with pytest.raises(GateError, match=message.replace(".", r"\.").replace("(", r"\(")):
+        run_gate(missing, missing, missing, GateParams(**gate), TrainParams(), spec, teacher_dir=missing, forge_dir=None,
+                 pool_dir=missing, num_envs=1, seed=0, train_seed=0)  # fmt: skip

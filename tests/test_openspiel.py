@@ -26,7 +26,7 @@ from ml.game.openspiel_env import outcome_of
 from ml.game.registry import make_game, openspiel
 from ml.params import ParamsError, params_from_dict
 from ml.policy import PolicyNet
-from ml.ratings import fit_plackett_luce, play_tournament
+from ml.ratings import fit_plackett_luce, format_table, play_tournament, return_table
 from ml.record_schema import OpenSpielRecord
 from ml.records import BatchWriter, RecordError, read_records, scan_batches
 from ml.rollout import Controller, game_seeds, play_games
@@ -154,7 +154,102 @@ def test_kuhn_tournament_and_ratings(pipeline: Pipeline) -> None:
     student, _ = load_policy(tmp / "student.pt")
     assert isinstance(student, PolicyNet) and (student.obs_dim, student.num_actions) == (7, 2)
     game = openspiel("kuhn_poker", mcts_simulations=20)
-    rankings = play_tournament({"gen000": student}, "gen000", games=40, game=game, num_envs=4, seed=5, encoder=None)
+    games = play_tournament({"gen000": student}, "gen000", games=40, game=game, num_envs=4, seed=5, encoder=None)
+    rankings = [g["ranking"] for g in games]
     assert len(rankings) == 40 and all(len(r) == 2 and "gen000" in r for r in rankings)
+    # zero-sum: each game's chips, the winner's first; kuhn's pots are 1 or 2 chips
+    assert all(g["returns"][0] == -g["returns"][1] and g["returns"][0] in (1.0, 2.0) for g in games)
+    table = {r["player"]: r for r in return_table(games)}
+    gen = [g["returns"][g["ranking"].index("gen000")] for g in games]
+    assert table["gen000"]["games"] == 40 and table["gen000"]["mean_return"] == pytest.approx(np.mean(gen), abs=1e-4)
+    assert table["gen000"]["low"] < table["gen000"]["mean_return"] < table["gen000"]["high"]
+    assert "chips/game" in format_table({"attempt_id": "a", "games": 40, "table": [], "returns": return_table(games)})
     fit = fit_plackett_luce(rankings, anchor="heuristic", prior_chain=["gen000"])
     assert {r["player"] for r in fit.table()} == {"heuristic", "random", "gen000"}
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "zero_sum"),
+    [("kuhn_poker", {}, True), ("leduc_poker", {}, True), ("tic_tac_toe", {}, True),
+     ("crazy_eights", {"players": 4}, False), ("crazy_eights", {"players": 2}, False), ("sheriff", {}, False)],
+)  # fmt: skip
+def test_zero_sum_detection(name: str, params: dict, zero_sum: bool) -> None:
+    """Two-player zero-sum (or constant-sum) OpenSpiel games are judged by mean return; general-sum ones are not."""
+    game = openspiel(name, params)
+    assert game.zero_sum is zero_sum
+    if zero_sum:
+        assert game.par_return == 0.0
+    else:
+        with pytest.raises(ValueError, match="not a two-player zero-sum game"):
+            _ = game.par_return
+
+
+def test_commander_is_not_zero_sum() -> None:
+    from ml.game.registry import commander
+
+    assert commander().zero_sum is False and commander().reward_scale == 1.0
+    assert openspiel("leduc_poker").reward_scale == 13.0 and openspiel("kuhn_poker").reward_scale == 2.0
+
+
+@pytest.mark.parametrize("pipeline", ["kuhn_poker"], indirect=True)
+def test_kuhn_gate_decided_by_nash_conv(pipeline: Pipeline, tmp_path: Path) -> None:
+    """gate.decide_by nash_conv: the two students' exact NashConv are in the verdict, and it decides alone."""
+    import yaml
+
+    from ml.nashconv import nash_conv
+    from ml.policy import load_policy
+    from stages import gate
+
+    raw = yaml.safe_load((pipeline.root / "params.yaml").read_text())
+    raw["gate"].update(
+        gated=True, decide_by="nash_conv", nash_conv_tolerance=10.0, target_return=1.9
+    )  # an unreachable strength target
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    out = [a if a != str(pipeline.root / "cand.pt") else str(tmp_path / "cand.pt") for a in pipeline.gate_args]
+    assert (
+        gate.main(["--params", str(tmp_path / "params.yaml"), "--no-progress", *out, "--metrics", str(tmp_path / "gate.json")])
+        == 0
+    )
+    g = json.loads((tmp_path / "gate.json").read_text())
+    game = openspiel("kuhn_poker")
+    assert g["gate/nash_conv_current"] == pytest.approx(nash_conv(load_policy(pipeline.root / "student.pt")[0], game))
+    assert g["gate/nash_conv_candidate"] == pytest.approx(nash_conv(load_policy(tmp_path / "cand.pt")[0], game))
+    assert "strength" in g["gate/failed"] and g["gate/accepted"] is True  # a NashConv rise of < 10 is inside the tolerance
+    assert g["gate/not_deciding"] and g["gate/reasons"] == []
+
+
+@pytest.mark.expensive  # GitPython (the driver) starts git
+def test_kuhn_eval_reports_chips(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``loop.py eval`` of a zero-sum game: chips against the teacher and against the previous student, by deal."""
+    from ml.driver.evaluate import evaluate
+    from ml.driver.orchestrator import Loop
+    from ml.policy import save_policy
+    from tests.conftest import KUHN_TINY, make_project_copy, tiny_params
+
+    repo = make_project_copy(tmp_path / "repo", tiny_params(KUHN_TINY))
+    game = openspiel("kuhn_poker")
+    torch.manual_seed(0)
+    for name in ("gen000", "gen001"):
+        save_policy(PolicyNet(game.obs_dim, (8,), game.num_actions), repo / "data/merged/students" / f"{name}.pt")
+    assert evaluate(Loop(repo, echo=lambda *_: None), 40, tmp_path / "eval.json") == 0
+    rows = json.loads((tmp_path / "eval.json").read_text())
+    assert [r["deals"] for r in rows] == [20, 20]
+    for r in rows:
+        assert r["return_low"] <= r["mean_return"] <= r["return_high"] and -2 <= r["mean_return"] <= 2
+    assert rows[0]["previous_return"] is None  # the first student has no previous one
+    assert rows[1]["previous_low"] <= rows[1]["previous_return"] <= rows[1]["previous_high"]
+    out = capsys.readouterr().out
+    assert "chips per game, par 0" in out and "chips vs previous [95%]" in out
+    assert f"{rows[1]['previous_return']:+.3f} [{rows[1]['previous_low']:+.3f}, {rows[1]['previous_high']:+.3f}]" in out
+
+
+def test_nash_conv_metrics_for_any_small_zero_sum_game() -> None:
+    """train/nash_conv is not a list of poker games: any two-player zero-sum game under the state limit gets it."""
+    from ml.nashconv import NASH_CONV_MAX_STATES, _tree_size, nash_conv_metrics, nash_conv_refusal
+
+    small = openspiel("liars_dice", {"numdice": 1, "dice_sides": 3})
+    assert nash_conv_refusal(small) is None and _tree_size(small, NASH_CONV_MAX_STATES) == 1147
+    got = nash_conv_metrics(PolicyNet(small.obs_dim, (8,), small.num_actions), small, None)
+    assert set(got) == {"train/nash_conv", "train/nash_conv_uniform"} and got["train/nash_conv"] > 0
+    assert nash_conv_metrics(PolicyNet(9 * 3, (8,), 9), openspiel("tic_tac_toe"), None) == {}  # over the limit
+    assert nash_conv_refusal(small, limit=1000) is not None  # the limit decides

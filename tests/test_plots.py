@@ -29,7 +29,7 @@ def _plots() -> dict[str, dict]:
 
 def test_every_dvc_plot_uses_the_series_template():
     plots = _plots()
-    assert len(plots) == 10 and {p.get("template") for p in plots.values()} == {"series"}
+    assert len(plots) == 12 and {p.get("template") for p in plots.values()} == {"series"}
     assert (TEMPLATE_DIR / "series.json").is_file()  # where DVC looks for `template: series`
 
 

@@ -87,10 +87,15 @@ def run_attempts(loop: Loop, max_generations: int | None = None, max_attempts: i
         if entry.verdict == "aborted":
             print(f"== {entry.attempt_id}: ABORTED  {entry.reasons[0]}; wall {entry.wall_s:.0f}s", flush=True)
             continue
+        chips = (
+            f"PPO chips {f['mean_return']:+.3f} [{f['return_low']:+.3f}, {f['return_high']:+.3f}], "
+            if "mean_return" in f
+            else ""
+        )
         print(
-            f"== {entry.attempt_id} [{entry.phase}]: {entry.verdict.upper()}  PPO win {f['win_rate']:.3f} "
+            f"== {entry.attempt_id} [{entry.phase}]: {entry.verdict.upper()}  {chips}PPO win {f['win_rate']:.3f} "
             f"[{f['win_rate_low']:.3f}, {f['win_rate_high']:.3f}] on {f['eval_games']} games (SPRT LLR {f['sprt_llr']:.2f}), "
-            f"holdout acc {f['holdout_accuracy']:.3f}; wall {entry.wall_s:.0f}s ({stages})",
+            f"holdout acc {f['holdout_accuracy']:.3f}; {entry.episodes or 0} episodes; wall {entry.wall_s:.0f}s ({stages})",
             flush=True,
         )
 
@@ -236,7 +241,12 @@ def report(loop: Loop) -> None:
         )  # fmt: skip
     print(f"final report: student {students[-1].stem} in pods against {params.game.pod_size - 1} copies of each promoted bot")
     for r in rows:
-        print(f"  vs {r['bot']:30s} win {r['win_rate']:.3f} [{r['low']:.3f}, {r['high']:.3f}] over {r['games']} games")
+        chips = (  # zero-sum games (ml.deals.pod_win_rate): the chips too
+            f", chips {r['mean_return']:+.3f} [{r['return_low']:+.3f}, {r['return_high']:+.3f}]"
+            if r.get("return_low") is not None
+            else ""
+        )
+        print(f"  vs {r['bot']:30s} win {r['win_rate']:.3f} [{r['low']:.3f}, {r['high']:.3f}]{chips} over {r['games']} games")
 
 
 def promote_command(loop: Loop, attempt: str, name: str | None) -> int:

@@ -31,6 +31,15 @@ def accepted_students(loop: Loop) -> list[Path]:
     return merged or sorted(loop.path("data/students").glob("gen*.pt"))
 
 
+def _chips(row: dict, mean: str, low: str, high: str) -> str:
+    """``+0.123 [-0.100, +0.350]`` (chips per game), ``+0.123`` without an interval (one deal), ``-`` without a figure."""
+    if row.get(mean) is None:
+        return "-"
+    if row.get(low) is None:
+        return f"{row[mean]:+.3f}"
+    return f"{row[mean]:+.3f} [{row[low]:+.3f}, {row[high]:+.3f}]"
+
+
 def evaluate(loop: Loop, games: int, out: Path | None) -> int:
     """``loop.py eval``: the table of accepted generations, each student measured against the teacher.
 
@@ -41,7 +50,10 @@ def evaluate(loop: Loop, games: int, out: Path | None) -> int:
     deals against pod_size - 1 teachers on deals no stage played; the share of PPO data in
     student g's training set and the gate's win rate of PPO agent g (from
     state/eval_history.json, the accepted attempt); student g's Elo in the latest tournament
-    (state/elo_history.json).
+    (state/elo_history.json). In a two-player zero-sum game (``GameSpec.zero_sum``) also its
+    mean return against the teacher (``mean_return``, ``return_low``/``return_high``: chips per
+    game, 95% t interval by deal) and against the previous accepted student on the same deals
+    (``previous_return``, ``previous_low``/``previous_high``; None for the first).
 
     Args:
         loop: the loop of the run.
@@ -78,6 +90,7 @@ def evaluate(loop: Loop, games: int, out: Path | None) -> int:
     played = deals * n
     rounded = f", --games {games} rounded down to whole deals" if played != games else ""
     rows = []
+    previous: Controller | None = None
     with open_executor(params.compute, params.base.torch_threads) as executor:
         for path in students:  # progress on stderr, each bar cleared when its student is done
             net, _ = load_policy(path)
@@ -86,10 +99,21 @@ def evaluate(loop: Loop, games: int, out: Path | None) -> int:
             except CheckpointError as e:
                 print(f"loop.py eval: {e}", file=sys.stderr)
                 return 2
+            measured = Controller("net", net, greedy=True)
             row = pod_win_rate(
-                Controller("net", net, greedy=True), Controller("heuristic"), games=games, game=game,
-                num_envs=params.selfplay.num_envs, seed=params.stage_seed("eval"), progress=sys.stderr.isatty(), label=f"eval {path.stem}", executor=executor,
+                measured, Controller("heuristic"), games=games, game=game, num_envs=params.selfplay.num_envs,
+                seed=params.stage_seed("eval"), progress=sys.stderr.isatty(), label=f"eval {path.stem}", executor=executor,
             )  # fmt: skip
+            if game.zero_sum:  # chips against the previous accepted student, on the same deals
+                against = {} if previous is None else pod_win_rate(
+                    measured, previous, games=games, game=game, num_envs=params.selfplay.num_envs, seed=params.stage_seed("eval"),
+                    progress=sys.stderr.isatty(), label=f"eval {path.stem} vs previous", executor=executor,
+                )  # fmt: skip
+                row.update(
+                    previous_return=against.get("mean_return"), previous_low=against.get("return_low"),
+                    previous_high=against.get("return_high"),
+                )  # fmt: skip
+                previous = measured
             fig = accepted.get(int(path.stem[3:]), {}).get("figures", {}) if path.stem[3:].isdigit() else {}
             rating = elo.get(path.stem)
             rows.append({
@@ -98,10 +122,13 @@ def evaluate(loop: Loop, games: int, out: Path | None) -> int:
                 "elo": rating and rating["elo"], "elo_low": rating and rating["low"], "elo_high": rating and rating["high"],
             })  # fmt: skip
     sys.stderr.flush()
+    chips = game.zero_sum
     print(  # the table, on stdout, once every bar is done
         f"students (greedy) in pods against {n - 1} teachers ({game.teacher_name}), {played} games each "
-        f"({deals} deal{'' if deals == 1 else 's'}{rounded}); parity {1 / n:.3f}\n"
-        f"{'student':8s} {'win rate [95% by deal]':<24s} {'draws':>6s} {'PPO agent (gate)':>26s} {'Elo [95%]':>20s} {'PPO share':>9s}"
+        f"({deals} deal{'' if deals == 1 else 's'}{rounded}); parity {1 / n:.3f}"
+        + (f"; chips per game, par {game.par_return:g}" if chips else "")
+        + f"\n{'student':8s} {'win rate [95% by deal]':<24s} {'draws':>6s} {'PPO agent (gate)':>26s} {'Elo [95%]':>20s} {'PPO share':>9s}"
+        + (f" {'chips vs teacher [95%]':>26s} {'chips vs previous [95%]':>26s}" if chips else "")
     )
     for row in rows:
         agent = (
@@ -114,6 +141,11 @@ def evaluate(loop: Loop, games: int, out: Path | None) -> int:
         print(
             f"{row['student']:8s} {row['win_rate']:.3f} [{row['low']:.3f}, {row['high']:.3f}]".ljust(33)
             + f" {row['draws']:6d} {agent:>26s} {rated:>20s} {share:>9s}"
+            + (
+                f" {_chips(row, 'mean_return', 'return_low', 'return_high'):>26s} {_chips(row, 'previous_return', 'previous_low', 'previous_high'):>26s}"
+                if chips
+                else ""
+            )
         )
     if out is not None:
         atomic_write_json(out, rows)

@@ -3,7 +3,8 @@
 ``plots/generations.json`` holds one row per finished attempt (run order), rebuilt in full
 from ``state/eval_history.json`` and ``state/elo_history.json`` after every attempt, so a
 resumed attempt writes the same file. ``dvc.yaml``'s top-level ``plots:`` draw it (gate win
-rate with its interval, student win rate, Elo with its interval, PPO share), and so does
+rate with its interval, student win rate, Elo with its interval, PPO share, NashConv against
+cumulative episodes), and so does
 the dashboard.
 
 Each stage's metrics carry ``<stage>/env`` (``ml.cli.environment``: Python, torch, DVC and
@@ -46,11 +47,19 @@ def generation_rows(attempts: list[dict], elo_history: list[dict]) -> list[dict[
     Returns:
         Rows with ``attempt_no``, ``generation``, ``attempt``, ``verdict``, ``gate_win_rate``,
         ``gate_win_low``, ``gate_win_high``, ``student_win_rate``, ``elo``, ``elo_low``,
-        ``elo_high`` (accepted attempts, from the latest refit) and ``ppo_share``; null where an attempt has
-        no such figure (an aborted attempt has no gate).
+        ``elo_high`` (accepted attempts, from the latest refit), ``ppo_share``, in zero-sum games
+        ``gate_mean_return`` with ``gate_return_low``/``gate_return_high`` and ``student_mean_return``
+        (chips per game: the PPO agent against the teachers, the candidate student against the
+        current one), ``episodes`` (games
+        the attempt played, ``AttemptLog.episodes``), ``cumulative_episodes`` (every attempt's so
+        far, this one included: the x axis of NashConv in the papers) and ``nash_conv`` (the
+        student's exact NashConv, ``train/nash_conv``, in games that have it); null where an
+        attempt has no such figure (an aborted attempt has no gate).
     """
     rows = []
+    cumulative = 0
     for no, entry in enumerate(attempts, start=1):
+        cumulative += int(entry.get("episodes") or 0)
         figures, metrics = entry.get("figures") or {}, entry.get("metrics") or {}
         gate, train = metrics.get("gate") or {}, metrics.get("train") or {}
         share = train.get("train/sampled_share") or {}
@@ -66,6 +75,13 @@ def generation_rows(attempts: list[dict], elo_history: list[dict]) -> list[dict[
                 "student_win_rate": gate.get("gate/student_win_rate"),
                 **_elo_row(elo_history, entry),
                 "ppo_share": float(share.get("ppo", 0.0)) if train else None,
+                "gate_mean_return": figures.get("mean_return"),
+                "gate_return_low": figures.get("return_low"),
+                "gate_return_high": figures.get("return_high"),
+                "student_mean_return": gate.get("gate/student_mean_return"),
+                "episodes": entry.get("episodes"),
+                "cumulative_episodes": cumulative,
+                "nash_conv": train.get("train/nash_conv"),
             }
         )
     return rows

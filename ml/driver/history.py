@@ -82,7 +82,8 @@ def elo_history(root: Path) -> list[dict]:
 
 def attempt_figures(root: Path, verdict: GateVerdict) -> dict:
     """The headline figures of a gated attempt (win rate with its interval in games, holdout
-    accuracy, SPRT, sampled source shares) from the gate's ``verdict`` and
+    accuracy, SPRT, sampled source shares; in a zero-sum game the mean return in chips with its
+    interval first) from the gate's ``verdict`` and
     ``metrics/{train,selfplay}.json`` under ``root``.
 
     Raises:
@@ -90,7 +91,13 @@ def attempt_figures(root: Path, verdict: GateVerdict) -> dict:
     """
     train = read_json(root / "metrics/train.json")
     selfplay = read_json(root / "metrics/selfplay.json")
+    chips = (
+        {"mean_return": verdict.mean_return, "return_low": verdict.return_low, "return_high": verdict.return_high}
+        if verdict.mean_return is not None
+        else {}
+    )  # zero-sum games only: the commander's figures are what they were
     return {
+        **chips,
         "win_rate": verdict.win_rate,
         "win_rate_low": verdict.win_rate_low,
         "win_rate_high": verdict.win_rate_high,
@@ -102,6 +109,19 @@ def attempt_figures(root: Path, verdict: GateVerdict) -> dict:
         "selfplay_train_win_rate": selfplay.get("selfplay/train_win_rate"),
         "sampled_share": train.get("train/sampled_share"),
     }
+
+
+def attempt_episodes(root: Path, stages: dict[str, float]) -> int:
+    """Games played by the stages of an attempt that ran: the sum of ``<stage>/episodes`` of
+    ``metrics/<stage>.json`` under ``root`` over ``stages`` (stage name -> wall seconds; a stage
+    DVC skipped played nothing this attempt and is not named). A stage whose metrics file is
+    missing (the attempt aborted before it) counts 0."""
+    total = 0
+    for stage in stages:
+        p = root / "metrics" / f"{stage}.json"
+        if p.exists():
+            total += int(read_json(p).get(f"{stage}/episodes") or 0)
+    return total
 
 
 def attempt_entry(
@@ -138,6 +158,7 @@ def attempt_entry(
         figures=attempt_figures(root, verdict) if verdict is not None and not abort_reason else {},
         reasons=[abort_reason] if abort_reason else list(verdict.reasons if verdict is not None else []),
         wall_s=round(wall_s, 1), stage_wall_s=stage_wall_s, phase=state.phase_name, overrides=flight.nudges,
+        episodes=attempt_episodes(root, stage_wall_s),
     )  # fmt: skip
 
 

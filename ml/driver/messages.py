@@ -47,6 +47,8 @@ def attempt_message(entry: AttemptLog, used: dict, next_nudges: dict) -> str:
     """
     f = entry.figures
     head = f"gen {entry.generation:03d} attempt {entry.attempt}: {entry.verdict} | phase {entry.phase}"
+    if "mean_return" in f:  # a zero-sum game: judged in chips
+        head += f" | PPO chips {f['mean_return']:+.3f} [{f['return_low']:+.3f}, {f['return_high']:+.3f}]"
     if "win_rate" in f:
         head += (
             f" | PPO win {f['win_rate']:.3f} [{f['win_rate_low']:.3f}, {f['win_rate_high']:.3f}] "

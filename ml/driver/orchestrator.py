@@ -359,6 +359,8 @@ class Loop(Workspace):
         self.seam("finish.rated")
         if elo and elo.get("gain"):
             entry.figures["elo_gain"] = elo["gain"]
+        if elo and entry.episodes is not None:
+            entry.episodes += int(elo.get("episodes") or 0)  # the tournament's games
         if not any(h.get("attempt_id") == flight.attempt_id for h in attempts):
             attempts.append(
                 {**entry.model_dump(mode="json"), "nudges": flight.nudges, "metrics": history.all_metrics(self.root)}

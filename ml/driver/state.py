@@ -50,6 +50,9 @@ class AttemptLog(BaseModel):
     reasons: list[str] = Field(default_factory=list)
     wall_s: float | None = None
     stage_wall_s: dict[str, float] = Field(default_factory=dict)
+    episodes: int | None = None
+    """Games the attempt played: each stage that ran (its ``<stage>/episodes``) plus the tournament
+    of an accepted attempt (``ml.driver.history.attempt_episodes``); None for an override."""
 
 
 class InFlight(BaseModel):

@@ -189,6 +189,46 @@ class GameSpec:
 
         return PettingZooEnv(self.name, dict(self.env_kwargs), self.env_version)
 
+    @property
+    def zero_sum(self) -> bool:
+        """Whether the game is judged in its own currency, the mean return (``ml.stats.ReturnSPRT``).
+
+        True for a two-player OpenSpiel game whose type declares zero-sum or constant-sum
+        utilities (``game.get_type().utility``: ``ZERO_SUM`` or ``CONSTANT_SUM``): one seat's
+        gain is the other's loss, so a player's mean return against another is a strength
+        scale with a known parity (:attr:`par_return`). False for the commander (a pod of
+        ``pod_size`` players ranked by first place) and for any other OpenSpiel game
+        (general-sum, or more than two players: a return there is not one opponent's loss).
+        """
+        if not self.is_openspiel or self.num_players != 2:
+            return False
+        import pyspiel  # lazy: the commander never needs it
+
+        utility = self.openspiel_game().get_type().utility
+        return utility in (pyspiel.GameType.Utility.ZERO_SUM, pyspiel.GameType.Utility.CONSTANT_SUM)
+
+    @property
+    def reward_scale(self) -> float:
+        """Chips per unit of a seat's reward: the returns of ``ml.rollout.GameResult`` times this
+        are the game's own utilities. OpenSpiel games: ``max(|min_utility|, |max_utility|)`` (or
+        1), the factor ``OpenSpielEnv`` divides its terminal rewards by; the commander: 1.0."""
+        if not self.is_openspiel:
+            return 1.0
+        game = self.openspiel_game()
+        return float(max(abs(game.min_utility()), abs(game.max_utility())) or 1.0)
+
+    @property
+    def par_return(self) -> float:
+        """The mean return of a player against an equal one in a :attr:`zero_sum` game: half
+        of OpenSpiel's ``utility_sum()`` (0.0 for a zero-sum game; chips in poker).
+
+        Raises:
+            ValueError: a game that is not :attr:`zero_sum`.
+        """
+        if not self.zero_sum:
+            raise ValueError(f"{self.name} is not a two-player zero-sum game: no par return")
+        return float(self.openspiel_game().utility_sum()) / 2
+
     def openspiel_game(self) -> Any:
         """The loaded ``pyspiel.Game`` (cached). Raises ValueError for the commander."""
         if not self.is_openspiel:
