@@ -5,6 +5,7 @@ starts a process (``subprocess``, ``multiprocessing``; git and DVC included) fai
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import multiprocessing.process
 import os
@@ -16,9 +17,11 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
-import yaml
+
+from ml.params_yaml import safe_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
@@ -46,10 +49,17 @@ REJECTING_GATE = {**TINY["gate"], "gated": True, "target_win_rate": 0.9}
 """The TINY gate, gated, with a strength target no tiny PPO agent reaches: every batch is rejected."""
 
 
+def yaml_text(data: Any) -> str:
+    """``data`` as YAML text (``ml.params_yaml.safe_yaml``: the project's one YAML library), keys in their order."""
+    out = io.StringIO()
+    safe_yaml().dump(data, out)
+    return out.getvalue()
+
+
 def tiny_params(overrides: dict | None = None) -> dict:
     """The repo's params.yaml with the TINY sizes (and ``overrides``) merged in; an override of None
     removes its section (``profiles``: the repo's profiles name its own games)."""
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params = safe_yaml().load((ROOT / "params.yaml").read_text())
     # a clone where the loop ran has its own run section: tests start from generation 0
     params["run"] = {"generation": 0, "attempt": 1, "seed": params["base"]["seed"]}
     for section, values in {**TINY, **(overrides or {})}.items():
@@ -158,7 +168,7 @@ def make_project_copy(dest: Path, params: dict) -> Path:
         target = dest / cached.relative_to(ROOT)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(cached, target)
-    (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    (dest / "params.yaml").write_text(yaml_text(params))
     git(dest, "init", "-q", "-b", "main")
     git(dest, "config", "user.email", "test@example.com")
     git(dest, "config", "user.name", "test")
@@ -200,7 +210,7 @@ def run_pipeline(root: Path, overrides: dict) -> Pipeline:
     in ``root`` with ``tiny_params(overrides)``; asserts that each returns 0."""
     from stages import export, gate, merge, selfplay, teacher, train
 
-    (root / "params.yaml").write_text(yaml.safe_dump(tiny_params(overrides)))
+    (root / "params.yaml").write_text(yaml_text(tiny_params(overrides)))
     names = ("teacher", "pool", "frozen", "rejected", "students", "next_student", "candidate", "merged", "m")
     d = {n: root / n for n in names}
     for n in ("pool", "frozen", "rejected", "students", "next_student"):
@@ -260,14 +270,14 @@ def out_hashes(repo: Path, rev: str) -> dict[str, str]:
 
     Metrics files are left out: they hold wall times.
     """
-    lock = yaml.safe_load(git(repo, "show", f"{rev}:dvc.lock"))
+    lock = safe_yaml().load(git(repo, "show", f"{rev}:dvc.lock"))
     return {o["path"]: o["md5"] for st in lock["stages"].values() for o in st.get("outs", []) if o["path"].startswith("data/")}
 
 
 def pointer_hashes(repo: Path, rev: str) -> dict[str, str]:
     """md5 of each ``data/*.dvc`` pointer's output at ``rev``."""
     names = [n for n in git(repo, "ls-tree", "--name-only", rev, "data/").split() if n.endswith(".dvc")]
-    return {n: yaml.safe_load(git(repo, "show", f"{rev}:{n}"))["outs"][0]["md5"] for n in names}
+    return {n: safe_yaml().load(git(repo, "show", f"{rev}:{n}"))["outs"][0]["md5"] for n in names}
 
 
 def run_fingerprint(repo: Path) -> dict:

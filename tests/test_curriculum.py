@@ -37,7 +37,6 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 
 from ml.curriculum import FALLBACK_OPPONENT_MIX, Phase, opponent_fallback, phase_overrides
 from ml.driver.commands import seed_checkpoint
@@ -49,8 +48,9 @@ from ml.driver.state import AttemptLog, LoopState
 from ml.driver.transitions import after_attempt, after_override
 from ml.driver.workspace import LoopError
 from ml.params import ParamsError, load_params, params_from_dict
+from ml.params_yaml import safe_yaml
 from ml.policy import load_policy
-from tests.conftest import ROOT, attempt_commits, git, make_project_copy, run_loop, tiny_params
+from tests.conftest import ROOT, attempt_commits, git, make_project_copy, run_loop, tiny_params, yaml_text
 
 # Tiny agents are no match for the heuristic teacher, and in 4-pods hardly for random players
 # either: this test plays 2-player pods and gates against a random player (parity 0.5).
@@ -97,7 +97,7 @@ def test_three_phase_curriculum(tmp_path: Path):
     first = {p: sha for (sha, _), p in reversed(list(zip(attempts, phases, strict=True)))}
     diff = dvc(repo, "params", "diff", first["warmup"], first["selfplay"])
     assert "selfplay.ent_coef" in diff and "gate.gated" in diff and "selfplay.opponent_mix" in diff
-    gauntlet = yaml.safe_load(git(repo, "show", f"{first['gauntlet']}:params.yaml"))
+    gauntlet = safe_yaml().load(git(repo, "show", f"{first['gauntlet']}:params.yaml"))
     assert gauntlet["selfplay"]["frozen_names"] == ["gen001"] and gauntlet["selfplay"]["opponent_mix"] == {"frozen": 1.0}
     assert gauntlet["selfplay"]["ent_coef"] == 0.01  # the self-play phase's override was restored
     state = json.loads((repo / "state/curriculum_state.json").read_text())
@@ -203,7 +203,7 @@ def test_seeded_student_starts_from_the_seed(tmp_path: Path):
     from stages import teacher, train
 
     params = tiny_params()
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    (tmp_path / "params.yaml").write_text(yaml_text(params))
     common = ["--params", str(tmp_path / "params.yaml"), "--no-progress"]
     assert teacher.main([*common, "--out", str(tmp_path / "teacher"), "--metrics", str(tmp_path / "teacher.json")]) == 0
     (tmp_path / "pool").mkdir()
@@ -216,7 +216,7 @@ def test_seeded_student_starts_from_the_seed(tmp_path: Path):
 
     unseeded, unseeded_weights = student("unseeded", tmp_path / "params.yaml")
     params["train"]["init_checkpoint"] = str(tmp_path / "unseeded.pt")  # the seed: a student trained on the same data
-    (tmp_path / "seeded.yaml").write_text(yaml.safe_dump(params))
+    (tmp_path / "seeded.yaml").write_text(yaml_text(params))
     seeded, seeded_weights = student("seeded", tmp_path / "seeded.yaml")
     assert seeded["train/init_holdout_accuracy"] == unseeded["train/holdout_accuracy"]  # starts where the seed is
     assert unseeded["train/init_holdout_accuracy"] != unseeded["train/holdout_accuracy"]  # a random init does not
@@ -280,7 +280,7 @@ def test_human_overrides_leave_a_running_state(tmp_path: Path):
     assert res.returncode == 2 and "curriculum.0 (phase 'selfplay'): selfplay.totl_steps" in res.stderr, res.stderr[-2000:]
     assert not (repo / "state/curriculum_state.json").exists()
     del params["curriculum"][0]["overrides"]["selfplay"]
-    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    (repo / "params.yaml").write_text(yaml_text(params))
     git(repo, "commit", "-qam", "fix the phase")
     base = load_params(repo / "params.yaml").model_dump(mode="json", exclude={"run"})
 
@@ -295,7 +295,7 @@ def test_human_overrides_leave_a_running_state(tmp_path: Path):
     res = run_loop(repo, "--skip-to-next-stage")  # item 10: into a gauntlet with no model to play
     assert res.returncode == 3 and "heuristic teacher instead" in res.stdout, res.stdout[-3000:] + res.stderr[-3000:]
     g1 = attempt_commits(repo)[2][0]
-    gauntlet = yaml.safe_load(git(repo, "show", f"{g1}:params.yaml"))
+    gauntlet = safe_yaml().load(git(repo, "show", f"{g1}:params.yaml"))
     assert gauntlet["selfplay"]["opponent_mix"] == FALLBACK_OPPONENT_MIX and gauntlet["selfplay"]["frozen_names"] is None
     assert gauntlet["selfplay"]["total_steps"] == 600 and gauntlet["selfplay"]["ent_coef"] == 0.01  # item 11: no leak
     assert "phase 'selfplay' passed none" in git(repo, "log", "--format=%B", "--grep=override: skip-to-next-stage")
@@ -386,7 +386,7 @@ def test_params_after_the_curriculum_are_byte_identical(tmp_path: Path, style: s
     if style == "repo":  # comments, flow style, lists indented under their key
         path.write_text((ROOT / "params.yaml").read_text() + PHASES_TEXT)
     else:  # PyYAML's style: lists at their key's indentation
-        path.write_text(yaml.safe_dump({**tiny_params(), **yaml.safe_load(PHASES_TEXT)}, sort_keys=False))
+        path.write_text(yaml_text({**tiny_params(), **safe_yaml().load(PHASES_TEXT)}))
     before, base = path.read_text(), load_params(path)
     loop, state = _Loop(tmp_path), LoopState()
     queue_seed_checkpoint(state, load_params(path), "data/seed/seed.pt")  # --seed-checkpoint on the fresh run
@@ -416,7 +416,7 @@ def test_params_after_the_curriculum_are_byte_identical(tmp_path: Path, style: s
 
 def test_seed_checkpoint_not_a_checkpoint(tmp_path: Path):
     """Item 8: a text file gave torch's advice to load it with ``weights_only=False``."""
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_params()))
+    (tmp_path / "params.yaml").write_text(yaml_text(tiny_params()))
     (tmp_path / "notes.txt").write_text("not a model\n")
     with pytest.raises(LoopError) as e:
         seed_checkpoint(_Loop(tmp_path), tmp_path / "notes.txt")

@@ -20,10 +20,10 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from ml.driver.dataguard import CACHE_DIR, refuse_changed_data, tracked_changes
 from ml.driver.workspace import LoopError
+from ml.params_yaml import safe_yaml
 from tests.conftest import ROOT, attempt_commits, git, run_loop
 
 pytestmark = pytest.mark.expensive  # loop.py, git and DVC in copies of a run
@@ -121,7 +121,7 @@ def test_readme_edit_recipe_is_accepted_and_keeps_the_earlier_commits(reference_
     assert cards.read_text().endswith("Recipe Test Card: land\n") and _md5(obj) == md5  # the earlier commits' object kept
     assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
     assert git(repo, "rev-parse", "HEAD~1").strip() == imported
-    recorded = yaml.safe_load((repo / "data/forge.dvc").read_text())["outs"][0]["md5"]
+    recorded = safe_yaml().load((repo / "data/forge.dvc").read_text())["outs"][0]["md5"]
     listing = json.loads((repo / CACHE_DIR / recorded[:2] / recorded[2:]).read_text())
     assert {e["relpath"]: e["md5"] for e in listing}["cards.yaml"] == _md5(cards)
 

@@ -14,7 +14,8 @@ import ast
 from pathlib import Path
 
 import pytest
-import yaml
+
+from ml.params_yaml import safe_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("teacher", "train", "selfplay", "export", "gate", "merge")
@@ -61,7 +62,7 @@ def _closure(stage: str) -> set[str]:
 
 
 def _deps(stage: str) -> list[str]:
-    return yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"][stage]["deps"]
+    return safe_yaml().load((ROOT / "dvc.yaml").read_text())["stages"][stage]["deps"]
 
 
 def _covered(path: str, deps: list[str]) -> bool:

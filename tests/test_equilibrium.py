@@ -24,12 +24,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import yaml
 
 from ml.game.openspiel_env import _decision_states, cfr_average_policy, observation_of
 from ml.game.registry import openspiel
 from ml.nashconv import nash_conv_metrics
 from ml.params import ParamsError, params_from_dict
+from ml.params_yaml import safe_yaml
 from ml.policy import PolicyNet
 from ml.ppo import PPOConfig, train_ppo
 from ml.records import read_records, scan_batches
@@ -178,7 +178,7 @@ def test_student_opponent_is_the_starting_student() -> None:
 def test_every_profile_validates_after_every_other() -> None:
     """``loop.py --profile A`` writes A into the sections; params.yaml must then still validate,
     its other profiles included (each names what it needs: game.observation, teacher.policy)."""
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = safe_yaml().load((ROOT / "params.yaml").read_text())
     for name, overrides in raw["profiles"].items():
         applied = copy.deepcopy(raw)
         for section, values in overrides.items():

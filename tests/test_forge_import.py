@@ -55,7 +55,6 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-import yaml
 
 import loop
 from ml.dataset import load_teacher
@@ -73,9 +72,10 @@ from ml.game.commander.encoding import RecordEncoder, label_record
 from ml.game.commander.forge import CARD_TABLE, ForgeEncoder, load_card_table, merge_card_tables
 from ml.game.commander.records import DecisionRecord
 from ml.io import DataFileError, iter_jsonl
+from ml.params_yaml import safe_yaml
 from ml.records import read_records
 from ml.supervised import StudentConfig, accuracy, train_student
-from tests.conftest import git, tiny_params
+from tests.conftest import git, tiny_params, yaml_text
 
 FIX = Path(__file__).parent / "fixtures" / "forge" / "import"
 WORKER = FIX / "ml-decisions-7c1e4b2a-t3.jsonl"
@@ -171,7 +171,7 @@ class FakeLoop:
 
     def __init__(self, root: Path) -> None:
         self.root, self.journal, self.commits, self.echoed = root, list[str](), list[str](), list[str]()
-        (root / "params.yaml").write_text(yaml.safe_dump(tiny_params()))
+        (root / "params.yaml").write_text(yaml_text(tiny_params()))
 
     def path(self, rel: str) -> Path:
         return self.root / rel
@@ -550,7 +550,7 @@ def test_item8_train_stage_keeps_good_lines_and_reports_reasons(tmp_path: Path) 
     shutil.copy(CARDS, forge / CARD_TABLE)
     params = tmp_path / "params.yaml"
     weights = {"sim": 1.0, "forge": 1.0, "ppo": 0.5}
-    params.write_text(yaml.safe_dump(tiny_params({"train": {**tiny_params()["train"], "source_weights": weights}})))
+    params.write_text(yaml_text(tiny_params({"train": {**tiny_params()["train"], "source_weights": weights}})))
     args = ["--params", str(params), "--no-progress", "--teacher", str(teacher), "--forge", str(forge), "--pool", str(pool)]
     assert train.main([*args, "--out", str(tmp_path / "s.pt"), "--metrics", str(tmp_path / "m.json")]) == 0
     m = json.loads((tmp_path / "m.json").read_text())
@@ -610,7 +610,7 @@ def test_item7_forge_files_in_teacher_folder(project: Path, capsys: pytest.Captu
     assert md5(dropped) == digest and (project / "data/forge" / WORKER.name).exists()
     tracked = git(project, "ls-files", "data/forge.dvc", "params.yaml").split()
     assert tracked == ["data/forge.dvc", "params.yaml"] and git(project, "status", "--porcelain", "data/forge.dvc") == ""
-    assert yaml.safe_load((project / "params.yaml").read_text())["train"]["source_weights"]["forge"] == 1.0
+    assert safe_yaml().load((project / "params.yaml").read_text())["train"]["source_weights"]["forge"] == 1.0
     assert "import-forge: 1 Forge file(s), 84 decisions" in git(project, "log", "-2", "--format=%s")
     assert load_card_table(project / "data/forge" / CARD_TABLE, RecordEncoder().pool)["Cultivate"] == "ramp"
     # a second import changes nothing and commits nothing

@@ -21,10 +21,19 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from ml.driver.state import RUNTIME_DIR
-from tests.conftest import REJECTING_GATE, attempt_commits, git, make_project_copy, out_hashes, run_loop, tiny_params
+from ml.params_yaml import safe_yaml
+from tests.conftest import (
+    REJECTING_GATE,
+    attempt_commits,
+    git,
+    make_project_copy,
+    out_hashes,
+    run_loop,
+    tiny_params,
+    yaml_text,
+)
 
 pytestmark = pytest.mark.expensive
 DVC = [sys.executable, "-m", "dvc"]
@@ -143,9 +152,9 @@ def test_rejection_blocks_and_overrides(tmp_path: Path):
 def test_hand_edit_of_params_is_committed_then_the_attempt_runs_with_it(project: Path):
     """The first thing a user does: edit params.yaml, run loop.py. The edit becomes its own commit
     naming the changed values, before the attempt, whose stages run with them."""
-    params = yaml.safe_load((project / "params.yaml").read_text())
+    params = safe_yaml().load((project / "params.yaml").read_text())
     params["train"]["epochs"], params["export"]["games"] = 3, 8
-    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    (project / "params.yaml").write_text(yaml_text(params))
     res = run_loop(project, "--max-attempts", "1")
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     assert "committed your edit of params.yaml: params: train.epochs 2 -> 3, export.games 12 -> 8" in res.stdout
@@ -154,7 +163,7 @@ def test_hand_edit_of_params_is_committed_then_the_attempt_runs_with_it(project:
     assert len(subjects) == 3 and git(project, "show", "--name-only", "--format=", "HEAD~1").split() == ["params.yaml"]
     metrics = json.loads((project / "state/eval_history.json").read_text())[-1]["metrics"]
     assert metrics["export"]["export/games_played"] == 8  # the attempt ran on the edited values
-    assert yaml.safe_load(git(project, "show", "HEAD:params.yaml"))["train"]["epochs"] == 3
+    assert safe_yaml().load(git(project, "show", "HEAD:params.yaml"))["train"]["epochs"] == 3
 
 
 def test_refuses_second_instance_and_dirty_tree(project: Path):

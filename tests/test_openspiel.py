@@ -30,7 +30,7 @@ from ml.ratings import fit_plackett_luce, format_table, play_tournament, return_
 from ml.record_schema import OpenSpielRecord
 from ml.records import BatchWriter, RecordError, read_records, scan_batches
 from ml.rollout import Controller, game_seeds, play_games
-from tests.conftest import Pipeline
+from tests.conftest import Pipeline, yaml_text
 
 
 @pytest.mark.parametrize(("name", "params"), [("kuhn_poker", {}), ("tic_tac_toe", {}), ("crazy_eights", {"players": 4})])
@@ -194,17 +194,16 @@ def test_commander_is_not_zero_sum() -> None:
 @pytest.mark.parametrize("pipeline", ["kuhn_poker"], indirect=True)
 def test_kuhn_gate_decided_by_nash_conv(pipeline: Pipeline, tmp_path: Path) -> None:
     """gate.decide_by nash_conv: the two students' exact NashConv are in the verdict, and it decides alone."""
-    import yaml
-
     from ml.nashconv import nash_conv
+    from ml.params_yaml import safe_yaml
     from ml.policy import load_policy
     from stages import gate
 
-    raw = yaml.safe_load((pipeline.root / "params.yaml").read_text())
+    raw = safe_yaml().load((pipeline.root / "params.yaml").read_text())
     raw["gate"].update(
         gated=True, decide_by="nash_conv", nash_conv_tolerance=10.0, target_return=1.9
     )  # an unreachable strength target
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
+    (tmp_path / "params.yaml").write_text(yaml_text(raw))
     out = [a if a != str(pipeline.root / "cand.pt") else str(tmp_path / "cand.pt") for a in pipeline.gate_args]
     assert (
         gate.main(["--params", str(tmp_path / "params.yaml"), "--no-progress", *out, "--metrics", str(tmp_path / "gate.json")])

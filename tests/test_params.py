@@ -24,12 +24,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from ml.api.overrides import validate_overrides, write_overrides
 from ml.driver.params_file import overrides_text
 from ml.params import ParamsError, load_params, params_from_dict
-from tests.conftest import ROOT, tiny_params
+from ml.params_yaml import safe_yaml
+from tests.conftest import ROOT, tiny_params, yaml_text
 
 
 @pytest.mark.parametrize(
@@ -48,7 +48,7 @@ from tests.conftest import ROOT, tiny_params
 )
 def test_strict_types_name_the_key(tmp_path: Path, section: str, key: str, value, message: str):
     p = tmp_path / "params.yaml"
-    p.write_text(yaml.safe_dump({section: {key: value}}))
+    p.write_text(yaml_text({section: {key: value}}))
     with pytest.raises(ParamsError, match=rf"{p}:2: {section}\.{key}: .*{message}"):
         load_params(p)
 
@@ -125,7 +125,7 @@ def test_yaml_12_floats(tmp_path: Path):
     assert params.train.epochs == 6 and isinstance(params.train.epochs, int)  # integers stay integers
     assert (
         load_params(ROOT / "params.yaml").selfplay.total_steps
-        == yaml.safe_load((ROOT / "params.yaml").read_text())["selfplay"]["total_steps"]
+        == safe_yaml().load((ROOT / "params.yaml").read_text())["selfplay"]["total_steps"]
     )
     new, changed = overrides_text(p, {"train": {"epochs": 7}})  # the writer keeps and checks them the same way
     assert changed == ["train.epochs=7"] and new == text.replace("epochs: 6", "epochs: 7")

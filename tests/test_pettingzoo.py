@@ -264,7 +264,7 @@ def test_readme_example_plays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     """The README's "Your own game" module and params, as a user copies them."""
     import re
 
-    import yaml
+    from ml.params_yaml import safe_yaml
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     section = readme.split("## Your own game", 1)[1].split("\n## ", 1)[0]
@@ -274,7 +274,7 @@ def test_readme_example_plays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     )
     (tmp_path / "my_nim.py").write_text(code)
     monkeypatch.syspath_prepend(str(tmp_path))
-    p = params_from_dict(yaml.safe_load(params))
+    p = params_from_dict(safe_yaml().load(params))
     game = make_game(p.game, p.teacher)
     api_test(game.make_env(), num_cycles=50)
     seatings = [["heuristic", "random"]] * 10 + [["random", "heuristic"]] * 10
@@ -324,8 +324,9 @@ def test_user_env_stages_tournament_and_ray_runtime_env(nim: Path, tmp_path: Pat
 
     student, _ = load_policy(tmp_path / "student.pt")
     game = pettingzoo(NIM, None, "tiny_nim:teacher")
-    rankings = play_tournament({"gen000": student}, "gen000", games=24, game=game, num_envs=4, seed=5, encoder=None)
-    fit = fit_plackett_luce(rankings, anchor="heuristic", prior_chain=["gen000"])
+    games = play_tournament({"gen000": student}, "gen000", games=24, game=game, num_envs=4, seed=5, encoder=None)
+    assert all("returns" not in g for g in games)  # Nim is no OpenSpiel game: judged by first place
+    fit = fit_plackett_luce([g["ranking"] for g in games], anchor="heuristic", prior_chain=["gen000"])
     table = {r["player"]: r for r in fit.table()}
     assert set(table) == {"heuristic", "random", "gen000"} and table["heuristic"]["elo"] == 1500
     from ml.compute import runtime_env

@@ -14,17 +14,17 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
 from dvc_render import VegaRenderer
 
 from ml.api.vega import STEP_AXIS, Chart, curve_chart, elo_chart
+from ml.params_yaml import safe_yaml
 from tests.conftest import ROOT
 
 TEMPLATE_DIR = ROOT / ".dvc/plots"
 
 
 def _plots() -> dict[str, dict]:
-    return {k: v for entry in yaml.safe_load((ROOT / "dvc.yaml").read_text())["plots"] for k, v in entry.items()}
+    return {k: v for entry in safe_yaml().load((ROOT / "dvc.yaml").read_text())["plots"] for k, v in entry.items()}
 
 
 def test_every_dvc_plot_uses_the_series_template():

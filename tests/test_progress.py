@@ -25,7 +25,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 from ml import progress
 from ml.decisions import sample_mixture
@@ -40,7 +39,7 @@ from ml.progress import (
     progress_line,
 )
 from ml.stats import stop_reason
-from tests.conftest import ROOT, Pipeline, git, make_project_copy, tiny_params
+from tests.conftest import ROOT, Pipeline, git, make_project_copy, tiny_params, yaml_text
 from tests.test_dataset import _fake_set
 
 # `dvc repro --single-item teacher` then `train` in a repo whose data/pool, data/seed and
@@ -350,7 +349,7 @@ def test_eval_clears_its_progress_before_the_table(tmp_path: Path, monkeypatch: 
 def test_stages_with_stderr_on_a_pipe_print_progress_lines(tmp_path: Path):
     """teacher and train as loop.py runs them under nohup or tee: stderr is a pipe, not a terminal."""
     params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump(tiny_params({"train": {"epochs": 6, "samples_per_epoch": 600, "hidden_sizes": [16]}})))
+    params.write_text(yaml_text(tiny_params({"train": {"epochs": 6, "samples_per_epoch": 600, "hidden_sizes": [16]}})))
     env = {**os.environ, LINE_EVERY_ENV: "0.001", "PYTHONHASHSEED": "0"}
     env.pop("DISTILL_PROGRESS", None)
     common = ["--params", str(params)]

@@ -27,7 +27,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import yaml
 
 ray = pytest.importorskip("ray", reason='Ray is not installed: pip install -e ".[ray]" (.ci/run installs it)')
 
@@ -42,7 +41,7 @@ from ml.policy import PolicyNet  # noqa: E402
 from ml.ppo import PPOConfig, train_ppo  # noqa: E402
 from ml.rollout import Controller  # noqa: E402
 from ml.teacher import write_teacher_batch  # noqa: E402
-from tests.conftest import ROOT, tiny_params, wait_for  # noqa: E402
+from tests.conftest import ROOT, tiny_params, wait_for, yaml_text  # noqa: E402
 
 pytestmark = [pytest.mark.expensive, pytest.mark.xdist_group("ray")]  # one cluster per run: one worker takes them all
 MB = 2**20
@@ -171,7 +170,7 @@ def test_a_tcp_server_that_is_not_ray_is_one_line_within_the_timeout(tmp_path: P
     host = "127.0.0.1" if where == "loopback" else node_ip
     with _tcp_listener(host) as port:
         params = tiny_params({"compute": {"backend": "ray", "address": f"{host}:{port}", "connect_timeout_s": 3}})
-        (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+        (tmp_path / "params.yaml").write_text(yaml_text(params))
         stage = [sys.executable, "-m", "stages.teacher", "--params", str(tmp_path / "params.yaml"), "--no-progress",
                  "--out", str(tmp_path / "teacher"), "--metrics", str(tmp_path / "teacher.json")]  # fmt: skip
         res = subprocess.run(stage, cwd=ROOT, capture_output=True, text=True, timeout=120)  # Ray alone: minutes

@@ -25,7 +25,6 @@ import threading
 from pathlib import Path
 
 import pytest
-import yaml
 from git import GitCommandError
 
 from ml.driver.commands import apply_profile
@@ -37,7 +36,8 @@ from ml.driver.state import HISTORY_FILE, AttemptLog, LoopState
 from ml.driver.workspace import LoopError
 from ml.faults import FAULT_ENV
 from ml.params import ParamsError, load_params
-from tests.conftest import git, immutable, make_project_copy, run_loop, tiny_params
+from ml.params_yaml import safe_yaml
+from tests.conftest import git, immutable, make_project_copy, run_loop, tiny_params, yaml_text
 
 pytestmark = pytest.mark.expensive  # git and DVC in a project copy
 ENV = {**os.environ, "DVC_NO_ANALYTICS": "1"}
@@ -320,10 +320,10 @@ def test_kill_inside_a_journalled_commit_is_completed_at_next_start(loop: Loop):
 
 def _edit_params(repo: Path, **sections: dict) -> None:
     """A hand edit of params.yaml: the values of ``sections`` (section -> key -> value) changed."""
-    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params = safe_yaml().load((repo / "params.yaml").read_text())
     for section, values in sections.items():
         params[section].update(values)
-    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    (repo / "params.yaml").write_text(yaml_text(params))
 
 
 def test_hand_edit_of_params_between_attempts_is_its_own_commit(loop: Loop):

@@ -16,19 +16,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import yaml
 
 from ml import supervised
 from ml.game.commander.encoding import RecordEncoder, label_record
 from ml.policy import load_policy
 from ml.records import read_records, scan_batches
 from stages import gate, merge, teacher, train
-from tests.conftest import REJECTING_GATE, TINY, Pipeline, tiny_params
+from tests.conftest import REJECTING_GATE, TINY, Pipeline, tiny_params, yaml_text
 
 
 def _params(tmp: Path, **over) -> Path:
     p = tmp / "params.yaml"
-    p.write_text(yaml.safe_dump(tiny_params(over)))
+    p.write_text(yaml_text(tiny_params(over)))
     return p
 
 

@@ -18,12 +18,11 @@ import pickle
 from pathlib import Path
 
 import pytest
-import yaml
 
 from ml.io import JsonlWriter, WriteError, atomic_write_json
 from ml.merge import merge_generation, promote_folders
 from stages import merge
-from tests.conftest import immutable, tiny_params
+from tests.conftest import immutable, tiny_params, yaml_text
 
 
 def test_atomic_writes_name_the_file_and_the_step(tmp_path: Path):
@@ -111,7 +110,7 @@ def test_merge_names_its_output_and_removes_a_leftover_tmp(tmp_path: Path):
 
 def test_merge_stage_unwritable_output_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture):
     cand, current, model, student = _merge_inputs(tmp_path)
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_params()))
+    (tmp_path / "params.yaml").write_text(yaml_text(tiny_params()))
     (tmp_path / "gate.json").write_text('{"gate/accepted": true}')
     locked = tmp_path / "locked"
     locked.mkdir()
