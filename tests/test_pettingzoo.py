@@ -282,8 +282,8 @@ def test_readme_example_plays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         seatings, game_seeds(2, 20), {"heuristic": Controller("heuristic"), "random": Controller("random")},
         num_envs=4, generator=torch.Generator().manual_seed(0), game=game,
     ))  # fmt: skip
-    assert all(r.winner == 0 for r in results if r.seats[0] == "heuristic")  # 9 stones: the first mover wins with it
-    assert sum(r.winner == 1 for r in results if r.seats[1] == "heuristic") >= 5  # ... and wins most when second
+    wins = sum(r.seats[r.winner] == "heuristic" for r in results if r.winner is not None)
+    assert wins >= 14, wins  # the half-perfect teacher beats uniform play in most of 20 games
     sys.modules.pop("my_nim", None)
 
 
