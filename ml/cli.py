@@ -65,13 +65,15 @@ def environment(sha: str) -> dict[str, str]:
 
 def stage_main(main: Callable[_P, int]) -> Callable[_P, int]:
     """A stage's ``main`` that reports a failed write (``ml.io.WriteError``) as one line,
-    ``error: cannot write <file> (<step> <path>): <reason>``, and returns 2 (no traceback)."""
+    ``error: cannot write <file> (<step> <path>): <reason>``, and a params value that fails only in
+    play (``ml.params_yaml.ParamsError``: a user's teacher answering no legal action) as
+    ``error: <param>: <what>``; both return 2 (no traceback)."""
 
     @functools.wraps(main)
     def run(*args: _P.args, **kwargs: _P.kwargs) -> int:
         try:
             return main(*args, **kwargs)
-        except WriteError as e:
+        except (WriteError, ParamsError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
 

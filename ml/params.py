@@ -111,7 +111,37 @@ class Params(_Section):
             # the commander refuses it, a cfr teacher needs a small game
             from ml.game.registry import make_game  # lazy: loads pyspiel only for OpenSpiel games
 
-            make_game(self.game, self.teacher)
+            try:
+                make_game(self.game, self.teacher)
+            except ValueError as e:
+                raise At(("teacher", "policy"), f"teacher.policy: {e}") from None
+        return self
+
+    @model_validator(mode="after")
+    def _check_game_options(self) -> Params:
+        """``game.observation`` is an OpenSpiel option; ``gate.decide_by: nash_conv`` needs a game whose
+        exact NashConv is computable (``ml.nashconv.nash_conv_refusal``), checked before any stage runs."""
+        openspiel = self.game.name.startswith("openspiel:")
+        if self.game.observation != "observation" and not openspiel:
+            raise At(
+                ("game", "observation"),
+                f"game.observation: {self.game.observation} is for OpenSpiel games, not {self.game.name}",
+            )
+        if self.gate.decide_by == "nash_conv":
+            if not openspiel:
+                raise At(
+                    ("gate", "decide_by"),
+                    f"gate.decide_by: nash_conv: exact NashConv judges two-player zero-sum OpenSpiel games, not {self.game.name}",
+                )
+            from ml.game.registry import make_game
+            from ml.nashconv import nash_conv_refusal  # lazy: open_spiel's algorithms only when asked
+
+            try:
+                why = nash_conv_refusal(make_game(self.game, self.teacher))
+            except ValueError as e:  # the game itself is refused: game.name says why
+                raise At(("game", "name"), f"game.name: {e}") from None
+            if why:
+                raise At(("gate", "decide_by"), f"gate.decide_by: nash_conv: {why}")
         return self
 
     @model_validator(mode="after")

@@ -229,3 +229,31 @@ def test_a_file_with_no_sections_is_refused_by_reader_and_writer(tmp_path: Path,
     with pytest.raises(ParamsError, match=r"params\.yaml: top level must be a mapping of sections"):
         overrides_text(p, {"train": {"epochs": 7}})
     assert p.read_text() == text
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        ("teacher:\n  policy: cfr\n", 2, "teacher.policy: teacher.policy 'cfr' is for OpenSpiel games"),
+        (
+            "game:\n  name: openspiel:go\n  pod_size: 2\nteacher:\n  policy: cfr\ngate:\n  target_win_rate: 0.6\n",
+            5,
+            "more than 200000 histories",
+        ),
+        ("gate:\n  decide_by: nash_conv\n", 2, "gate.decide_by: nash_conv: exact NashConv judges two-player zero-sum"),
+        (
+            "game:\n  name: openspiel:tic_tac_toe\n  pod_size: 2\ngate:\n  decide_by: nash_conv\n  target_win_rate: 0.6\n",
+            5,
+            "more than 100000 states",
+        ),
+        ("game:\n  observation: information_state\n", 2, "game.observation: information_state is for OpenSpiel games"),
+    ],
+)
+def test_options_a_game_cannot_take_are_refused_at_load_naming_the_line(tmp_path: Path, text: str, line: int, message: str):
+    """Refused when params load, before any stage runs (not by the stage that would use them)."""
+    p = tmp_path / "params.yaml"
+    p.write_text(text)
+    with pytest.raises(ParamsError) as err:
+        load_params(p)
+    said = str(err.value)
+    assert said.startswith(f"{p}:{line}: ") and message in said and len(said.splitlines()) == 1, said

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import textwrap
@@ -29,9 +30,11 @@ import numpy as np
 import pytest
 import torch
 from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
 from fastapi.testclient import TestClient
 from pettingzoo.test import api_test
 
+from ml.api.app import validation_error
 from ml.api.observation_policy import add_observation_routes  # imports GitPython, which runs git once: not in a test
 from ml.dataset import load_teacher
 from ml.game.registry import make_game, pettingzoo
@@ -218,6 +221,24 @@ def test_refusals_name_the_param(nim: Path) -> None:
     assert str(err.value).startswith(f"{path}:2: game: game.name: tiny_nim:continuous_env: action space of first is Box")
 
 
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [("one", "answered 'one' (str), not an action index"), (0.5, "answered 0.5 (float)"),
+     (True, "answered True (bool)"), (7, "answered action 7, not legal")],
+)  # fmt: skip
+def test_a_teacher_answering_no_action_is_one_line_naming_teacher_policy(answer, said, capsys) -> None:
+    from ml.cli import stage_main
+    from ml.game.pettingzoo_env import CallablePlayer, Decision, PettingZooError
+
+    player = CallablePlayer(lambda observation, mask: answer, 0, "my_nim:teacher")
+    state = Decision(np.zeros(3, np.float32), np.array([1, 1, 0], np.int8))
+    with pytest.raises(PettingZooError, match=re.escape(f"teacher.policy my_nim:teacher: {said}")):
+        player.act(state)
+    assert stage_main(lambda: player.act(state))() == 2  # a stage says it in one line, no traceback
+    err = capsys.readouterr().err
+    assert err.startswith("error: teacher.policy my_nim:teacher:") and len(err.strip().splitlines()) == 1
+
+
 def _nim_teacher_batch(tmp: Path, spec_kwargs: dict | None = None, n: int = 20) -> Path:
     game = pettingzoo(NIM, spec_kwargs, "tiny_nim:teacher")
     with BatchWriter(tmp, "sim", "t") as writer:
@@ -342,6 +363,7 @@ def _check_observation_endpoint(tmp: Path, student: torch.nn.Module, batch: Path
     (repo / "data/merged/students").mkdir(parents=True)
     shutil.copy(tmp / "student.pt", repo / "data/merged/students/gen000.pt")
     app = FastAPI()
+    app.add_exception_handler(RequestValidationError, validation_error)  # as ml.api.app.create_app does
     add_observation_routes(app, repo, lambda _: None, MicroBatcher(), 1 << 20)
     recs = list(read_records(batch))[:40]
     obs = np.asarray([r.observation for r in recs], np.float32)
@@ -359,6 +381,13 @@ def _check_observation_endpoint(tmp: Path, student: torch.nn.Module, batch: Path
             "/api/ml/policy/act/observation", json={"decisions": [{"observation": [0.0], "action_mask": [1, 1, 1]}]}
         )
         assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "decisions", 0, "observation"]
+        first = recs[0]
+        for value in ("NaN", "Infinity", "1e308"):  # not a float32 value: a 422, not a 500 or a made-up answer
+            values = ", ".join([value] + ["0.0"] * (len(first.observation) - 1))
+            text = '{"decisions": [{"observation": [' + values + '], "action_mask": ' + json.dumps(first.action_mask) + "}]}"
+            got = client.post("/api/ml/policy/act/observation", content=text, headers={"content-type": "application/json"})
+            assert got.status_code == 422, (value, got.status_code, got.text)
+            assert got.json()["detail"][0]["loc"][:4] == ["body", "decisions", 0, "observation"]
 
 
 @pytest.mark.expensive

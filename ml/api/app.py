@@ -58,6 +58,15 @@ PROBLEMS: dict[int | str, dict[str, Any]] = {
 }
 
 
+async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+    """The 422 of a body that does not validate: each problem's ``loc``, ``msg`` and ``type``.
+
+    FastAPI's own handler echoes each bad input, and a NaN or Infinity in a body cannot be
+    written back as JSON (it answered 500): the 422 names each field without the input."""
+    keep = ("loc", "msg", "type")
+    return JSONResponse({"detail": [{k: e[k] for k in keep if k in e} for e in exc.errors()]}, status_code=422)
+
+
 def is_loopback(host: str) -> bool:
     """Whether ``host`` (an IP address or ``localhost``) is a loopback address."""
     if host.strip("[]") == "localhost":
@@ -128,12 +137,7 @@ def create_app(
     async def _conflict(_: Request, exc: ControlError) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=409)
 
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        # FastAPI's own handler echoes each bad input, and a NaN or Infinity in a body cannot be
-        # written back as JSON (it answered 500): the 422 names each field without the input.
-        keep = ("loc", "msg", "type")
-        return JSONResponse({"detail": [{k: e[k] for k in keep if k in e} for e in exc.errors()]}, status_code=422)
+    app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
 
     @app.exception_handler(RepoReadError)
     async def _unreadable(_: Request, exc: RepoReadError) -> JSONResponse:

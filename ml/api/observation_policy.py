@@ -35,12 +35,18 @@ ModelQuery = Annotated[str | None, Query(max_length=64, description="student (de
 """``?model=NAME``: the model of one request."""
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+"""The largest observation value the network takes (float32); larger ones, NaN and infinities are a 422."""
+
+
 class ObservationPoint(BaseModel):
     """One decision: the acting player's observation and legal mask."""
 
     model_config = ConfigDict(extra="forbid")
 
-    observation: list[float] = Field(min_length=1, max_length=1_000_000)
+    observation: list[Annotated[float, Field(allow_inf_nan=False, ge=-FLOAT32_MAX, le=FLOAT32_MAX)]] = Field(
+        min_length=1, max_length=1_000_000
+    )
     """float[obs_dim]: the flattened observation (the record's ``observation``)."""
     action_mask: list[Annotated[int, Field(ge=0, le=1)]] = Field(min_length=1, max_length=100_000)
     """int[num_actions] of 0/1: the legal actions."""

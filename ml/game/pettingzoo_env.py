@@ -35,6 +35,7 @@ import functools
 import importlib
 import importlib.metadata
 import inspect
+import numbers
 import random
 import re
 import sys
@@ -47,12 +48,14 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import AECEnv
 
+from ml.params_yaml import ParamsError
+
 PREFIX = "pettingzoo:"
 RANDOM_POLICY = "random"
 """``teacher.policy`` value of the uniform legal-move teacher."""
 
 
-class PettingZooError(ValueError):
+class PettingZooError(ParamsError):
     """A PettingZoo game or teacher the loop cannot play; ``param`` is the params key it is about
     (``name``, ``env_kwargs``, ``pod_size`` of ``game``; ``policy`` of ``teacher``)."""
 
@@ -459,23 +462,30 @@ class CallablePlayer:
     Args:
         fn: the callable.
         seed: seeds the ``rng`` it gets when it takes one.
+        name: its ``<module>:<callable>`` (for errors).
 
     Raises:
-        IllegalMoveError (from ``act``): ``fn`` answered an action outside the mask.
+        PettingZooError (from ``act``, ``param`` ``policy``): ``fn`` answered something that is not
+            an int, or an action outside the mask.
     """
 
-    def __init__(self, fn: Callable[..., Any], seed: int) -> None:
-        self._fn = fn
+    def __init__(self, fn: Callable[..., Any], seed: int, name: str = "") -> None:
+        self._fn, self.name = fn, name
         self._rng = np.random.default_rng(int(seed) % 2**63) if _takes_rng(fn) else None
 
     def act(self, state: Decision) -> int:
         """``fn``'s action for ``state``."""
         extra = {} if self._rng is None else {"rng": self._rng}
-        action = int(self._fn(state.observation, state.mask.copy(), **extra))
-        if not 0 <= action < len(state.mask) or not state.mask[action]:
-            raise IllegalMoveError(
-                f"teacher.policy answered action {action}, not legal: {np.flatnonzero(state.mask).tolist()}"
+        answer = self._fn(state.observation, state.mask.copy(), **extra)
+        legal = np.flatnonzero(state.mask).tolist()
+        if isinstance(answer, (bool, np.bool_)) or not isinstance(answer, (numbers.Integral, np.integer)):
+            raise PettingZooError(
+                "policy",
+                f"teacher.policy {self.name}: answered {answer!r} ({type(answer).__name__}), not an action index; legal: {legal}",
             )
+        action = int(answer)
+        if not 0 <= action < len(state.mask) or not state.mask[action]:
+            raise PettingZooError("policy", f"teacher.policy {self.name}: answered action {action}, not legal: {legal}")
         return action
 
 
@@ -511,7 +521,7 @@ def make_teacher(policy: str, seed: int) -> UniformMaskPlayer | CallablePlayer:
             "policy",
             f"a PettingZoo game's teacher is 'random' or '<module>:<callable>' (observation, mask -> action), not {policy!r}",
         )
-    return CallablePlayer(import_object(policy, "policy"), seed)
+    return CallablePlayer(import_object(policy, "policy"), seed, policy)
 
 
 def policy_module_file(policy: str) -> str | None:
