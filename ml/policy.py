@@ -101,13 +101,14 @@ class PolicyNet(nn.Module):
 def check_shape(net: PolicyNet, obs_dim: int, num_actions: int, what: str = "checkpoint") -> None:
     """Raise ``CheckpointError`` unless ``net`` reads ``obs_dim`` features and has ``num_actions`` logits.
 
-    A checkpoint trained before the game's encoder changed cannot play or be fine-tuned; the
-    message says so instead of a matrix-shape error deep in torch.
+    A checkpoint of another game, or trained before the game's encoder changed, cannot play or
+    be fine-tuned; the message says so instead of a matrix-shape error deep in torch.
     """
     if (net.obs_dim, net.num_actions) != (obs_dim, num_actions):
         raise CheckpointError(
             f"{what} expects {net.obs_dim} observation features and {net.num_actions} actions, but this game's "
-            f"encoder gives {obs_dim} and {num_actions}: it was trained with another encoder version; retrain it"
+            f"encoder gives {obs_dim} and {num_actions}: it was trained for another game, or with another encoder "
+            "version (retrain it)"
         )
 
 
