@@ -50,12 +50,13 @@ class At(ValueError):
 
 def safe_yaml() -> YAML:
     """A ruamel.yaml reader/writer of plain data: YAML 1.2, safe types only (dicts, lists, scalars),
-    a key written twice refused (``DuplicateKeyError``), long lines never re-wrapped.
+    a key written twice refused (``DuplicateKeyError``), keys written in their order, long lines never re-wrapped.
 
     Not thread-safe: make one per use."""
     yaml = YAML(typ="safe", pure=True)
     yaml.width = 4096
     yaml.default_flow_style = False
+    yaml.sort_base_mapping_type_on_output = False  # keys in their order, as the round trip keeps them
     yaml.allow_unicode = True
     return yaml
 
