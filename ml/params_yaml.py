@@ -56,7 +56,7 @@ def safe_yaml() -> YAML:
     yaml = YAML(typ="safe", pure=True)
     yaml.width = 4096
     yaml.default_flow_style = False
-    yaml.sort_base_mapping_type_on_output = False  # keys in their order, as the round trip keeps them
+    yaml.sort_base_mapping_type_on_output = False  # type: ignore[assignment]  # keys in their order, as the round trip keeps them
     yaml.allow_unicode = True
     return yaml
 
