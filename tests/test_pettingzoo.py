@@ -21,6 +21,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -43,7 +44,7 @@ from ml.record_schema import OpenSpielRecord
 from ml.records import BatchWriter, read_records, scan_batches
 from ml.rollout import Controller, game_seeds, play_games
 from ml.serving import MicroBatcher
-from tests.conftest import attempt_commits, make_project_copy, run_loop, run_pipeline, tiny_params
+from tests.conftest import ROOT, attempt_commits, make_project_copy, run_loop, run_pipeline, tiny_params
 
 pytest.importorskip("pettingzoo.classic", reason="the classic envs need pettingzoo[classic] (pip install -e '.[classic]')")
 
@@ -427,16 +428,27 @@ def test_ray_workers_get_the_user_module_and_the_local_bits(nim: Path, tmp_path:
     """A one-node Ray started for the test plays the user's env from the module shipped in the runtime
     environment (its folder is on the driver's ``sys.path`` only) and writes the local batch bit for bit."""
     pytest.importorskip("ray", reason='Ray is not installed: pip install -e ".[ray]"')
-    from ml.compute import make_executor
-    from ml.params_sections import ComputeParams
-    from ml.teacher import write_teacher_batch
-
-    game = pettingzoo(NIM, None, "tiny_nim:teacher")  # imports the module: the executor ships it
-    write_teacher_batch(tmp_path / "local", game, batch_id="t", games=12, seed=3, chunk_games=4)
-    executor = make_executor(ComputeParams(backend="ray", address="local", cpus_per_chunk=1.0))
-    try:
-        write_teacher_batch(tmp_path / "ray", game, batch_id="t", games=12, seed=3, chunk_games=4, executor=executor)
-    finally:
-        executor.close()
+    # in a child process: a Ray started in the pytest worker leaves it state (an auth token) that
+    # tests/test_ray.py's cluster, in the same worker, then refuses (UNAUTHENTICATED)
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(nim)!r})  # the driver's sys.path only: not PYTHONPATH, so workers need the shipping
+        from pathlib import Path
+        from ml.compute import make_executor
+        from ml.game.registry import pettingzoo
+        from ml.params_sections import ComputeParams
+        from ml.teacher import write_teacher_batch
+        out = Path({str(tmp_path)!r})
+        game = pettingzoo({NIM!r}, None, "tiny_nim:teacher")  # imports the module: the executor ships it
+        write_teacher_batch(out / "local", game, batch_id="t", games=12, seed=3, chunk_games=4)
+        executor = make_executor(ComputeParams(backend="ray", address="local", cpus_per_chunk=1.0))
+        try:
+            write_teacher_batch(out / "ray", game, batch_id="t", games=12, seed=3, chunk_games=4, executor=executor)
+        finally:
+            executor.close()
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(ROOT)}
+    res = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
     (local,) = (tmp_path / "local").iterdir()
     assert local.read_bytes() == (tmp_path / "ray" / local.name).read_bytes()
