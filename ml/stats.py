@@ -163,8 +163,30 @@ def deal_interval(deals: Sequence[Sequence[bool | None]], confidence: float = 0.
     return tally.interval(confidence)
 
 
+class _WaldBounds:
+    """Wald's (1945, section 3) stopping bounds of an SPRT with error rates ``alpha`` and ``beta``."""
+
+    alpha: float
+    beta: float
+
+    @property
+    def upper(self) -> float:
+        """Accept-H1 bound A = log((1-beta)/alpha)."""
+        return math.log((1 - self.beta) / self.alpha)
+
+    @property
+    def lower(self) -> float:
+        """Accept-H0 bound B = log(beta/(1-alpha))."""
+        return math.log(self.beta / (1 - self.alpha))
+
+
+def _check_error_rates(alpha: float, beta: float) -> None:
+    if not (0 < alpha < 0.5 and 0 < beta < 0.5):
+        raise ValueError(f"SPRT error rates must be in (0, 0.5), got alpha={alpha}, beta={beta}")
+
+
 @dataclass(frozen=True)
-class SPRT:
+class SPRT(_WaldBounds):
     """Wald's sequential probability ratio test of a Bernoulli rate (first places in pods).
 
     H0: p = ``p0`` (parity, 1/pod size) against H1: p = ``p1`` (the target win rate), with
@@ -187,18 +209,7 @@ class SPRT:
     def __post_init__(self) -> None:
         if not 0 < self.p0 < self.p1 < 1:
             raise ValueError(f"SPRT needs 0 < p0 < p1 < 1, got p0={self.p0}, p1={self.p1}")
-        if not (0 < self.alpha < 0.5 and 0 < self.beta < 0.5):
-            raise ValueError(f"SPRT error rates must be in (0, 0.5), got alpha={self.alpha}, beta={self.beta}")
-
-    @property
-    def upper(self) -> float:
-        """Accept-H1 bound A = log((1-beta)/alpha)."""
-        return math.log((1 - self.beta) / self.alpha)
-
-    @property
-    def lower(self) -> float:
-        """Accept-H0 bound B = log(beta/(1-alpha))."""
-        return math.log(self.beta / (1 - self.alpha))
+        _check_error_rates(self.alpha, self.beta)
 
     def llr(self, wins: float, games: float) -> float:
         """Log-likelihood ratio of ``wins`` first places in ``games`` games (effective counts may be fractional)."""
@@ -454,7 +465,7 @@ class ReturnTally:
 
 
 @dataclass(frozen=True)
-class ReturnSPRT:
+class ReturnSPRT(_WaldBounds):
     """Wald's SPRT of the mean of by-deal returns, normal model, variance estimated as it goes.
 
     H0: mean ``mu0`` against H1: mean ``mu1`` (chips per game, a deal's mean return), with
@@ -480,18 +491,7 @@ class ReturnSPRT:
     def __post_init__(self) -> None:
         if not self.mu0 < self.mu1:
             raise ValueError(f"ReturnSPRT needs mu0 < mu1, got mu0={self.mu0}, mu1={self.mu1}")
-        if not (0 < self.alpha < 0.5 and 0 < self.beta < 0.5):
-            raise ValueError(f"SPRT error rates must be in (0, 0.5), got alpha={self.alpha}, beta={self.beta}")
-
-    @property
-    def upper(self) -> float:
-        """Accept-H1 bound A = log((1-beta)/alpha)."""
-        return math.log((1 - self.beta) / self.alpha)
-
-    @property
-    def lower(self) -> float:
-        """Accept-H0 bound B = log(beta/(1-alpha))."""
-        return math.log(self.beta / (1 - self.alpha))
+        _check_error_rates(self.alpha, self.beta)
 
     def llr(self, tally: ReturnTally) -> float:
         """Log-likelihood ratio of the deals in ``tally`` (0.0 with fewer than 2 deals)."""

@@ -44,7 +44,6 @@ Version History:
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator
 from typing import Any, ClassVar, Literal
 
@@ -52,6 +51,8 @@ import numpy as np
 import pyspiel
 from gymnasium import spaces
 from pettingzoo import AECEnv
+
+from ml.game.spec import ResetSeeds
 
 
 class IllegalMoveError(ValueError):
@@ -147,7 +148,7 @@ class OpenSpielEnv(AECEnv):
             }
         )
         self._action_space = spaces.Discrete(self.num_actions)
-        self._seed_rng = random.Random()
+        self._seeds = ResetSeeds()
         self._games = 0
         self._state: pyspiel.State | None = None
         self.game_id = ""
@@ -179,11 +180,7 @@ class OpenSpielEnv(AECEnv):
             seed: game seed, or None.
             options: ``{"game_index": int}`` names the game ``game-<index>-<seed>``.
         """
-        if seed is not None:
-            self._seed_rng = random.Random(seed)
-            game_seed = seed
-        else:
-            game_seed = self._seed_rng.getrandbits(31)
+        game_seed = self._seeds.next(seed)
         index = (options or {}).get("game_index", self._games)
         self._games += 1
         self.game_id = f"game-{index}-{game_seed}"

@@ -36,7 +36,6 @@ import importlib
 import importlib.metadata
 import inspect
 import numbers
-import random
 import re
 import sys
 from collections.abc import Callable, Mapping
@@ -48,6 +47,7 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import AECEnv
 
+from ml.game.spec import ResetSeeds
 from ml.params_yaml import ParamsError
 
 PREFIX = "pettingzoo:"
@@ -316,7 +316,7 @@ class PettingZooEnv(AECEnv):
             }
         )
         self._action_space = spaces.Discrete(self.num_actions)
-        self._seed_rng = random.Random()
+        self._seeds = ResetSeeds()
         self._games = 0
         self.game_id = ""
         self.decisions = 0
@@ -354,11 +354,7 @@ class PettingZooEnv(AECEnv):
             seed: game seed, or None.
             options: ``{"game_index": int}`` names the game ``game-<index>-<seed>``.
         """
-        if seed is not None:
-            self._seed_rng = random.Random(seed)
-            game_seed = seed
-        else:
-            game_seed = self._seed_rng.getrandbits(31)
+        game_seed = self._seeds.next(seed)
         index = (options or {}).get("game_index", self._games)
         self._games += 1
         self.game_id = f"game-{index}-{game_seed}"

@@ -13,6 +13,7 @@ game package (``ml.game.commander``). ``ml.game.registry`` is the one module tha
 
 from __future__ import annotations
 
+import random
 from typing import Any, Protocol
 
 import numpy as np
@@ -56,3 +57,19 @@ class ScriptedPlayer(Protocol):
     def act(self, state: Any) -> int:
         """The action to take in the game state ``state`` (the env's ``state`` attribute)."""
         ...
+
+
+class ResetSeeds:
+    """The seed of each reset of an env: the ``seed`` given, which also seeds the draws of later
+    seedless resets, or the next 31-bit draw of the generator the last given seed started (OS
+    entropy before any). Python's ``random.Random``, so a seed gives the same games everywhere."""
+
+    def __init__(self) -> None:
+        self._rng = random.Random()
+
+    def next(self, seed: int | None) -> int:
+        """The game seed of a reset with ``seed`` (None: drawn)."""
+        if seed is not None:
+            self._rng = random.Random(seed)
+            return seed
+        return self._rng.getrandbits(31)

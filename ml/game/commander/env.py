@@ -109,7 +109,7 @@ class CommanderPodEnv(PodEnvBase):
         unknown = sorted({repr(k) for k in scripted.values() if k not in SCRIPTED_KINDS})
         if unknown:
             raise ValueError(f"options['scripted']: no scripted player of kind {', '.join(unknown)}; use heuristic or random")
-        game_seed = self._game_seed(seed)
+        game_seed = self._seeds.next(seed)
         if self._core is None:
             self._core = CoreGame(1, self.pod_size, self.max_turns)
         self._core.reset(0, game_seed, scripted, True, game_index=self._games)  # surfaced: every seat stops

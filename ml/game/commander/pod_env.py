@@ -4,7 +4,6 @@ per-game bookkeeping of the AEC API (``CommanderPodEnv``, the view of the compil
 
 from __future__ import annotations
 
-import random
 from typing import Any, ClassVar
 
 import numpy as np
@@ -13,7 +12,7 @@ from pettingzoo import AECEnv
 
 from ml.game.commander.actions import MAX_POD, NUM_ACTIONS
 from ml.game.commander.rules import MIN_POD
-from ml.game.spec import Encoder
+from ml.game.spec import Encoder, ResetSeeds
 
 
 class PodEnvBase(AECEnv):
@@ -55,7 +54,7 @@ class PodEnvBase(AECEnv):
             }
         )
         self._action_space = spaces.Discrete(NUM_ACTIONS)
-        self._seed_rng = random.Random()
+        self._seeds = ResetSeeds()
         self._games = 0
 
     def observation_space(self, agent: str) -> spaces.Dict:
@@ -65,13 +64,6 @@ class PodEnvBase(AECEnv):
     def action_space(self, agent: str) -> spaces.Discrete:
         """Discrete(NUM_ACTIONS) for every agent."""
         return self._action_space
-
-    def _game_seed(self, seed: int | None) -> int:
-        """The next game's seed: ``seed``, which also seeds later seedless resets, or a draw from them."""
-        if seed is not None:
-            self._seed_rng = random.Random(seed)
-            return seed
-        return self._seed_rng.getrandbits(31)
 
     def _start_agents(self, first_seat: int) -> None:
         """Every agent live with zero rewards, ``first_seat`` to act (a reset's AEC bookkeeping)."""

@@ -81,7 +81,7 @@ class ReferencePodEnv(PodEnvBase):
                 with it. None with no earlier seed draws from OS entropy.
             options: ignored.
         """
-        self._state = rules.new_game(self._game_seed(seed), self.pod_size, self.max_turns, game_index=self._games)
+        self._state = rules.new_game(self._seeds.next(seed), self.pod_size, self.max_turns, game_index=self._games)
         self._games += 1
         self._start_agents(self._state.current_seat)
         self._settle()
