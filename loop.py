@@ -117,13 +117,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def check_cache_cap() -> None:
-    """Refuse a bad ``$DISTILL_ENCODED_CACHE_MAX_MB`` before any work (``ml.encoded_cache.max_cache_bytes``).
+    """Refuse a bad ``$DISTILL_ENCODED_CACHE_MAX_MB`` before any work (``ml.data.encoded_cache.max_cache_bytes``).
 
     Raises:
         LoopError: the value is not a number >= 0 (or inf).
     """
+    from ml.data.encoded_cache import CacheConfigError, max_cache_bytes
     from ml.driver.workspace import LoopError
-    from ml.encoded_cache import CacheConfigError, max_cache_bytes
 
     try:
         max_cache_bytes()
@@ -162,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace, lock: FileLock | None) -> int:
     """The command of ``args`` (``main``), holding ``lock`` when ``early_lock`` took it; returns the exit status."""
+    from ml.base.io import WriteError
+    from ml.config.params import ParamsError, load_params
     from ml.driver.bots import PromoteError
     from ml.driver.commands import apply_override, apply_profile, print_elo, promote_command, run_attempts, seed_checkpoint
     from ml.driver.dataguard import refuse_foreign_data
@@ -170,8 +172,6 @@ def run(args: argparse.Namespace, lock: FileLock | None) -> int:
     from ml.driver.onnx_cmd import export_command
     from ml.driver.orchestrator import Loop
     from ml.driver.workspace import LoopError, acquire_lock
-    from ml.io import WriteError
-    from ml.params import ParamsError, load_params
 
     try:
         loop = Loop(args.repo)

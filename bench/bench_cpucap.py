@@ -1,9 +1,9 @@
-"""Benchmark: the speed cost of the AVX2 cap of ``ml.determinism``.
+"""Benchmark: the speed cost of the AVX2 cap of ``ml.base.determinism``.
 
 Runs two fixed workloads in a fresh process per setting and round, settings interleaved:
-supervised training (``ml.supervised.train_student``, 60,000 samples of
+supervised training (``ml.learn.supervised.train_student``, 60,000 samples of
 ``bench_training``'s synthetic set, MLP 256x256, batch 256) and PPO self-play
-(``ml.ppo.train_ppo``, 6,000 learner decisions, one worker, with the update's share timed
+(``ml.learn.ppo.train_ppo``, 6,000 learner decisions, one worker, with the update's share timed
 apart). Figures are CPU seconds of the process (``time.process_time``), the least of
 ``--rounds``, so other jobs on the machine move them less than wall time would.
 
@@ -34,15 +34,15 @@ SETTINGS = {
 
 def workload() -> dict[str, float | str]:
     """CPU seconds of the two workloads in this process, and torch's CPU capability."""
-    import ml.ppo  # noqa: I001  (first: importing ml applies the cap before numpy and torch load)
+    import ml.learn.ppo  # noqa: I001  (first: importing ml applies the cap before numpy and torch load)
     import numpy as np
     import torch
     from bench_training import synthetic
     from ml.game.commander.encoding import OBS_DIM
     from ml.game.registry import commander
-    from ml.policy import PolicyNet
-    from ml.ppo import PPOConfig, train_ppo
-    from ml.supervised import StudentConfig, train_student
+    from ml.model.policy import PolicyNet
+    from ml.learn.ppo import PPOConfig, train_ppo
+    from ml.learn.supervised import StudentConfig, train_student
 
     torch.set_num_threads(1)
     data = synthetic(50_000)
@@ -52,7 +52,7 @@ def workload() -> dict[str, float | str]:
     train_student(data, data.subset(np.arange(1000)), cfg, seed=0, progress=False)
     supervised = time.process_time() - t
     update = [0.0]
-    ppo_update = ml.ppo.ppo_update
+    ppo_update = ml.learn.ppo.ppo_update
 
     def timed(*args, **kwargs):
         t0 = time.process_time()
@@ -60,7 +60,7 @@ def workload() -> dict[str, float | str]:
         update[0] += time.process_time() - t0
         return out
 
-    ml.ppo.ppo_update = timed
+    ml.learn.ppo.ppo_update = timed
     pc = PPOConfig(total_steps=6000, num_envs=16, rollout_steps=3000, lr=3e-4, gamma=0.995, gae_lambda=0.95, clip_coef=0.2,
                    ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5, update_epochs=4, minibatch_size=512,
                    opponent_mix={"heuristic": 1.0}, workers=1, rollout_chunks=8)  # fmt: skip

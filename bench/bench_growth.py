@@ -7,11 +7,11 @@ attempts as the loop runs them:
 
 * ``merge``: ``dvc repro --single-item merge`` (the merge stage of ``dvc.yaml``, in a
   pipeline of its own: DVC checks its deps, runs it and commits ``data/merged``),
-* ``promote``: what ``ml.driver.orchestrator.Loop.promote`` does (``ml.merge.promote_folders``,
+* ``promote``: what ``ml.driver.orchestrator.Loop.promote`` does (``ml.data.merge.promote_folders``,
   then ``dvc add``; before this change: compare every file by SHA-256, copy changed folders),
 * ``status``: ``dvc status``,
 * ``load``: the data loading of the gate (pool + candidate) and of the next train stage
-  (pool), as ``ml.supervised.build_and_train`` does it with ``train.ppo_window`` 1 (the
+  (pool), as ``ml.learn.supervised.build_and_train`` does it with ``train.ppo_window`` 1 (the
   ``full`` profile) and a ``--teacher-mb`` teacher batch; training itself is skipped.
 
 Each size gets one untimed attempt first (the state a long run is in), then ``--attempts``
@@ -57,21 +57,21 @@ def _seed_lines(tmp: Path, source: str, code: Path) -> list[tuple[str, str, str]
     """A real batch of ``source`` (``ppo``: an untrained agent's export; ``sim``: the teacher),
     as ``(before, game_id, after)`` per line so copies can get new game ids cheaply."""
     sys.path.insert(0, str(code))
+    from ml.config.params import load_params
     from ml.game.registry import make_game
-    from ml.params import load_params
 
     params = load_params(ROOT / "params.yaml")
     game = make_game(params.game, params.teacher)
     out = tmp / f"seed-{source}"
     if source == "ppo":
-        from ml.export import export_batch
-        from ml.policy import PolicyNet
+        from ml.model.policy import PolicyNet
+        from ml.play.export import export_batch
 
         net = PolicyNet(game.obs_dim, (64,), game.num_actions)
         export_batch(net, out, batch_id="seed", model_version="gen-000-a1", generation=0, games=48, only_wins=True,
                      game=game, num_envs=8, seed=1, progress=False)  # fmt: skip
     else:
-        from ml.teacher import write_teacher_batch
+        from ml.play.teacher import write_teacher_batch
 
         write_teacher_batch(out, game, batch_id="seed", games=24, seed=1)
     (path,) = out.glob("*.jsonl")
@@ -197,11 +197,11 @@ class Run:
     def promote(self) -> None:
         """What ``Loop.promote`` does: the merged folders into ``data/``, then ``dvc add`` them
         (a bench may not import the driver, docs/layering.md; the journal write is left out)."""
-        import ml.merge
+        import ml.data.merge
 
         merged, data = self.root / "data/merged", self.root / "data"
-        if hasattr(ml.merge, "promote_folders"):
-            ml.merge.promote_folders(merged, data, self.promoted)
+        if hasattr(ml.data.merge, "promote_folders"):
+            ml.data.merge.promote_folders(merged, data, self.promoted)
         else:  # the promotion before issue #14: compare every file by SHA-256, copy a changed folder
             for name in self.promoted:
                 src, dst = merged / name, data / name
@@ -217,17 +217,17 @@ class Run:
 
     def load(self, pool_dirs: list[Path]) -> float:
         """Seconds ``build_and_train`` takes with training skipped (a fresh process's memos cleared)."""
-        import ml.supervised as supervised
+        import ml.learn.supervised as supervised
+        from ml.config.params import load_params
         from ml.game.registry import make_game
-        from ml.params import load_params
-        from ml.policy import PolicyNet
+        from ml.model.policy import PolicyNet
 
         params = load_params(self.root / "params.yaml")
         cfg = params.train.model_copy(update={"ppo_window": 1})
         game = make_game(params.game, params.teacher)
-        import ml.io
+        import ml.base.io
 
-        getattr(ml.io, "_MD5_MEMO", {}).clear()
+        getattr(ml.base.io, "_MD5_MEMO", {}).clear()
         saved = supervised.train_student
         supervised.train_student = lambda train, *a, **k: (
             PolicyNet(train.obs.shape[1], (8,), train.action_mask.shape[1]),
@@ -266,7 +266,7 @@ def growth(args: argparse.Namespace) -> None:
             seed = seed or _seed_lines(work, "ppo", code)
             write_batch(path, seed, f"b{i}", args.batch_mb)
         batches.append(path)
-    teacher = shared / f"ml-decisions-sim-teacher-{round(args.teacher_mb)}mb.jsonl"  # a name ml.records reads
+    teacher = shared / f"ml-decisions-sim-teacher-{round(args.teacher_mb)}mb.jsonl"  # a name ml.data.batch_files reads
     if not teacher.exists():
         write_batch(teacher, _seed_lines(work, "sim", code), "t", args.teacher_mb)
     print(f"code: {code}  batch: {batches[0].stat().st_size / 1e6:.1f} MB  teacher: {teacher.stat().st_size / 1e6:.1f} MB")
@@ -296,11 +296,11 @@ def growth(args: argparse.Namespace) -> None:
 
 def teacher_load(args: argparse.Namespace) -> None:
     sys.path.insert(0, str(ROOT))
-    import ml.io
-    from ml.dataset import load_teacher
-    from ml.encoded_cache import EncodedCache
+    import ml.base.io
+    from ml.config.params import load_params
+    from ml.data.dataset import load_teacher
+    from ml.data.encoded_cache import EncodedCache
     from ml.game.registry import make_game
-    from ml.params import load_params
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-teacher-"))
     folder = work / "teacher"
@@ -315,7 +315,7 @@ def teacher_load(args: argparse.Namespace) -> None:
     print(f"teacher batch {path.stat().st_size / 1e6:.0f} MB")
     rows = []
     for label, c in (("parsed (no cache, as before)", None), ("first load (parse + cache)", cache), ("cached", cache)):
-        ml.io._MD5_MEMO.clear()  # a stage is a fresh process: it hashes the file again
+        ml.base.io._MD5_MEMO.clear()  # a stage is a fresh process: it hashes the file again
         s = time.perf_counter()
         train, hold, _ = load_teacher([folder], params.train.holdout_fraction, encoder, cache=c)
         rows.append((label, time.perf_counter() - s))

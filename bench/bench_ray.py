@@ -3,7 +3,7 @@
 Starts a Ray multi-node test cluster on this machine (``ray.cluster_utils.Cluster``: a head
 node and a second node, one CPU each, their own raylets), then prints:
 
-  * PPO self-play collection (``ml.ppo.train_ppo``, the default 256x256 net, ``rollout_chunks``
+  * PPO self-play collection (``ml.learn.ppo.train_ppo``, the default 256x256 net, ``rollout_chunks``
     chunks per round) in learner decisions per second with ``selfplay.workers: 2`` (the
     reference) and with ``compute.backend: ray`` on the cluster, and their ratio (the cost of
     the cluster path; the issue asks for at least 0.85x). The two checkpoints must be equal.
@@ -25,13 +25,13 @@ from concurrent.futures import ProcessPoolExecutor
 
 import torch
 
-from ml.collect import Collector, CollectSettings
-from ml.compute import make_executor
+from ml.config.params import SelfplayParams
+from ml.config.sections import ComputeParams
 from ml.game.registry import commander
-from ml.params import SelfplayParams
-from ml.params_sections import ComputeParams
-from ml.policy import PolicyNet
-from ml.ppo import PPOConfig, train_ppo
+from ml.learn.ppo import PPOConfig, train_ppo
+from ml.model.policy import PolicyNet
+from ml.play.collect import Collector, CollectSettings
+from ml.runtime.compute import make_executor
 
 MB = 2**20
 

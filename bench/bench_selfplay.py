@@ -5,7 +5,7 @@ Prints, in decisions per second on one core:
     API, no encoding),
   * the same pods through ``play_games`` (the core) with the observation encoder, one net seat
     (what self-play pays),
-  * PPO self-play collection (``ml.ppo.train_ppo``, fresh student) with 1 and 2 worker
+  * PPO self-play collection (``ml.learn.ppo.train_ppo``, fresh student) with 1 and 2 worker
     processes, their ratio (scaling), and the PPO update's samples/s; with 64 games in flight;
     and in a process without the reproducible CPU cap (``DISTILL_NATIVE_CPU=1``),
   * the policy's forward pass per decision at batches of 16 and 256 (what bounds collection),
@@ -34,7 +34,7 @@ import numpy as np
 import pyspiel
 import torch
 
-from ml.determinism import cpu_env
+from ml.base.determinism import cpu_env
 from ml.game.commander import core
 from ml.game.commander.actions import MAX_POD
 from ml.game.commander.core.warmup import run_kernels, warm_up
@@ -42,9 +42,9 @@ from ml.game.commander.encoding import OBS_DIM, RecordEncoder
 from ml.game.commander.players import HeuristicPlayer
 from ml.game.commander.rules import apply_action, new_game
 from ml.game.registry import commander
-from ml.policy import PolicyNet
-from ml.ppo import PPOConfig, train_ppo
-from ml.rollout import Controller, game_seeds, play_games, rotated_seatings
+from ml.learn.ppo import PPOConfig, train_ppo
+from ml.model.policy import PolicyNet
+from ml.play.rollout import Controller, game_seeds, play_games, rotated_seatings
 
 
 def bench_rules(seconds: float) -> float:
@@ -176,7 +176,7 @@ _NATIVE = (
 
 def bench_ppo_native(seconds: float) -> float:
     """``bench_ppo(seconds, 1)`` in a process with ``DISTILL_NATIVE_CPU=1`` (MKL's and ATen's own
-    code paths for this CPU instead of the reproducible cap, ``ml.determinism``)."""
+    code paths for this CPU instead of the reproducible cap, ``ml.base.determinism``)."""
     capped = set(cpu_env({}, flags={"avx2", "fma"}))  # the variables this process's cap set: not inherited
     env = {k: v for k, v in os.environ.items() if k not in capped} | {"DISTILL_NATIVE_CPU": "1", "PYTHONPATH": os.getcwd()}
     out = subprocess.run(

@@ -9,7 +9,7 @@ connection, sending teacher decision points as fast as answers come:
 * batch form: ``POST /api/ml/policy/act/batch``, ``--batch`` decision points per request.
 
 Prints requests/s, decisions/s, p50/p99 latency (ms) and the CPU time per request of server and
-client per setting, the bare forward pass (``ml.serving.policy_outputs``: the student's forward
+client per setting, the bare forward pass (``ml.model.serving.policy_outputs``: the student's forward
 and softmax, no HTTP, no JSON, no encoding) on 1 and 64 rows, and the endpoint's encoding alone
 (``RecordEncoder.encode_batch`` of validated decision points, as the batcher's worker calls it) per
 point on 1 and 64 rows. Client and server share the machine's
@@ -37,13 +37,13 @@ import numpy as np
 import psutil
 import torch
 
+from ml.base.io import atomic_write_json
+from ml.data.batch_files import read_records, record_to_json
 from ml.game.commander.encoding import OBS_DIM, RecordEncoder
 from ml.game.registry import commander
-from ml.io import atomic_write_json
-from ml.policy import PolicyNet, save_policy
-from ml.records import read_records, record_to_json
-from ml.serving import MAX_BATCH_ROWS, MAX_WAIT_S, SWITCH_INTERVAL_S, TORCH_THREADS, policy_outputs
-from ml.teacher import write_teacher_batch
+from ml.model.policy import PolicyNet, save_policy
+from ml.model.serving import MAX_BATCH_ROWS, MAX_WAIT_S, SWITCH_INTERVAL_S, TORCH_THREADS, policy_outputs
+from ml.play.teacher import write_teacher_batch
 
 
 def serve(root: Path, port: int) -> None:
@@ -53,7 +53,7 @@ def serve(root: Path, port: int) -> None:
 
     from ml.api.policy import add_policy_routes
 
-    app = FastAPI()  # the batcher's worker sets torch's threads (ml.serving.TORCH_THREADS)
+    app = FastAPI()  # the batcher's worker sets torch's threads (ml.model.serving.TORCH_THREADS)
     add_policy_routes(app, root, lambda _: None, guard=[])
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 

@@ -1,6 +1,6 @@
 """Benchmark: supervised training throughput against a bare torch loop of the same network.
 
-Prints samples/s of ``ml.supervised.train_student`` (mixture sampling, masked
+Prints samples/s of ``ml.learn.supervised.train_student`` (mixture sampling, masked
 cross-entropy plus value loss, Adam) on synthetic decisions, and of a bare loop doing
 only the forward/backward/step of the same MLP on the same batch size (the reference,
 measured in the same run), with their ratio: the cost of the data pipeline.
@@ -16,11 +16,11 @@ import time
 import numpy as np
 import torch
 
-from ml.decisions import DecisionSet
+from ml.data.decisions import DecisionSet
 from ml.game.commander.actions import NUM_ACTIONS
 from ml.game.commander.encoding import OBS_DIM
-from ml.policy import PolicyNet
-from ml.supervised import StudentConfig, train_student
+from ml.learn.supervised import StudentConfig, train_student
+from ml.model.policy import PolicyNet
 
 
 def synthetic(n: int) -> DecisionSet:
@@ -59,7 +59,7 @@ def main() -> None:
     ours = metrics["train/samples_per_s"]
     reference = bare_loop(args.samples, 256)
     print(f"{'benchmark':52s} {'samples/s':>10s} {'vs bare':>8s}")
-    print(f"{'supervised student (ml.supervised), batch 256':52s} {ours:10,.0f} {ours / reference:7.2f}x")
+    print(f"{'supervised student (ml.learn.supervised), batch 256':52s} {ours:10,.0f} {ours / reference:7.2f}x")
     print(f"{'bare forward/backward/Adam, same MLP (reference)':52s} {reference:10,.0f} {1.0:7.2f}x")
 
 

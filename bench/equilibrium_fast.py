@@ -21,13 +21,13 @@ from pathlib import Path
 
 import torch
 
-from ml.export import export_batch
+from ml.config.params import Params
 from ml.game.registry import openspiel
-from ml.nashconv import nash_conv_metrics
-from ml.params import Params
-from ml.ppo import PPOConfig, train_ppo
-from ml.supervised import build_and_train
-from ml.teacher import write_teacher_batch
+from ml.judge.nashconv import nash_conv_metrics
+from ml.learn.ppo import PPOConfig, train_ppo
+from ml.learn.supervised import build_and_train
+from ml.play.export import export_batch
+from ml.play.teacher import write_teacher_batch
 
 
 def main() -> None:
@@ -71,7 +71,8 @@ def main() -> None:
     try:
         for gen in range(a.generations + 1):
             net, tm, _ = build_and_train(tcfg, game, root / "teacher", None, [pool], seed=100 + gen + a.seed,
-                                         progress=False, nash_conv=True)  # fmt: skip
+                                         progress=False)  # fmt: skip
+            tm.update(nash_conv_metrics(net, game, root / "teacher"))
             print(json.dumps({"tag": a.tag, "gen": gen, "nash_conv": round(tm["train/nash_conv"], 4), "episodes": episodes,
                               "wall_s": round(time.time() - started, 1)}), flush=True)  # fmt: skip
             if gen == a.generations:

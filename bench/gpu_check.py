@@ -23,10 +23,10 @@ from bench_training import synthetic
 
 from ml.game.commander.actions import NUM_ACTIONS
 from ml.game.commander.encoding import OBS_DIM
-from ml.policy import PolicyNet
-from ml.ppo import PPOConfig, ppo_update
-from ml.rollout import Rollout
-from ml.supervised import StudentConfig, predict, train_student
+from ml.learn.ppo import PPOConfig, ppo_update
+from ml.learn.supervised import StudentConfig, predict, train_student
+from ml.model.policy import PolicyNet
+from ml.play.rollout import Rollout
 
 WEIGHT_TOL = 1e-3
 """Largest tolerated weight difference after training (float32 reductions differ in order on a GPU)."""

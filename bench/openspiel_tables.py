@@ -20,11 +20,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ml.config.params import load_params
 from ml.game.registry import make_game
-from ml.params import load_params
-from ml.policy import load_policy
-from ml.rollout import Controller, game_seeds, play_games, rotated_seatings
-from ml.stats import DealTally
+from ml.judge.stats import DealTally
+from ml.model.policy import load_policy
+from ml.play.rollout import Controller, game_seeds, play_games, rotated_seatings
 
 
 def student_vs_teachers(repo: Path, games: int, seed: int = 99) -> dict[str, tuple[int, int, float, float, float]]:

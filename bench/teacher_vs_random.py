@@ -1,7 +1,7 @@
 """Measurement: the heuristic teacher against random players, by pod size (issue 2's 60% item).
 
 Prints, for each pod size, the heuristic's first places against ``pod_size - 1`` random
-players in seat-rotated duplicate deals (``ml.deals.pod_win_rate``: the same deal replayed
+players in seat-rotated duplicate deals (``ml.judge.deals.pod_win_rate``: the same deal replayed
 with the heuristic in every seat), with the 95% interval by deal, the draw share and the
 parity reference ``1 / pod_size`` measured by the same function in the same run
 (a random player against random players). Not a speed benchmark: it reproduces the table
@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import argparse
 
-from ml.deals import pod_win_rate
 from ml.game.commander.actions import MAX_POD
 from ml.game.commander.rules import MIN_POD
 from ml.game.registry import commander
-from ml.rollout import Controller
+from ml.judge.deals import pod_win_rate
+from ml.play.rollout import Controller
 
 TARGET = 0.60
 """Issue 2's target for 4-player pods (the heuristic wins at least 60% of pods)."""

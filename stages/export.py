@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ml.cli import stage_main, stage_setup, write_metrics
+from ml.runtime.cli import stage_main, stage_setup, write_metrics
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -23,10 +23,10 @@ def _args(p: argparse.ArgumentParser) -> None:
 @stage_main
 def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("export", __doc__, argv, _args)
-    from ml.compute import ComputeError, open_executor
-    from ml.export import export_batch
     from ml.game.registry import make_game
-    from ml.policy import load_policy
+    from ml.model.policy import load_policy
+    from ml.play.export import export_batch
+    from ml.runtime.compute import ComputeError, open_executor
 
     net, _ = load_policy(args.model)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -4,11 +4,11 @@
 against heuristic teachers; (b) an exact McNemar test with a margin between the student
 trained with the batch and the current student on the teacher holdout; (c) the candidate
 student against the current student in pods (block only on a clear regression); (d)
-data-quality figures of the batch (``ml.gate.run_gate``). In a two-player zero-sum game (a)
+data-quality figures of the batch (``ml.judge.gate.run_gate``). In a two-player zero-sum game (a)
 and (c) test the mean return in chips, and ``gate.decide_by: nash_conv`` lets the students'
-exact NashConv decide (``ml.gate``). Writes the student trained with
+exact NashConv decide (``ml.judge.gate``). Writes the student trained with
 the batch (with its training record: the next generation's train stage takes it as is when
-it would train on the same data, ``ml.supervised.build_and_train``) and the verdict with
+it would train on the same data, ``ml.learn.supervised.build_and_train``) and the verdict with
 every figure to ``metrics/gate.json``. The candidate is trained with the current student's
 training seed (its checkpoint's ``train_seed``), so the holdout comparison is paired.
 """
@@ -19,7 +19,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ml.cli import stage_main, stage_setup, write_metrics
+from ml.runtime.cli import stage_main, stage_setup, write_metrics
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -37,13 +37,13 @@ def _args(p: argparse.ArgumentParser) -> None:
 @stage_main
 def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("gate", __doc__, argv, _args)
-    from ml.compute import ComputeError, open_executor
-    from ml.curves import open_curves
-    from ml.encoded_cache import CacheConfigError, default_cache_dir
+    from ml.base.io import DataFileError
+    from ml.data.encoded_cache import CacheConfigError, default_cache_dir
     from ml.game.registry import make_game
-    from ml.gate import GateError, run_gate
-    from ml.io import DataFileError
-    from ml.policy import load_policy, save_policy
+    from ml.judge.gate import GateError, run_gate
+    from ml.learn.curves import open_curves
+    from ml.model.policy import load_policy, save_policy
+    from ml.runtime.compute import ComputeError, open_executor
 
     curves = open_curves(args.plots)
     record: dict = {}

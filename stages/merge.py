@@ -6,7 +6,7 @@ trained on), ``<out>/frozen`` (opponent checkpoints: plus this attempt's PPO age
 accepted), ``<out>/students`` (each accepted generation's student, rated in the
 tournaments) and ``<out>/next_student`` (the gate's candidate student when accepted: the
 next train stage takes it when it would train on the same data), and ``metrics/merge.json``
-(``ml.merge``; files are hard-linked, not copied). ``loop.py`` promotes these folders
+(``ml.data.merge``; files are hard-linked, not copied). ``loop.py`` promotes these folders
 to ``data/<name>`` before the next attempt (a DVC pipeline cannot feed its own input).
 """
 
@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ml.cli import stage_main, stage_setup, write_metrics
+from ml.runtime.cli import stage_main, stage_setup, write_metrics
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -37,8 +37,8 @@ def _args(p: argparse.ArgumentParser) -> None:
 @stage_main
 def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("merge", __doc__, argv, _args)
-    from ml.io import read_json
-    from ml.merge import merge_generation
+    from ml.base.io import read_json
+    from ml.data.merge import merge_generation
 
     accepted = bool(read_json(args.gate)["gate/accepted"])
     current = {"pool": args.pool, "rejected": args.rejected, "frozen": args.frozen, "students": args.students}

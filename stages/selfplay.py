@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ml.cli import stage_main, stage_setup, write_metrics
+from ml.runtime.cli import stage_main, stage_setup, write_metrics
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -25,11 +25,11 @@ def _args(p: argparse.ArgumentParser) -> None:
 @stage_main
 def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("selfplay", __doc__, argv, _args)
-    from ml.compute import ComputeError, open_executor
-    from ml.curves import open_curves
     from ml.game.registry import make_game
-    from ml.policy import load_policy, save_policy
-    from ml.ppo import PPOConfig, train_ppo
+    from ml.learn.curves import open_curves
+    from ml.learn.ppo import PPOConfig, train_ppo
+    from ml.model.policy import load_policy, save_policy
+    from ml.runtime.compute import ComputeError, open_executor
 
     curves = open_curves(args.plots)
     student, _ = load_policy(args.student)

@@ -1,7 +1,7 @@
 """DVC stage `teacher`: teacher games, every decision logged as a sim batch.
 
 Writes ``<out>/ml-decisions-sim-teacher-s<base.seed>.jsonl`` (all seats are the game's
-teacher: the heuristic for the commander, MCTS for OpenSpiel games; ``ml.teacher``) and
+teacher: the heuristic for the commander, MCTS for OpenSpiel games; ``ml.play.teacher``) and
 ``metrics/teacher.json``.
 """
 
@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ml.cli import stage_main, stage_setup, write_metrics
+from ml.runtime.cli import stage_main, stage_setup, write_metrics
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -22,9 +22,9 @@ def _args(p: argparse.ArgumentParser) -> None:
 @stage_main
 def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("teacher", __doc__, argv, _args)
-    from ml.compute import ComputeError, open_executor
     from ml.game.registry import make_game
-    from ml.teacher import write_teacher_batch
+    from ml.play.teacher import write_teacher_batch
+    from ml.runtime.compute import ComputeError, open_executor
 
     try:
         with open_executor(params.compute, params.base.torch_threads) as executor:

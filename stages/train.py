@@ -3,14 +3,14 @@
 Reads the teacher batches, the imported Forge files (``--forge``, ``python loop.py
 import-forge``; labels with their card table, bad lines reported and left out) and the pool
 of accepted PPO batches, holds out a fixed share of teacher games, trains on the source
-mixture (``ml.supervised.build_and_train``) and writes the student checkpoint and
+mixture (``ml.learn.supervised.build_and_train``) and writes the student checkpoint and
 ``metrics/train.json`` (holdout accuracy, realised source shares of the training set; for
 kuhn_poker and leduc_poker the exact NashConv of the student, the teacher and the uniform
-policy, ``ml.nashconv``).
+policy, ``ml.judge.nashconv``).
 
 Trains once per data: when ``--reuse`` holds the gate's candidate student of the last accepted
 attempt and it was trained on exactly this stage's data and params (its recorded training
-fingerprint, ``ml.supervised.training_fingerprint``), that student is the result (metrics
+fingerprint, ``ml.learn.supervised.training_fingerprint``), that student is the result (metrics
 and learning curve as recorded, ``train/reused`` true); otherwise the stage trains.
 """
 
@@ -20,7 +20,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ml.cli import stage_main, stage_setup, write_metrics
+from ml.runtime.cli import stage_main, stage_setup, write_metrics
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -36,31 +36,33 @@ def _args(p: argparse.ArgumentParser) -> None:
 @stage_main
 def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("train", __doc__, argv, _args)
-    from ml.curves import open_curves
-    from ml.encoded_cache import default_cache_dir
+    from ml.base.io import DataFileError
+    from ml.data.encoded_cache import default_cache_dir
     from ml.game.registry import make_game
-    from ml.io import DataFileError
-    from ml.policy import CheckpointError, save_policy
-    from ml.supervised import build_and_train
+    from ml.judge.nashconv import nash_conv_metrics
+    from ml.learn.curves import open_curves
+    from ml.learn.supervised import build_and_train
+    from ml.model.policy import CheckpointError, save_policy
 
     curves = open_curves(args.plots)
     generation = params.run.generation
     try:
         cache_dir = default_cache_dir()
+        game = make_game(params.game, params.teacher)
         net, metrics, _ = build_and_train(
             params.train,
-            make_game(params.game, params.teacher),
+            game,
             args.teacher,
             args.forge,
             [args.pool],
             seed=params.stage_seed("train"),
             device=params.base.torch_device,
             progress=args.progress,
-            nash_conv=True,  # small two-player zero-sum games only (ml.nashconv.nash_conv_refusal)
             on_epoch=curves.log if curves else None,
             cache_dir=cache_dir,
             reuse=args.reuse / "student.pt" if args.reuse else None,
         )
+        metrics.update(nash_conv_metrics(net, game, args.teacher))  # {} but for small two-player zero-sum games
     except (DataFileError, CheckpointError, ValueError) as e:  # a bad record, checkpoint or mixture: one line
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from ml.params_yaml import safe_yaml
+from ml.config.yaml_file import safe_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
@@ -50,7 +50,7 @@ REJECTING_GATE = {**TINY["gate"], "gated": True, "target_win_rate": 0.9}
 
 
 def yaml_text(data: Any) -> str:
-    """``data`` as YAML text (``ml.params_yaml.safe_yaml``: the project's one YAML library), keys in their order."""
+    """``data`` as YAML text (``ml.config.yaml_file.safe_yaml``: the project's one YAML library), keys in their order."""
     out = io.StringIO()
     safe_yaml().dump(data, out)
     return out.getvalue()
@@ -249,7 +249,7 @@ def pipeline(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 
 def run_loop(repo: Path, *args: str, timeout: float = 900, env: dict | None = None) -> subprocess.CompletedProcess:
     """``python loop.py ARGS`` in ``repo``, in a session of its own (a fault-injection kill of
-    its process group, ``ml.faults``, never reaches the test runner)."""
+    its process group, ``ml.base.faults``, never reaches the test runner)."""
     env = {**os.environ, "DVC_NO_ANALYTICS": "1", "PYTHONHASHSEED": "0", **(env or {})}
     if env.get("DISTILL_ENCODED_CACHE") == ENCODED_CACHE:
         del env["DISTILL_ENCODED_CACHE"]
@@ -322,10 +322,10 @@ def run_fingerprint(repo: Path) -> dict:
 def reference_run(tmp_path_factory):
     """One uninterrupted 2-generation TINY run: ``(repo, result, seams, fingerprint)``.
 
-    ``seams`` is every seam the run reached (``ml.faults``), in order; the fingerprint is
+    ``seams`` is every seam the run reached (``ml.base.faults``), in order; the fingerprint is
     taken before any test changes the repo.
     """
-    from ml.faults import SEAMS_LOG_ENV
+    from ml.base.faults import SEAMS_LOG_ENV
 
     base = tmp_path_factory.mktemp("reference")
     repo = make_project_copy(base / "repo", tiny_params())
@@ -342,7 +342,7 @@ class ProcessInFastTest(PermissionError):
     """A test not marked ``expensive`` tried to start a process.
 
     A ``PermissionError`` (an ``OSError``), as if exec were denied: code that already copes
-    with a missing program (``ml.cli.git_sha`` says ``unknown``) goes on, the rest fails
+    with a missing program (``ml.runtime.cli.git_sha`` says ``unknown``) goes on, the rest fails
     with this message. Nothing is started either way.
     """
 

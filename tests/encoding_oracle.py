@@ -46,10 +46,10 @@ from ml.game.commander.features import (
     H,
     S,
 )
+from ml.game.commander.forge_record import cmdr_damage_by_source
 from ml.game.commander.observation import seat_eliminated
-from ml.game.commander.records import cmdr_damage_by_source
 from ml.game.commander.state import COMMANDER_DAMAGE_LETHAL, GameState, Permanent, PlayerState
-from ml.record_schema import record_field
+from ml.game.record import record_field
 
 
 class SeatView:

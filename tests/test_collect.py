@@ -1,11 +1,11 @@
-"""``ml.collect``'s opponent draws."""
+"""``ml.play.collect``'s opponent draws."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from ml.collect import _opponent_picker
+from ml.play.collect import _opponent_picker
 
 
 @pytest.mark.parametrize(

@@ -38,7 +38,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from ml.curriculum import FALLBACK_OPPONENT_MIX, Phase, opponent_fallback, phase_overrides
+from ml.config.curriculum import FALLBACK_OPPONENT_MIX, Phase, opponent_fallback, phase_overrides
+from ml.config.params import ParamsError, load_params, params_from_dict
+from ml.config.yaml_file import safe_yaml
 from ml.driver.commands import seed_checkpoint
 from ml.driver.messages import attempt_message
 from ml.driver.orchestrator import Loop
@@ -47,9 +49,7 @@ from ml.driver.phases import enter_phase, queue_seed_checkpoint
 from ml.driver.state import AttemptLog, LoopState
 from ml.driver.transitions import after_attempt, after_override
 from ml.driver.workspace import LoopError
-from ml.params import ParamsError, load_params, params_from_dict
-from ml.params_yaml import safe_yaml
-from ml.policy import load_policy
+from ml.model.policy import load_policy
 from tests.conftest import ROOT, attempt_commits, git, make_project_copy, run_loop, tiny_params, yaml_text
 
 # Tiny agents are no match for the heuristic teacher, and in 4-pods hardly for random players
@@ -318,7 +318,7 @@ def test_human_overrides_leave_a_running_state(tmp_path: Path):
 @pytest.mark.expensive
 def test_seed_checkpoint_of_another_shape_is_refused(tmp_path: Path):
     from ml.game.commander.encoding import OBS_DIM
-    from ml.policy import PolicyNet, save_policy
+    from ml.model.policy import PolicyNet, save_policy
 
     repo = make_project_copy(tmp_path / "repo", tiny_params())  # train.hidden_sizes [32]
     save_policy(PolicyNet(OBS_DIM, (8,)), tmp_path / "seed.pt")

@@ -1,4 +1,4 @@
-"""Learning curves (DVCLive, ``ml/curves.py``), the generation plot rows and the recorded versions.
+"""Learning curves (DVCLive, ``ml/learn/curves.py``), the generation plot rows and the recorded versions.
 
 Checks: the train, selfplay and gate stages with ``--plots`` write one TSV per curve (a
 point per epoch, PPO update, deal) and checkpoints identical to those of a run without it
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from ml.curves import METRICS_SUBDIR
 from ml.driver.generations import generation_rows, version_warning
+from ml.learn.curves import METRICS_SUBDIR
 from stages import gate, selfplay, train
 from tests.conftest import Pipeline
 
@@ -68,7 +68,7 @@ def test_metrics_carry_versions(pipeline: Pipeline):
         env = pipeline.metrics(stage)[f"{stage}/env"]
         assert env["torch"] == torch.__version__, stage
         assert set(env) == {"python", "torch", "dvc", "numpy", "git_sha", "cpu_capability"}, stage
-        assert env["cpu_capability"] == torch.backends.cpu.get_cpu_capability(), stage  # AVX2 on x86-64 (ml.determinism)
+        assert env["cpu_capability"] == torch.backends.cpu.get_cpu_capability(), stage  # AVX2 on x86-64 (ml.base.determinism)
 
 
 def _attempt(attempt_id: str, generation: int, verdict: str, torch_version: str, capability: str = "AVX2") -> dict:

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from ml.config.yaml_file import safe_yaml
 from ml.driver.dataguard import CACHE_DIR, refuse_changed_data, tracked_changes
 from ml.driver.workspace import LoopError
-from ml.params_yaml import safe_yaml
 from tests.conftest import ROOT, attempt_commits, git, run_loop
 
 pytestmark = pytest.mark.expensive  # loop.py, git and DVC in copies of a run

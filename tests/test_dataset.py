@@ -20,15 +20,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ml.dataset import load_ppo, load_teacher
-from ml.decisions import DecisionSet, in_holdout, sample_mixture
-from ml.encoded_cache import EncodedCache, encode_file
+from ml.base.io import file_md5
+from ml.data.batch_files import read_records
+from ml.data.dataset import load_ppo, load_teacher
+from ml.data.decisions import DecisionSet, in_holdout, sample_mixture
+from ml.data.encoded_cache import EncodedCache, encode_file
 from ml.game.commander.actions import ACTION_INDEX, CAST_COMMANDER, attack_action
 from ml.game.commander.encoding import OBS_DIM, RecordEncoder, label_record
 from ml.game.commander.features import feature_index, feature_names
 from ml.game.commander.forge import ForgeEncoder
-from ml.io import file_md5
-from ml.records import read_records
 
 FORGE = Path(__file__).parent / "fixtures" / "forge"
 PINNED = Path(__file__).parent / "fixtures" / "encoding"
@@ -206,7 +206,7 @@ def test_encoded_cache_is_exact_and_never_trusted(tmp_path, encoder, monkeypatch
     entries = sorted(cache.directory.glob("*.npz"))
     assert len(entries) == 1 + len(list(FORGE.glob("ml-decisions-*.jsonl")))
     with monkeypatch.context() as m:  # a warm cache parses nothing
-        m.setattr("ml.encoded_cache.read_records", lambda *a, **k: pytest.fail("parsed a cached file"))
+        m.setattr("ml.data.encoded_cache.read_records", lambda *a, **k: pytest.fail("parsed a cached file"))
         warm = load_teacher([tmp_path / "t"], 0.12, forge_encoder, [FORGE], cache=cache)
     for got in (cold, warm):
         _same_sets(got[0], want[0])

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from ml.stats import SPRT, DealTally, deal_interval, sequential_test, student_non_inferiority, wilson_bounds
+from ml.judge.stats import SPRT, DealTally, deal_interval, sequential_test, student_non_inferiority, wilson_bounds
 
 POD = 4
 GATES = 400

@@ -1,4 +1,4 @@
-"""The CPU cap (ml/determinism.py): which levels it sets, and the same checkpoints on AVX-512 and AVX2."""
+"""The CPU cap (ml/base/determinism.py): which levels it sets, and the same checkpoints on AVX-512 and AVX2."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ml import determinism
-from ml.determinism import NATIVE_ENV, cpu_env, cpu_flags
+from ml.base import determinism
+from ml.base.determinism import NATIVE_ENV, cpu_env, cpu_flags
 from tests.conftest import make_project_copy, out_hashes, tiny_params
 
 CAP_VARS = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA", "NPY_DISABLE_CPU_FEATURES")

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ml.decisions import DecisionSet
-from ml.policy import MASKED_LOGIT
-from ml.supervised import StudentConfig, imitation_loss, train_student
+from ml.data.decisions import DecisionSet
+from ml.learn.supervised import StudentConfig, imitation_loss, train_student
+from ml.model.policy import MASKED_LOGIT
 
 
 def test_imitation_loss_is_kl_with_a_policy_and_cross_entropy_without():
@@ -66,7 +66,7 @@ def test_ppo_rows_without_a_policy_are_counted_and_fitted_as_hard_labels(caplog)
     data.policy[:150] = 0.0  # records that left `policy` out (a writer of schema 2, or version 1)
     cfg = StudentConfig(epochs=2, batch_size=64, lr=0.01, hidden_sizes=(8,), samples_per_epoch=200,
                         source_weights={"ppo": 1.0}, value_coef=0.0, distill="kl")  # fmt: skip
-    with caplog.at_level("WARNING", logger="ml.supervised"):
+    with caplog.at_level("WARNING", logger="ml.learn.supervised"):
         _, metrics = train_student(data, _ppo_set(0), cfg, seed=1, progress=False)
     assert metrics["train/ppo_decisions_without_policy"] == 150
     assert "150 PPO decisions carry no `policy`" in caplog.text

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ml.params_yaml import safe_yaml
+from ml.config.yaml_file import safe_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("teacher", "train", "selfplay", "export", "gate", "merge")

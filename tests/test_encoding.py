@@ -12,13 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ml.data.batch_files import read_records
 from ml.game.commander import core
 from ml.game.commander.actions import MAX_POD, NUM_ACTIONS
 from ml.game.commander.encoding import RecordEncoder
 from ml.game.commander.features import PHASES, feature_names
-from ml.game.commander.observation import CHUNK
-from ml.game.commander.players import HeuristicPlayer, RandomPlayer
-from ml.game.commander.records import (
+from ml.game.commander.forge_record import (
     BATTLEFIELD_MAX,
     CMDR_DMG_MAX,
     CMDR_TAX_MAX,
@@ -27,9 +26,10 @@ from ml.game.commander.records import (
     POD_CARDS,
     DecisionRecord,
 )
+from ml.game.commander.observation import CHUNK
+from ml.game.commander.players import HeuristicPlayer, RandomPlayer
 from ml.game.commander.rules import apply_action, decision_record, describe_action, new_game
 from ml.game.registry import commander
-from ml.records import read_records
 from tests.encoding_oracle import encode_record, encode_state
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -88,9 +88,9 @@ def test_encoder_observes_a_seat_that_is_not_to_act(encoder):
 def test_teacher_and_ppo_records_agree(encoder, tmp_path):
     import torch
 
-    from ml.export import export_batch
-    from ml.policy import PolicyNet
-    from ml.teacher import write_teacher_batch
+    from ml.model.policy import PolicyNet
+    from ml.play.export import export_batch
+    from ml.play.teacher import write_teacher_batch
 
     write_teacher_batch(tmp_path / "teacher", commander(6, 30), batch_id="six", games=3, seed=4)
     teacher = [r for f in sorted((tmp_path / "teacher").glob("*.jsonl")) for r in read_records(f)]

@@ -149,7 +149,7 @@ def test_runner_finishes_games_over_before_any_decision(pod_size: int, max_turns
     import torch
 
     from ml.game.registry import commander
-    from ml.rollout import Controller, play_games
+    from ml.play.rollout import Controller, play_games
 
     n = 40
     seatings = [["h"] * pod_size for _ in range(n)]
@@ -291,8 +291,8 @@ def test_the_view_refuses_actions_that_are_not_ints() -> None:
 
 
 def test_params_round_cap_is_the_cores() -> None:
+    from ml.config.sections import GameParams
     from ml.game.commander import core
-    from ml.params_sections import GameParams
 
     assert GameParams.model_fields["max_turns"].metadata[-1].le == core.MAX_TURNS
 

@@ -62,8 +62,8 @@ def test_attempt_episodes_sums_the_stages_that_ran(tmp_path: Path) -> None:
 @pytest.mark.parametrize("pipeline", ["kuhn_poker"], indirect=True)
 def test_tournament_entry_counts_its_games(pipeline: Pipeline, tmp_path: Path) -> None:
     from ml.game.registry import openspiel
-    from ml.policy import load_policy
-    from ml.ratings import rate_generation
+    from ml.judge.ratings import rate_generation
+    from ml.model.policy import load_policy
 
     student, _ = load_policy(pipeline.root / "student.pt")
     play = {"games": 8, "game": openspiel("kuhn_poker", mcts_simulations=5), "num_envs": 4, "seed": 3, "encoder": None}

@@ -2,7 +2,7 @@
 its code, and at random moments, converges to the uninterrupted run.
 
 The seams are not hand-kept: the reference run (``reference_run`` in conftest) records every
-seam it reaches (``ml.faults``), and the test kills at each of them: generation 1's (a
+seam it reaches (``ml.base.faults``), and the test kills at each of them: generation 1's (a
 promotion with data in it, the tournament against an earlier student) and the generation-0
 seams generation 1 does not reach (the teacher stage). One repository takes the kills in
 order, each restart running until the next seam; then a run to the end. Its fingerprint
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from ml.faults import DURING_SUFFIX, FAULT_ENV
+from ml.base.faults import DURING_SUFFIX, FAULT_ENV
 from tests.conftest import make_project_copy, run_fingerprint, run_loop, tiny_params
 
 pytestmark = pytest.mark.expensive

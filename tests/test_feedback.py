@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 
+from ml.config.params import Params
 from ml.driver.feedback import RULES, FeedbackRecord, append_record, read_ledger, suggest
-from ml.params import Params
 
 
 def _record(attempt_id: str) -> FeedbackRecord:

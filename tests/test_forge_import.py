@@ -57,8 +57,11 @@ import pytest
 import torch
 
 import loop
-from ml.dataset import load_teacher
-from ml.decisions import DecisionSet, encode_records
+from ml.base.io import DataFileError, iter_jsonl
+from ml.config.yaml_file import safe_yaml
+from ml.data.batch_files import read_records
+from ml.data.dataset import load_teacher
+from ml.data.decisions import DecisionSet, encode_records
 from ml.driver.forge_import import (
     FORGE_DIR,
     foreign_teacher_files,
@@ -70,11 +73,8 @@ from ml.driver.forge_import import (
 from ml.game.commander.actions import NUM_ACTIONS, attack_action
 from ml.game.commander.encoding import RecordEncoder, label_record
 from ml.game.commander.forge import CARD_TABLE, ForgeEncoder, load_card_table, merge_card_tables
-from ml.game.commander.records import DecisionRecord
-from ml.io import DataFileError, iter_jsonl
-from ml.params_yaml import safe_yaml
-from ml.records import read_records
-from ml.supervised import StudentConfig, accuracy, train_student
+from ml.game.commander.forge_record import DecisionRecord
+from ml.learn.supervised import StudentConfig, accuracy, train_student
 from tests.conftest import git, tiny_params, yaml_text
 
 FIX = Path(__file__).parent / "fixtures" / "forge" / "import"

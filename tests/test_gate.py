@@ -15,8 +15,8 @@ import math
 import numpy as np
 import pytest
 
-from ml.gate import verdict
-from ml.stats import SPRT, mcnemar_regression, sequential_test, student_non_inferiority
+from ml.judge.gate import verdict
+from ml.judge.stats import SPRT, mcnemar_regression, sequential_test, student_non_inferiority
 
 POD = 4
 TARGET = 0.35
@@ -117,9 +117,9 @@ def test_verdict_rejects_a_student_that_falls_back():
 
 def _return_checks(strength_mean: float, student_mean: float) -> tuple[dict, dict]:
     """A return-SPRT strength figure and a return non-inferiority figure on constant deals (zero-sum game, two seats)."""
-    from ml.deals import FirstPlaces
-    from ml.gate import _first_places
-    from ml.stats import ReturnSPRT, return_non_inferiority, sequential_mean_test
+    from ml.judge.deals import FirstPlaces
+    from ml.judge.gate import _first_places
+    from ml.judge.stats import ReturnSPRT, return_non_inferiority, sequential_mean_test
 
     deals = [[strength_mean + 1.0, strength_mean - 1.0]] * 200
     strength = sequential_mean_test(iter(deals), ReturnSPRT(0.0, 0.5), 4, 200)
@@ -169,9 +169,9 @@ def test_verdict_decided_by_nash_conv():
 def test_gate_refuses_a_test_the_game_cannot_take(tmp_path, game: str, gate: dict, message: str):
     from pathlib import Path
 
+    from ml.config.sections import GateParams, TrainParams
     from ml.game.registry import commander, openspiel
-    from ml.gate import GateError, run_gate
-    from ml.params_sections import GateParams, TrainParams
+    from ml.judge.gate import GateError, run_gate
 
     spec = commander() if game == "commander" else openspiel(game)
     missing = Path(tmp_path / "nothing")

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 import torch
 
+from ml.config.params import ParamsError, attempt_seed, load_params, params_from_dict
 from ml.game.commander.actions import NUM_ACTIONS
 from ml.game.registry import commander
-from ml.params import ParamsError, attempt_seed, load_params, params_from_dict
-from ml.policy import CheckpointError, PolicyNet, load_policy, save_policy
-from ml.ppo import compute_gae, ppo_loss
+from ml.learn.ppo import compute_gae, ppo_loss
+from ml.model.policy import CheckpointError, PolicyNet, load_policy, save_policy
 
 
 def test_gae_one_terminal_reward_zero_values():
@@ -148,7 +148,7 @@ def test_repo_params_load_and_seeds_differ():
 @pytest.mark.expensive
 def test_ppo_result_does_not_depend_on_worker_count():
     from ml.game.commander.encoding import OBS_DIM
-    from ml.ppo import PPOConfig, train_ppo
+    from ml.learn.ppo import PPOConfig, train_ppo
 
     cfg = dict(total_steps=400, num_envs=4, rollout_steps=200, lr=3e-4, gamma=0.99, gae_lambda=0.95, clip_coef=0.2, ent_coef=0.01,
                vf_coef=0.5, max_grad_norm=0.5, update_epochs=2, minibatch_size=64, opponent_mix={"heuristic": 1.0}, rollout_chunks=4)  # fmt: skip
@@ -164,7 +164,7 @@ def test_ppo_result_does_not_depend_on_worker_count():
 
 def test_checkpoint_of_another_encoder_size_fails_clearly():
     from ml.game.commander.encoding import OBS_DIM
-    from ml.rollout import Controller, play_games
+    from ml.play.rollout import Controller, play_games
 
     old = PolicyNet(OBS_DIM - 48, (8,))  # an observation size this encoder does not produce
     games = play_games([["agent", "h", "h", "h"]], [1], {"agent": Controller("net", old), "h": Controller("heuristic")},
@@ -178,8 +178,8 @@ def test_ppo_learns_a_one_decision_game():
     (+1), the others always lose (-1), whatever the observation. From a uniform start (1/3),
     10 seeded PPO updates of 64 episodes each must put more than 0.9 on the winning action
     for every fresh observation, and never anything on the masked one."""
-    from ml.ppo import PPOConfig, ppo_update
-    from ml.rollout import Rollout
+    from ml.learn.ppo import PPOConfig, ppo_update
+    from ml.play.rollout import Rollout
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a 16-unit net: threads only add overhead on a busy machine

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from ml.config.yaml_file import safe_yaml
 from ml.driver.state import RUNTIME_DIR
-from ml.params_yaml import safe_yaml
 from tests.conftest import (
     REJECTING_GATE,
     attempt_commits,

@@ -21,15 +21,15 @@ import pytest
 import torch
 from pettingzoo.test import api_test, seed_test
 
-from ml.dataset import load_teacher
+from ml.config.params import ParamsError, params_from_dict
+from ml.data.batch_files import BatchWriter, RecordError, read_records, scan_batches
+from ml.data.dataset import load_teacher
 from ml.game.openspiel_env import outcome_of
+from ml.game.record import OpenSpielRecord
 from ml.game.registry import make_game, openspiel
-from ml.params import ParamsError, params_from_dict
-from ml.policy import PolicyNet
-from ml.ratings import fit_plackett_luce, format_table, play_tournament, return_table
-from ml.record_schema import OpenSpielRecord
-from ml.records import BatchWriter, RecordError, read_records, scan_batches
-from ml.rollout import Controller, game_seeds, play_games
+from ml.judge.ratings import fit_plackett_luce, format_table, play_tournament, return_table
+from ml.model.policy import PolicyNet
+from ml.play.rollout import Controller, game_seeds, play_games
 from tests.conftest import Pipeline, yaml_text
 
 
@@ -149,7 +149,7 @@ def test_kuhn_stages_end_to_end(pipeline: Pipeline) -> None:
 @pytest.mark.parametrize("pipeline", ["kuhn_poker"], indirect=True)
 def test_kuhn_tournament_and_ratings(pipeline: Pipeline) -> None:
     tmp = pipeline.root
-    from ml.policy import load_policy
+    from ml.model.policy import load_policy
 
     student, _ = load_policy(tmp / "student.pt")
     assert isinstance(student, PolicyNet) and (student.obs_dim, student.num_actions) == (7, 2)
@@ -194,9 +194,9 @@ def test_commander_is_not_zero_sum() -> None:
 @pytest.mark.parametrize("pipeline", ["kuhn_poker"], indirect=True)
 def test_kuhn_gate_decided_by_nash_conv(pipeline: Pipeline, tmp_path: Path) -> None:
     """gate.decide_by nash_conv: the two students' exact NashConv are in the verdict, and it decides alone."""
-    from ml.nashconv import nash_conv
-    from ml.params_yaml import safe_yaml
-    from ml.policy import load_policy
+    from ml.config.yaml_file import safe_yaml
+    from ml.judge.nashconv import nash_conv
+    from ml.model.policy import load_policy
     from stages import gate
 
     raw = safe_yaml().load((pipeline.root / "params.yaml").read_text())
@@ -222,7 +222,7 @@ def test_kuhn_eval_reports_chips(tmp_path: Path, capsys: pytest.CaptureFixture[s
     """``loop.py eval`` of a zero-sum game: chips against the teacher and against the previous student, by deal."""
     from ml.driver.evaluate import evaluate
     from ml.driver.orchestrator import Loop
-    from ml.policy import save_policy
+    from ml.model.policy import save_policy
     from tests.conftest import KUHN_TINY, make_project_copy, tiny_params
 
     repo = make_project_copy(tmp_path / "repo", tiny_params(KUHN_TINY))
@@ -244,7 +244,7 @@ def test_kuhn_eval_reports_chips(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 def test_nash_conv_metrics_for_any_small_zero_sum_game() -> None:
     """train/nash_conv is not a list of poker games: any two-player zero-sum game under the state limit gets it."""
-    from ml.nashconv import NASH_CONV_MAX_STATES, _tree_size, nash_conv_metrics, nash_conv_refusal
+    from ml.judge.nashconv import NASH_CONV_MAX_STATES, _tree_size, nash_conv_metrics, nash_conv_refusal
 
     small = openspiel("liars_dice", {"numdice": 1, "dice_sides": 3})
     assert nash_conv_refusal(small) is None and _tree_size(small, NASH_CONV_MAX_STATES) == 1147

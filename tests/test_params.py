@@ -1,4 +1,4 @@
-"""``ml.params``: strict types, and profiles and curriculum phases validated when params load.
+"""``ml.config.params``: strict types, and profiles and curriculum phases validated when params load.
 
 Checks: a boolean, a string or a float where an integer is meant, and an integer or a
 string where a boolean is meant, are refused with the file, section and key named (an
@@ -26,9 +26,9 @@ from pathlib import Path
 import pytest
 
 from ml.api.overrides import validate_overrides, write_overrides
+from ml.config.params import ParamsError, load_params, params_from_dict
+from ml.config.yaml_file import safe_yaml
 from ml.driver.params_file import overrides_text
-from ml.params import ParamsError, load_params, params_from_dict
-from ml.params_yaml import safe_yaml
 from tests.conftest import ROOT, tiny_params, yaml_text
 
 

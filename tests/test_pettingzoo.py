@@ -37,13 +37,13 @@ from pettingzoo.test import api_test
 
 from ml.api.app import validation_error
 from ml.api.observation_policy import add_observation_routes  # imports GitPython, which runs git once: not in a test
-from ml.dataset import load_teacher
+from ml.config.params import ParamsError, load_params, params_from_dict
+from ml.data.batch_files import BatchWriter, read_records, scan_batches
+from ml.data.dataset import load_teacher
+from ml.game.record import OpenSpielRecord
 from ml.game.registry import make_game, pettingzoo
-from ml.params import ParamsError, load_params, params_from_dict
-from ml.record_schema import OpenSpielRecord
-from ml.records import BatchWriter, read_records, scan_batches
-from ml.rollout import Controller, game_seeds, play_games
-from ml.serving import MicroBatcher
+from ml.model.serving import MicroBatcher
+from ml.play.rollout import Controller, game_seeds, play_games
 from tests.conftest import ROOT, attempt_commits, make_project_copy, run_loop, run_pipeline, tiny_params
 
 pytest.importorskip("pettingzoo.classic", reason="the classic envs need pettingzoo[classic] (pip install -e '.[classic]')")
@@ -228,8 +228,8 @@ def test_refusals_name_the_param(nim: Path) -> None:
      (True, "answered True (bool)"), (7, "answered action 7, not legal")],
 )  # fmt: skip
 def test_a_teacher_answering_no_action_is_one_line_naming_teacher_policy(answer, said, capsys) -> None:
-    from ml.cli import stage_main
     from ml.game.pettingzoo_env import CallablePlayer, Decision, PettingZooError
+    from ml.runtime.cli import stage_main
 
     player = CallablePlayer(lambda observation, mask: answer, 0, "my_nim:teacher")
     state = Decision(np.zeros(3, np.float32), np.array([1, 1, 0], np.int8))
@@ -286,7 +286,7 @@ def test_readme_example_plays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     """The README's "Your own game" module and params, as a user copies them."""
     import re
 
-    from ml.params_yaml import safe_yaml
+    from ml.config.yaml_file import safe_yaml
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     section = readme.split("## Your own game", 1)[1].split("\n## ", 1)[0]
@@ -341,8 +341,8 @@ def test_user_env_stages_tournament_and_ray_runtime_env(nim: Path, tmp_path: Pat
         and teacher["teacher/kind"] == "teacher.policy tiny_nim:teacher"
     )
     assert pipe.metrics("train")["train/holdout_accuracy"] > 0.5  # the teacher always takes one stone from 9, 5 (and 1)
-    from ml.policy import load_policy
-    from ml.ratings import fit_plackett_luce, play_tournament
+    from ml.judge.ratings import fit_plackett_luce, play_tournament
+    from ml.model.policy import load_policy
 
     student, _ = load_policy(tmp_path / "student.pt")
     game = pettingzoo(NIM, None, "tiny_nim:teacher")
@@ -351,7 +351,7 @@ def test_user_env_stages_tournament_and_ray_runtime_env(nim: Path, tmp_path: Pat
     fit = fit_plackett_luce([g["ranking"] for g in games], anchor="heuristic", prior_chain=["gen000"])
     table = {r["player"]: r for r in fit.table()}
     assert set(table) == {"heuristic", "random", "gen000"} and table["heuristic"]["elo"] == 1500
-    from ml.compute import runtime_env
+    from ml.runtime.compute import runtime_env
 
     assert str(nim / "tiny_nim.py") in runtime_env()["py_modules"]
     _check_observation_endpoint(tmp_path, student, next((tmp_path / "teacher").glob("*.jsonl")))
@@ -434,10 +434,10 @@ def test_ray_workers_get_the_user_module_and_the_local_bits(nim: Path, tmp_path:
         import sys
         sys.path.insert(0, {str(nim)!r})  # the driver's sys.path only: not PYTHONPATH, so workers need the shipping
         from pathlib import Path
-        from ml.compute import make_executor
+        from ml.runtime.compute import make_executor
         from ml.game.registry import pettingzoo
-        from ml.params_sections import ComputeParams
-        from ml.teacher import write_teacher_batch
+        from ml.config.sections import ComputeParams
+        from ml.play.teacher import write_teacher_batch
         out = Path({str(tmp_path)!r})
         game = pettingzoo({NIM!r}, None, "tiny_nim:teacher")  # imports the module: the executor ships it
         write_teacher_batch(out / "local", game, batch_id="t", games=12, seed=3, chunk_games=4)

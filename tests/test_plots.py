@@ -17,7 +17,7 @@ import pytest
 from dvc_render import VegaRenderer
 
 from ml.api.vega import STEP_AXIS, Chart, curve_chart, elo_chart
-from ml.params_yaml import safe_yaml
+from ml.config.yaml_file import safe_yaml
 from tests.conftest import ROOT
 
 TEMPLATE_DIR = ROOT / ".dvc/plots"

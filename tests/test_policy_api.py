@@ -1,4 +1,4 @@
-"""The policy endpoints (``ml.api.policy``) and the ONNX export (``ml.onnx_export``).
+"""The policy endpoints (``ml.api.policy``) and the ONNX export (``ml.model.onnx_export``).
 
 Checks: the single and batch answers for a few hundred holdout teacher decision points equal the
 student's own greedy action, probabilities and value; ONNX Runtime's outputs equal torch's within
@@ -26,16 +26,16 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from ml.api.policy import add_policy_routes
-from ml.decisions import in_holdout
+from ml.base.io import atomic_write_json
+from ml.data.batch_files import read_records, record_to_json
+from ml.data.decisions import in_holdout
 from ml.game.commander.actions import ACTION_INDEX, MACRO_ACTIONS, MAX_POD
 from ml.game.commander.encoding import OBS_DIM, RecordEncoder
 from ml.game.commander.features import feature_names
+from ml.game.record import UNION_TAG_RE
 from ml.game.registry import commander
-from ml.io import atomic_write_json
-from ml.policy import PolicyNet, save_policy
-from ml.record_schema import UNION_TAG_RE
-from ml.records import read_records, record_to_json
-from ml.teacher import write_teacher_batch
+from ml.model.policy import PolicyNet, save_policy
+from ml.play.teacher import write_teacher_batch
 
 ATTEMPT = "20260101-0000-gen001-a1"
 COMMIT = "c0ffee" * 6 + "abcd"
@@ -237,7 +237,7 @@ def test_model_switch_under_load_loses_no_request(app, repo, holdout):
 
 def test_onnx_runtime_equals_torch_on_1000_points(tmp_path, records):
     pytest.importorskip("onnxruntime")
-    from ml.onnx_export import export_onnx, run_onnx
+    from ml.model.onnx_export import export_onnx, run_onnx
 
     recs = records[:1000]
     assert len(recs) == 1000
@@ -315,7 +315,7 @@ def test_a_sent_mask_never_allows_an_attack_on_a_missing_seat(records):
 # ---------------------------------------------------------------------------- bounds and body limit
 
 # (JSON path in a decision point, allowed low, allowed high, what is bounded): the bounds of
-# ``ml.game.commander.records``, written out here so that a changed bound fails a test.
+# ``ml.game.commander.forge_record``, written out here so that a changed bound fails a test.
 BOUNDS = [
     (("turn",), 1, 200, "value"),
     (("active_seat",), 0, 5, "value"),
@@ -442,7 +442,7 @@ def test_absurd_counts_of_the_issue_are_422_in_a_batch(app, holdout):
 
 def test_a_forge_line_out_of_range_names_file_line_field_and_range(tmp_path):
     """The import reads the same record model: a bad count is one line naming file, line, field and range."""
-    from ml.record_schema import RecordError
+    from ml.game.record import RecordError
 
     lines = (Path(__file__).parent / "fixtures/forge/ml-decisions-3fa9c2e1.jsonl").read_text(encoding="utf-8").splitlines()
     bad = json.loads(lines[1])

@@ -26,10 +26,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ml import progress
-from ml.decisions import sample_mixture
-from ml.driver.workspace import DVC, LoopError, Workspace
-from ml.progress import (
+from ml.base import progress
+from ml.base.progress import (
     LINE_EVERY_ENV,
     PROGRESS_FILE_ENV,
     DvcOutputFilter,
@@ -38,7 +36,9 @@ from ml.progress import (
     line_interval_s,
     progress_line,
 )
-from ml.stats import stop_reason
+from ml.data.decisions import sample_mixture
+from ml.driver.workspace import DVC, LoopError, Workspace
+from ml.judge.stats import stop_reason
 from tests.conftest import ROOT, Pipeline, git, make_project_copy, tiny_params, yaml_text
 from tests.test_dataset import _fake_set
 
@@ -115,13 +115,13 @@ class FakeClock:
 
 
 def _lines(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "ml.progress"]
+    return [r.getMessage() for r in caplog.records if r.name == "ml.base.progress"]
 
 
 def test_disabled_bar_logs_a_line_every_interval(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
     clock = FakeClock()
     monkeypatch.setattr(progress, "_now", clock)
-    caplog.set_level(logging.INFO, logger="ml.progress")
+    caplog.set_level(logging.INFO, logger="ml.base.progress")
     bar = ProgressBar(range(10), desc="train", unit="epoch", disable=True, line_every_s=30.0)
     for _ in bar:
         clock.t += 10.0  # one epoch every 10 s
@@ -140,7 +140,7 @@ def test_disabled_bar_logs_a_line_every_interval(monkeypatch: pytest.MonkeyPatch
 def test_update_counts_and_rates(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
     clock = FakeClock()
     monkeypatch.setattr(progress, "_now", clock)
-    caplog.set_level(logging.INFO, logger="ml.progress")
+    caplog.set_level(logging.INFO, logger="ml.base.progress")
     with ProgressBar(total=50_000, desc="selfplay", unit="dec", disable=True, line_every_s=30.0) as bar:
         for _ in range(4):
             clock.t += 20.0
@@ -153,14 +153,14 @@ def test_update_counts_and_rates(monkeypatch: pytest.MonkeyPatch, caplog: pytest
 def test_no_lines_while_the_bar_draws_or_when_off(disable, every, monkeypatch, caplog):
     clock = FakeClock()
     monkeypatch.setattr(progress, "_now", clock)
-    caplog.set_level(logging.INFO, logger="ml.progress")
+    caplog.set_level(logging.INFO, logger="ml.base.progress")
     for _ in ProgressBar(range(5), desc="x", disable=disable, line_every_s=every, file=io.StringIO()):
         clock.t += 60.0
     assert _lines(caplog) == []
 
 
 def test_short_run_says_nothing(caplog: pytest.LogCaptureFixture):
-    caplog.set_level(logging.INFO, logger="ml.progress")
+    caplog.set_level(logging.INFO, logger="ml.base.progress")
     for _ in ProgressBar(range(5), desc="x", disable=True, line_every_s=30.0):
         pass
     assert _lines(caplog) == []  # under the interval: no line, and so no last line
@@ -203,7 +203,7 @@ def test_a_floor_total_follows_the_count_and_keeps_the_percentage(monkeypatch, c
     assert bar.total == 823 and "100%" in _last_draw(floor) and "823/823" in _last_draw(floor)
     clock = FakeClock()
     monkeypatch.setattr(progress, "_now", clock)
-    caplog.set_level(logging.INFO, logger="ml.progress")
+    caplog.set_level(logging.INFO, logger="ml.base.progress")
     with ProgressBar(total=600, desc="selfplay", unit="dec", disable=True, line_every_s=30.0, total_is_floor=True) as bar:
         for n in (410, 413):
             clock.t += 30.0
@@ -216,8 +216,8 @@ def test_a_floor_total_follows_the_count_and_keeps_the_percentage(monkeypatch, c
 def test_selfplay_bar_ends_at_100_percent_of_the_decisions_played(capsys: pytest.CaptureFixture):
     from ml.game.commander.encoding import OBS_DIM
     from ml.game.registry import commander
-    from ml.policy import PolicyNet
-    from ml.ppo import PPOConfig, train_ppo
+    from ml.learn.ppo import PPOConfig, train_ppo
+    from ml.model.policy import PolicyNet
 
     cfg = PPOConfig(total_steps=300, num_envs=4, rollout_steps=150, lr=3e-4, gamma=0.99, gae_lambda=0.95, clip_coef=0.2,
                     ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5, update_epochs=1, minibatch_size=64,
@@ -235,7 +235,7 @@ def test_finish_says_why_a_bar_ended_early(monkeypatch, caplog, tmp_path: Path):
     bar.update(3)
     bar.finish(note)
     assert _last_draw(drawn).startswith("gate: strength:  30%") and _last_draw(drawn).endswith(note + "]")
-    caplog.set_level(logging.INFO, logger="ml.progress")
+    caplog.set_level(logging.INFO, logger="ml.base.progress")
     monkeypatch.setenv(PROGRESS_FILE_ENV, str(tmp_path / "progress.json"))
     bar = ProgressBar(total=10, desc="gate: strength", unit="deal", disable=True, line_every_s=30.0)
     bar.update(3)
@@ -278,7 +278,7 @@ GATE_END = re.compile(
 def test_gate_bars_say_why_they_ended(pipeline: Pipeline, tmp_path: Path, caplog: pytest.LogCaptureFixture):
     from stages import gate
 
-    caplog.set_level(logging.INFO, logger="ml.progress")
+    caplog.set_level(logging.INFO, logger="ml.base.progress")
     args = [a if a != str(pipeline.root / "cand.pt") else str(tmp_path / "cand.pt") for a in pipeline.gate_args]
     assert gate.main([*pipeline.common, *args, "--metrics", str(tmp_path / "gate.json")]) == 0  # --no-progress: lines
     ends = {m["bar"]: m for line in _lines(caplog) if (m := GATE_END.match(line))}
@@ -293,11 +293,11 @@ def test_tournament_bar_counts_each_game(monkeypatch: pytest.MonkeyPatch, caplog
     """One chunk is the whole tournament (``compute.chunk_games: 0``): the bar still moves game by game."""
     from ml.game.commander.encoding import OBS_DIM
     from ml.game.registry import commander
-    from ml.policy import PolicyNet
-    from ml.ratings import play_tournament
+    from ml.judge.ratings import play_tournament
+    from ml.model.policy import PolicyNet
 
     monkeypatch.setenv(LINE_EVERY_ENV, "1e-9")  # a line per update
-    caplog.set_level(logging.INFO, logger="ml.progress")
+    caplog.set_level(logging.INFO, logger="ml.base.progress")
     rankings = play_tournament({"gen000": PolicyNet(OBS_DIM, (16,))}, "gen000", games=8, game=commander(4, 30), num_envs=4,
                                seed=3, encoder=None)  # fmt: skip
     assert len(rankings) == 8
@@ -325,7 +325,7 @@ def test_eval_clears_its_progress_before_the_table(tmp_path: Path, monkeypatch: 
     from ml.driver.evaluate import evaluate
     from ml.driver.orchestrator import Loop
     from ml.game.commander.encoding import OBS_DIM
-    from ml.policy import PolicyNet, save_policy
+    from ml.model.policy import PolicyNet, save_policy
 
     repo = make_project_copy(tmp_path / "repo", tiny_params())
     for name in ("gen000", "gen001"):
@@ -375,7 +375,7 @@ def test_stages_with_stderr_on_a_pipe_print_progress_lines(tmp_path: Path):
 
 def test_renormalising_is_said_once(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
     monkeypatch.setattr(progress, "_said", set())
-    caplog.set_level(logging.INFO, logger="ml.decisions")
+    caplog.set_level(logging.INFO, logger="ml.data.decisions")
     data = _fake_set({"sim": 100})
     for epoch in range(6):
         sample_mixture(data, {"sim": 1.0, "ppo": 0.5}, 100, np.random.default_rng(epoch))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ml.ratings import ELO_BASE, ELO_SCALE, fit_plackett_luce
+from ml.judge.ratings import ELO_BASE, ELO_SCALE, fit_plackett_luce
 
 TRUE_ELO = {"heuristic": 1500.0, "random": 1350.0, "gen000": 1420.0, "gen001": 1480.0, "gen002": 1560.0, "gen003": 1600.0}
 GENS = ["gen000", "gen001", "gen002", "gen003"]
@@ -74,8 +74,8 @@ def test_bad_input():
 
 
 def test_rotated_seatings_put_the_agent_in_every_seat_and_draw_others_in_order():
-    from ml.ratings import tournament_seatings
-    from ml.rollout import rotated_seatings
+    from ml.judge.ratings import tournament_seatings
+    from ml.play.rollout import rotated_seatings
 
     calls: list[int] = []
     seatings = rotated_seatings(8, 4, "agent", lambda g: calls.append(g) or [f"o{g}"] * 3)
@@ -91,8 +91,8 @@ def test_rotated_seatings_put_the_agent_in_every_seat_and_draw_others_in_order()
 
 
 def test_tournament_file_is_read_with_the_jsonl_reader(tmp_path):
-    from ml.io import DataFileError
-    from ml.ratings import TOURNAMENT_FILE, load_tournament
+    from ml.base.io import DataFileError
+    from ml.judge.ratings import TOURNAMENT_FILE, load_tournament
 
     assert load_tournament(tmp_path) == []
     path = tmp_path / TOURNAMENT_FILE

@@ -1,4 +1,4 @@
-"""The Ray backend (``ml.compute``) on a real two-node cluster gives the bits of the local one.
+"""The Ray backend (``ml.runtime.compute``) on a real two-node cluster gives the bits of the local one.
 
 One Ray multi-node test cluster (``ray.cluster_utils.Cluster``) serves the module: a head
 node and a second node, each its own raylet, GCS client and worker processes with one CPU,
@@ -30,17 +30,17 @@ import torch
 
 ray = pytest.importorskip("ray", reason='Ray is not installed: pip install -e ".[ray]" (.ci/run installs it)')
 
-from ml.collect import Collector, CollectSettings  # noqa: E402
-from ml.compute import ComputeError, make_executor  # noqa: E402
-from ml.deals import duplicate_deal_outcomes  # noqa: E402
-from ml.export import export_batch  # noqa: E402
+from ml.config.params import SelfplayParams  # noqa: E402
+from ml.config.sections import ComputeParams  # noqa: E402
 from ml.game.registry import commander  # noqa: E402
-from ml.params import SelfplayParams  # noqa: E402
-from ml.params_sections import ComputeParams  # noqa: E402
-from ml.policy import PolicyNet  # noqa: E402
-from ml.ppo import PPOConfig, train_ppo  # noqa: E402
-from ml.rollout import Controller  # noqa: E402
-from ml.teacher import write_teacher_batch  # noqa: E402
+from ml.judge.deals import duplicate_deal_outcomes  # noqa: E402
+from ml.learn.ppo import PPOConfig, train_ppo  # noqa: E402
+from ml.model.policy import PolicyNet  # noqa: E402
+from ml.play.collect import Collector, CollectSettings  # noqa: E402
+from ml.play.export import export_batch  # noqa: E402
+from ml.play.rollout import Controller  # noqa: E402
+from ml.play.teacher import write_teacher_batch  # noqa: E402
+from ml.runtime.compute import ComputeError, make_executor  # noqa: E402
 from tests.conftest import ROOT, tiny_params, wait_for, yaml_text  # noqa: E402
 
 pytestmark = [pytest.mark.expensive, pytest.mark.xdist_group("ray")]  # one cluster per run: one worker takes them all

@@ -1,4 +1,4 @@
-"""Tests for the decision-record schema (``ml/records.py``) and the file helpers (``ml/io.py``).
+"""Tests for the decision-record schema (``ml/data/batch_files.py``) and the file helpers (``ml/base/io.py``).
 
 Checks:
 * Real-looking Forge files (``tests/fixtures/forge/``) read as they are: record and game
@@ -29,10 +29,8 @@ from pathlib import Path
 
 import pytest
 
-from ml.game.commander.actions import ACTION_INDEX, NUM_ACTIONS
-from ml.game.commander.records import DecisionRecord, cmdr_damage_by_source
-from ml.io import DataFileError, JsonlWriter, atomic_write_json, iter_jsonl, read_json
-from ml.records import (
+from ml.base.io import DataFileError, JsonlWriter, atomic_write_json, iter_jsonl, read_json
+from ml.data.batch_files import (
     SCHEMA_VERSION,
     BatchWriter,
     RecordError,
@@ -43,6 +41,8 @@ from ml.records import (
     record_to_json,
     scan_batches,
 )
+from ml.game.commander.actions import ACTION_INDEX, NUM_ACTIONS
+from ml.game.commander.forge_record import DecisionRecord, cmdr_damage_by_source
 
 FIXTURES = Path(__file__).parent / "fixtures" / "forge"
 FORGE_MAIN = FIXTURES / "ml-decisions-3fa9c2e1.jsonl"
@@ -118,7 +118,7 @@ def test_forge_main_file_reads_as_is() -> None:
 
 def test_forge_worker_file_per_source_and_truncated_tail(caplog: pytest.LogCaptureFixture) -> None:
     assert not FORGE_WORKER.read_bytes().endswith(b"\n")
-    with caplog.at_level(logging.WARNING, logger="ml.io"):
+    with caplog.at_level(logging.WARNING, logger="ml.base.io"):
         records = list(read_records(FORGE_WORKER))
     assert len(records) == 5
     assert [len(g) for g in iter_games(records)] == [4, 1]

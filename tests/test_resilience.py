@@ -27,6 +27,9 @@ from pathlib import Path
 import pytest
 from git import GitCommandError
 
+from ml.base.faults import FAULT_ENV
+from ml.config.params import ParamsError, load_params
+from ml.config.yaml_file import safe_yaml
 from ml.driver.commands import apply_profile
 from ml.driver.evaluate import evaluate
 from ml.driver.feedback import LEDGER, FeedbackRecord, append_record, read_ledger
@@ -34,9 +37,6 @@ from ml.driver.orchestrator import Loop
 from ml.driver.promotion import refuse_hand_made
 from ml.driver.state import HISTORY_FILE, AttemptLog, LoopState
 from ml.driver.workspace import LoopError
-from ml.faults import FAULT_ENV
-from ml.params import ParamsError, load_params
-from ml.params_yaml import safe_yaml
 from tests.conftest import git, immutable, make_project_copy, run_loop, tiny_params, yaml_text
 
 pytestmark = pytest.mark.expensive  # git and DVC in a project copy
@@ -87,7 +87,7 @@ def test_promotion_converges_and_never_feeds_an_attempt_its_own_output(loop: Loo
 
 
 def test_unwritable_promoted_folder_is_one_line_and_the_next_run_promotes(loop: Loop):
-    """``chattr +i data/pool`` made promotion raise PermissionError from ml/merge.py (a traceback)
+    """``chattr +i data/pool`` made promotion raise PermissionError from ml/data/merge.py (a traceback)
     and leave ``data/pool.tmp``; now one line, the leftover of a kill is removed, nothing is
     flagged promoted, and once the folder is writable the next run promotes it."""
     repo = loop.root

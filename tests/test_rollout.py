@@ -1,4 +1,4 @@
-"""``ml.rollout.play_games``: scripted seats act at once so networks see full batches, and a
+"""``ml.play.rollout.play_games``: scripted seats act at once so networks see full batches, and a
 decision budget stops new games without discarding the games in flight."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import torch
 
 from ml.game.commander.encoding import OBS_DIM
 from ml.game.registry import GameSpec, commander
-from ml.policy import PolicyNet
-from ml.rollout import Controller, game_seeds, play_games, rotated_seatings
+from ml.model.policy import PolicyNet
+from ml.play.rollout import Controller, game_seeds, play_games, rotated_seatings
 
 
 class CountingNet(PolicyNet):
@@ -120,7 +120,7 @@ def test_core_episodes_survive_compaction_of_the_decision_buffer(monkeypatch):
     # games' decisions dropped, the last-decision index of every seat in flight moved) and
     # grown many times; the episodes and rewards must equal those of a buffer that never filled
     # (which equal the object engine's: the tests above)
-    from ml import rollout
+    from ml.play import rollout
 
     sizes = []  # (capacity before, after) of every compaction
     real = rollout._Tracker._make_room
@@ -141,7 +141,7 @@ def test_core_episodes_survive_compaction_of_the_decision_buffer(monkeypatch):
 
 
 def test_teacher_batch_is_byte_identical_through_the_core(tmp_path, monkeypatch):
-    from ml import teacher
+    from ml.play import teacher
 
     def write(engine: str) -> bytes:
         monkeypatch.setattr(teacher, "play_games", functools.partial(play_games, engine=engine))

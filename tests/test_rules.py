@@ -35,7 +35,7 @@ from ml.game.commander.rules import (
     outcome,
 )
 from ml.game.commander.state import GameState, Permanent
-from ml.stats import wilson_interval
+from ml.judge.stats import wilson_interval
 
 POOL = load_card_pool()
 

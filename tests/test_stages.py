@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 import torch
 
-from ml import supervised
+from ml.data.batch_files import read_records, scan_batches
 from ml.game.commander.encoding import RecordEncoder, label_record
-from ml.policy import load_policy
-from ml.records import read_records, scan_batches
+from ml.learn import supervised
+from ml.model.policy import load_policy
 from stages import gate, merge, teacher, train
 from tests.conftest import REJECTING_GATE, TINY, Pipeline, tiny_params, yaml_text
 
@@ -218,7 +218,7 @@ def test_ppo_recency_changes_the_student(pipeline: Pipeline, tmp_path):
 def test_the_teacher_compiles_the_core_before_its_clock_and_bar_start(tmp_path, monkeypatch) -> None:
     """A cold compile (about 70 s) is not play: the rate and the progress bar's ETA start after it."""
     import ml.game.commander.core.warmup as warmup
-    import ml.teacher as teacher_mod
+    import ml.play.teacher as teacher_mod
     from ml.game.registry import commander
 
     order: list[str] = []

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
+from ml.config.params import params_from_dict
 from ml.driver.params_file import get_dotted, set_dotted
 from ml.driver.state import AttemptLog, LoopState
 from ml.driver.transitions import after_attempt, after_override, enter_phase, finished, leave_curriculum, status_after
-from ml.params import params_from_dict
 
 CURRICULUM = [
     {"name": "warm", "generations": 2, "gated": False, "overrides": {"selfplay": {"ent_coef": 0.02}}},

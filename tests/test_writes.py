@@ -3,7 +3,7 @@
 Folders are made unwritable with ``chattr +i`` (``tests.conftest.immutable``; as root ``chmod``
 does not stop writes); a test skips, saying why, where the file system cannot set the flag.
 
-Checks: an atomic write and a JSONL batch in an unwritable folder raise ``ml.io.WriteError``
+Checks: an atomic write and a JSONL batch in an unwritable folder raise ``ml.base.io.WriteError``
 naming the file and the step, leave nothing behind, and the error pickles (worker processes);
 promoting into an unwritable ``data/pool`` names the folder and the step, leaves no
 ``data/pool.tmp`` and the folder as it was; a ``.tmp`` a kill left behind is removed by the
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from ml.io import JsonlWriter, WriteError, atomic_write_json
-from ml.merge import merge_generation, promote_folders
+from ml.base.io import JsonlWriter, WriteError, atomic_write_json
+from ml.data.merge import merge_generation, promote_folders
 from stages import merge
 from tests.conftest import immutable, tiny_params, yaml_text
 

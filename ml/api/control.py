@@ -30,10 +30,10 @@ from git import GitCommandError
 
 from ml.api.overrides import write_overrides
 from ml.api.readers import LAUNCH_FILE, LOG_FILE, RepoView
+from ml.base.io import atomic_write_json
+from ml.config.params import ParamsError
 from ml.driver.state import CONTROL_FILE, LOCK_FILE, RUNTIME_DIR, STATUS_FILE
 from ml.driver.workspace import DVC_ENV
-from ml.io import atomic_write_json
-from ml.params import ParamsError
 
 logger = logging.getLogger(__name__)
 

@@ -4,13 +4,13 @@
 |---|---|
 | ``POST /api/ml/policy/act/observation`` | body: ``{"decisions": [{"observation": [...], "action_mask": [...]}, ...]}`` (up to ``MAX_BATCH_POINTS``); answer: :class:`ObservationBatchAnswer` |
 
-A decision is what a record of such a game holds (``ml.record_schema.OpenSpielRecord``): the acting
+A decision is what a record of such a game holds (``ml.game.record.OpenSpielRecord``): the acting
 player's flattened observation (float[obs_dim], as ``PettingZooEnv.observe`` or the record's
 ``observation`` gives it) and its 0/1 mask (int[num_actions]). The served model is a student or a
 promoted bot of the repository (``?model=NAME``, default the newest accepted student,
 ``ml.driver.models``); the model's own sizes are the check, so the endpoint needs no game code:
 an observation or mask of another length, or a mask with no legal action, is a 422 naming the
-field. Answers come from the same micro-batcher as the commander's endpoint (``ml.serving``).
+field. Answers come from the same micro-batcher as the commander's endpoint (``ml.model.serving``).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from ml.driver.models import ModelNotFound, ModelRegistry
-from ml.policy import CheckpointError
-from ml.serving import MicroBatcher
+from ml.model.policy import CheckpointError
+from ml.model.serving import MicroBatcher
 
 MAX_BATCH_POINTS = 1024
 """Most decisions of one request."""

@@ -1,7 +1,7 @@
-"""Params overrides sent with a start request: validation against ``ml.params.Params`` and the write.
+"""Params overrides sent with a start request: validation against ``ml.config.params.Params`` and the write.
 
 A request names values as ``{section: {key: value}}``. Each section is validated with its
-pydantic model from ``ml.params`` (so types, bounds and unknown keys are checked exactly as
+pydantic model from ``ml.config.params`` (so types, bounds and unknown keys are checked exactly as
 ``params.yaml`` is), then the whole file with the overrides merged in is validated again.
 ``params.yaml`` is rewritten by the loop's one writer (``ml.driver.params_file``), keeping its comments.
 """
@@ -13,9 +13,9 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from ml.base.io import atomic_write_text
+from ml.config.params import Params
 from ml.driver.params_file import MergeError, overrides_text
-from ml.io import atomic_write_text
-from ml.params import Params
 
 LOOP_OWNED_SECTIONS = frozenset({"run"})
 """Sections ``loop.py`` rewrites for every attempt; an override of them is refused."""
@@ -37,7 +37,7 @@ def _section_model(section: str) -> type[BaseModel] | None:
 
 
 def validate_overrides(overrides: dict[str, Any], loc: tuple[str, ...] = ("body", "params")) -> dict[str, dict[str, Any]]:
-    """Check ``{section: {key: value}}`` against the section models of ``ml.params.Params``.
+    """Check ``{section: {key: value}}`` against the section models of ``ml.config.params.Params``.
 
     Args:
         overrides: the request's ``params`` object.

@@ -9,16 +9,16 @@
 
 ``?model=NAME`` on the act endpoints picks the model of one request: ``student`` (the newest
 accepted student, the default), ``gen002``, or a promoted bot's name (``ml.driver.models``).
-Requests from all clients are answered in shared forward passes (``ml.serving.MicroBatcher``).
+Requests from all clients are answered in shared forward passes (``ml.model.serving.MicroBatcher``).
 
 A decision point is encoded exactly as the train stage encodes a record (``RecordEncoder``); its
 legal actions are its ``action_mask``, or, when it has none, every action but attacks on seats the
 pod lacks or that are out (``ml.game.commander.encoding.record_legal_mask``; training reads such a
 record as all actions legal). Validation of the body runs on the event loop (FastAPI); the seat
-checks, encoding, forward pass and answers run in the batcher's worker thread (``ml.serving``). Cards
+checks, encoding, forward pass and answers run in the batcher's worker thread (``ml.model.serving``). Cards
 outside the built-in pool get the train stage's fallback (:data:`UNKNOWN_CARD_FALLBACK`) and are
 listed in the answer's ``unknown_cards``. Bad input: 422 whose ``detail[].loc`` names the field; a
-count outside its bound (``ml.game.commander.records``: life, mana, list lengths ...) is a 422 whose
+count outside its bound (``ml.game.commander.forge_record``: life, mana, list lengths ...) is a 422 whose
 ``msg`` names the allowed range and its reason. A body over ``max_body_bytes``
 (:data:`DEFAULT_MAX_BODY_BYTES`) is a 413, answered from its ``Content-Length`` before anything is read,
 or, for a chunked body, as soon as the bytes read pass the limit (FastAPI's ``max_body_size``);
@@ -42,10 +42,10 @@ from ml.driver.models import ModelNotFound, ModelRegistry, bot_checkpoints, stud
 from ml.game.commander.actions import MACRO_ACTIONS, MAX_POD
 from ml.game.commander.core.warmup import encode_a_record
 from ml.game.commander.encoding import RecordEncoder, record_legal_mask
-from ml.game.commander.records import Action, DecisionRecord
-from ml.policy import CheckpointError
-from ml.record_schema import check_outcome
-from ml.serving import MicroBatcher, ServedModel
+from ml.game.commander.forge_record import Action, DecisionRecord
+from ml.game.record import check_outcome
+from ml.model.policy import CheckpointError
+from ml.model.serving import MicroBatcher, ServedModel
 
 logger = logging.getLogger(__name__)
 

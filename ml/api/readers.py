@@ -1,7 +1,7 @@
 """Read-only views of the loop's files for the API: state, history, metrics, runtime files, git log.
 
 Every reader tolerates a missing file (a fresh clone has no ``state/``) and never calls DVC;
-the loop writes all of these files atomically (``ml.io``), so a reader sees either the old
+the loop writes all of these files atomically (``ml.base.io``), so a reader sees either the old
 or the new content. File paths are fixed here and never come from a request.
 """
 
@@ -15,10 +15,10 @@ from typing import Any
 
 from git import GitCommandError, InvalidGitRepositoryError, NoSuchPathError, Repo
 
+from ml.base.io import DataFileError, read_json
+from ml.config.params import Params, ParamsError, load_params
 from ml.driver.state import HISTORY_FILE, RUNTIME_DIR, STATE_FILE, LoopState
-from ml.io import DataFileError, read_json
-from ml.params import Params, ParamsError, load_params
-from ml.ratings import ELO_FILE
+from ml.judge.ratings import ELO_FILE
 
 logger = logging.getLogger(__name__)
 

@@ -60,7 +60,7 @@ class Progress(BaseModel):
     fraction: float | None = None
     """``n / total`` in [0, 1], when the total is known."""
     note: str | None = None
-    """Why the bar ended short of its total (``decided early: ...``), once it has (``ml.progress.ProgressBar.finish``)."""
+    """Why the bar ended short of its total (``decided early: ...``), once it has (``ml.base.progress.ProgressBar.finish``)."""
 
 
 class LoopStatus(BaseModel):

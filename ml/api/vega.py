@@ -3,7 +3,7 @@
 One chart language: the per-attempt generation series come from ``plots/generations.json``
 (``ml.driver.generations``; rebuilt from the history while the file is absent) and the
 learning curves from each stage's DVCLive TSVs (``plots/<stage>/plots/metrics/*.tsv``,
-``ml.curves``), read while the stage writes them. The page draws every spec with
+``ml.learn.curves``), read while the stage writes them. The page draws every spec with
 vega-embed from the copies vendored in ``ml/api/static/vendor/`` (nothing from a CDN).
 
 Each chart is a ``Chart``: ``id`` (the element id, stable for tests), a title and the spec
@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from ml.api.readers import read_json_or
-from ml.curves import METRICS_SUBDIR
 from ml.driver.generations import GENERATIONS_FILE, generation_rows
+from ml.learn.curves import METRICS_SUBDIR
 
 SCHEMA = "https://vega.github.io/schema/vega-lite/v6.json"
 """An identifier only: vega-embed reads it to pick the parser and fetches nothing."""

@@ -2,9 +2,9 @@
 
 ``promote`` copies the student of a committed attempt (from the DVC cache, by the hash its
 ``dvc.lock`` recorded) to ``bots/promoted/<name>.pt``: the policy checkpoint format
-(``ml.policy.CHECKPOINT_FORMAT``) plus ``bot_format`` and the provenance in its meta, and
+(``ml.model.policy.CHECKPOINT_FORMAT``) plus ``bot_format`` and the provenance in its meta, and
 ``dvc add``s the folder. ``final_report`` plays the final student against every promoted
-bot in seat-rotated duplicate deals (informational: it decides nothing); ``ml.deals.pod_win_rate``
+bot in seat-rotated duplicate deals (informational: it decides nothing); ``ml.judge.deals.pod_win_rate``
 is that measurement for any two controllers (``loop.py eval`` uses it against the teacher).
 """
 
@@ -14,16 +14,16 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ml.compute import LOCAL, Executor
-from ml.deals import pod_win_rate
+from ml.config.yaml_file import safe_yaml
 from ml.game.registry import GameSpec
-from ml.params_yaml import safe_yaml
-from ml.policy import PolicyNet, load_policy, save_policy
-from ml.rollout import Controller
+from ml.judge.deals import pod_win_rate
+from ml.model.policy import PolicyNet, load_policy, save_policy
+from ml.play.rollout import Controller
+from ml.runtime.compute import LOCAL, Executor
 
 BOTS_DIR = Path("bots/promoted")
 BOT_FORMAT = 1
-"""Bumped when a promoted bot's meta changes; the weights follow ml.policy.CHECKPOINT_FORMAT."""
+"""Bumped when a promoted bot's meta changes; the weights follow ml.model.policy.CHECKPOINT_FORMAT."""
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -115,7 +115,7 @@ def final_report(
     """Win rate of ``student`` in pods of ``game`` (``ml.game.registry.GameSpec``) against
     ``game.num_players - 1`` copies of each bot (both greedy).
 
-    ``executor`` (``ml.compute``) plays the pods, here or on the Ray cluster of ``compute``,
+    ``executor`` (``ml.runtime.compute``) plays the pods, here or on the Ray cluster of ``compute``,
     with the same rows.
 
     Returns:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ml.compute import open_executor
-from ml.curriculum import phase_overrides
+from ml.config.curriculum import phase_overrides
+from ml.config.params import load_params
 from ml.driver import history, transitions
 from ml.driver.bots import BOTS_DIR, final_report, load_bots, promote
 from ml.driver.evaluate import accepted_students
@@ -21,9 +21,9 @@ from ml.driver.phases import enter_phase, queue_seed_checkpoint
 from ml.driver.state import AttemptLog
 from ml.driver.workspace import LoopError
 from ml.game.registry import make_game
-from ml.params import load_params
-from ml.policy import CheckpointError, check_shape, load_policy, save_policy
-from ml.ratings import format_table
+from ml.judge.ratings import format_table
+from ml.model.policy import CheckpointError, check_shape, load_policy, save_policy
+from ml.runtime.compute import open_executor
 
 
 def run_attempts(loop: Loop, max_generations: int | None = None, max_attempts: int | None = None) -> int:
@@ -215,7 +215,7 @@ def print_elo(loop: Loop) -> int:
     """``loop.py elo``: print the latest Elo table (``state/elo_history.json``); returns the exit status 0.
 
     Raises:
-        ml.io.DataFileError: the Elo history is not JSON.
+        ml.base.io.DataFileError: the Elo history is not JSON.
     """
     elo = history.elo_history(loop.root)
     if not elo or not elo[-1]["table"]:
@@ -241,7 +241,7 @@ def report(loop: Loop) -> None:
         )  # fmt: skip
     print(f"final report: student {students[-1].stem} in pods against {params.game.pod_size - 1} copies of each promoted bot")
     for r in rows:
-        chips = (  # zero-sum games (ml.deals.pod_win_rate): the chips too
+        chips = (  # zero-sum games (ml.judge.deals.pod_win_rate): the chips too
             f", chips {r['mean_return']:+.3f} [{r['return_low']:+.3f}, {r['return_high']:+.3f}]"
             if r.get("return_low") is not None
             else ""

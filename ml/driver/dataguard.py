@@ -30,9 +30,9 @@ from typing import Any
 from git import Repo as GitRepo
 from ruamel.yaml.error import YAMLError
 
+from ml.config.yaml_file import safe_yaml
 from ml.driver.promotion import PROMOTED, TRACKED_INPUTS, refuse_hand_made
 from ml.driver.workspace import LoopError
-from ml.params_yaml import safe_yaml
 
 CACHE_DIR = Path(".dvc/cache/files/md5")
 """Where DVC 3 keeps the objects of this repository's cache (``<md5[:2]>/<md5[2:]>``)."""

@@ -8,16 +8,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ml.compute import open_executor
-from ml.deals import pod_win_rate
+from ml.base.io import atomic_write_json, read_json
+from ml.config.params import load_params
 from ml.driver import history
 from ml.driver.orchestrator import Loop
 from ml.driver.state import HISTORY_FILE
 from ml.game.registry import make_game
-from ml.io import atomic_write_json, read_json
-from ml.params import load_params
-from ml.policy import CheckpointError, check_shape, load_policy
-from ml.rollout import Controller
+from ml.judge.deals import pod_win_rate
+from ml.model.policy import CheckpointError, check_shape, load_policy
+from ml.play.rollout import Controller
+from ml.runtime.compute import open_executor
 
 
 def accepted_students(loop: Loop) -> list[Path]:
@@ -44,7 +44,7 @@ def evaluate(loop: Loop, games: int, out: Path | None) -> int:
     """``loop.py eval``: the table of accepted generations, each student measured against the teacher.
 
     Progress goes to stderr (a bar per student on a terminal, cleared when the student is done;
-    ``ml.progress`` lines otherwise); the table goes to stdout once every student is measured.
+    ``ml.base.progress`` lines otherwise); the table goes to stdout once every student is measured.
 
     Per generation g: student g (``accepted_students``, greedy) in seat-rotated duplicate
     deals against pod_size - 1 teachers on deals no stage played; the share of PPO data in

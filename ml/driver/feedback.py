@@ -21,8 +21,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ml.base.io import DataFileError, iter_jsonl
 from ml.driver.params_file import get_dotted
-from ml.io import DataFileError, iter_jsonl
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class LedgerProblem:
 def read_ledger(path: Path) -> tuple[list[FeedbackRecord], list[LedgerProblem]]:
     """All valid records, and the corrupt lines with their 1-based line numbers.
 
-    Read with ``ml.io.iter_jsonl``, which reports a line that is not UTF-8 or not JSON and
+    Read with ``ml.base.io.iter_jsonl``, which reports a line that is not UTF-8 or not JSON and
     reads on; a line that is JSON but not a record is reported too. Every such line is a
     ``LedgerProblem``, whatever its bytes; it is never rewritten.
     """
@@ -137,7 +137,7 @@ def suggest(failed: Sequence[str], params: dict[str, Any]) -> dict[str, Any]:
     """Nudged values for a retry after a rejection.
 
     Args:
-        failed: the checks that failed (``ml.gate.GateVerdict.failed``).
+        failed: the checks that failed (``ml.judge.gate.GateVerdict.failed``).
         params: the params of the rejected attempt (plain nested dict).
 
     Returns:

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ml.io import UTF8_BOM, DataFileError, iter_jsonl
-from ml.records import RecordError, scan_batches, validate_line
+from ml.base.io import UTF8_BOM, DataFileError, iter_jsonl
+from ml.data.batch_files import RecordError, scan_batches, validate_line
 
 ORIGINAL_ID = "forge_game_id"
 """The record key keeping the ``game_id`` Forge wrote on a re-keyed game (``DecisionRecord.forge_game_id``)."""
@@ -54,7 +54,7 @@ def canonical_record(obj: dict[str, Any]) -> bytes:
 
     Line endings, a byte-order mark, key order and whitespace thus make no difference. A
     re-keyed record reads as the one Forge wrote: its ``forge_game_id`` becomes ``game_id``
-    again. ``obj`` is taken as ``ml.records.validate_line`` leaves it: ``source`` filled in
+    again. ``obj`` is taken as ``ml.data.batch_files.validate_line`` leaves it: ``source`` filled in
     (``forge``) when the line has none.
     """
     if ORIGINAL_ID in obj:

@@ -43,6 +43,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ml.base.io import TMP_SUFFIX, DataFileError, atomic_write_bytes, atomic_write_text, file_md5
+from ml.config.params import load_params
+from ml.config.yaml_file import safe_yaml
+from ml.data.batch_files import classify_file, scan_batches
 from ml.driver.forge_games import (
     Game,
     HeldGame,
@@ -54,10 +58,6 @@ from ml.driver.forge_games import (
 )
 from ml.game.commander.cards import load_card_pool
 from ml.game.commander.forge import CARD_TABLE, load_card_table, merge_card_tables
-from ml.io import TMP_SUFFIX, DataFileError, atomic_write_bytes, atomic_write_text, file_md5
-from ml.params import load_params
-from ml.params_yaml import safe_yaml
-from ml.records import classify_file, scan_batches
 
 FORGE_DIR = "data/forge"
 """Imported Forge files (repo-relative; ``dvc add``-tracked, read by the train and gate stages)."""

@@ -7,7 +7,7 @@ rate with its interval, student win rate, Elo with its interval, PPO share, Nash
 cumulative episodes), and so does
 the dashboard.
 
-Each stage's metrics carry ``<stage>/env`` (``ml.cli.environment``: Python, torch, DVC and
+Each stage's metrics carry ``<stage>/env`` (``ml.runtime.cli.environment``: Python, torch, DVC and
 numpy versions, the git SHA and torch's CPU capability); ``version_changes`` names what differs
 from the previous attempt's.
 """
@@ -17,14 +17,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ml.io import atomic_write_json
+from ml.base.io import atomic_write_json
 
 GENERATIONS_FILE = Path("plots/generations.json")
 """The generation plot file (sync partner: the top-level ``plots:`` of ``dvc.yaml``)."""
 
 VERSION_KEYS = ("python", "torch", "dvc", "numpy", "cpu_capability")
 """The versions compared between attempts (the git SHA changes every attempt); ``cpu_capability``
-is the vector unit torch's CPU kernels used (``ml.determinism``): another one rounds differently."""
+is the vector unit torch's CPU kernels used (``ml.base.determinism``): another one rounds differently."""
 
 
 def _elo_row(elo_history: list[dict], entry: dict) -> dict[str, Any]:

@@ -11,14 +11,14 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from ml.base.io import DataFileError, atomic_write_json, read_json
+from ml.config.params import Params
 from ml.driver.feedback import FeedbackRecord
 from ml.driver.feedback import now as feedback_now
 from ml.driver.state import HISTORY_FILE, STATE_FILE, AttemptLog, InFlight, LoopState
 from ml.driver.workspace import LoopError
-from ml.gate import GateVerdict
-from ml.io import DataFileError, atomic_write_json, read_json
-from ml.params import Params
-from ml.ratings import ELO_FILE
+from ml.judge.gate import GateVerdict
+from ml.judge.ratings import ELO_FILE
 
 RESTORE_HINT = (
     "Restore it from the last commit (`git checkout HEAD -- {path}`; if its deletion was committed: "
@@ -74,7 +74,7 @@ def elo_history(root: Path) -> list[dict]:
     """``state/elo_history.json`` (one tournament per accepted generation, oldest first); ``[]`` while absent.
 
     Raises:
-        ml.io.DataFileError: the file is there but is not JSON.
+        ml.base.io.DataFileError: the file is there but is not JSON.
     """
     p = root / ELO_FILE
     return read_json(p) if p.exists() else []

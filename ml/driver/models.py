@@ -21,11 +21,11 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from ml.base.io import DataFileError, read_json
 from ml.driver.bots import BOTS_DIR, NAME_RE
 from ml.driver.state import HISTORY_FILE
-from ml.io import DataFileError, read_json
-from ml.policy import check_shape, load_policy
-from ml.serving import ServedModel
+from ml.model.policy import check_shape, load_policy
+from ml.model.serving import ServedModel
 
 STUDENT = "student"
 """The name of the newest accepted student."""
@@ -98,7 +98,7 @@ def load_model(
         shape: ``(obs_dim, num_actions)`` the game's encoder gives; None: not checked.
 
     Raises:
-        ml.policy.CheckpointError: unreadable, or it does not fit ``shape``.
+        ml.model.policy.CheckpointError: unreadable, or it does not fit ``shape``.
     """
     mtime_ns = path.stat().st_mtime_ns if path.exists() else 0
     net, meta = load_policy(path)
@@ -148,7 +148,7 @@ class ModelRegistry:
 
         Raises:
             ModelNotFound: see :func:`resolve`.
-            ml.policy.CheckpointError: the checkpoint cannot be served.
+            ml.model.policy.CheckpointError: the checkpoint cannot be served.
         """
         path, kind = resolve(self.root, name or self.default)
         try:
@@ -167,7 +167,7 @@ class ModelRegistry:
         """Make ``name`` the default model (it is loaded first; a bad name changes nothing).
 
         Raises:
-            ModelNotFound, ml.policy.CheckpointError: as :meth:`get`.
+            ModelNotFound, ml.model.policy.CheckpointError: as :meth:`get`.
         """
         model = self.get(name)
         with self._lock:

@@ -44,8 +44,8 @@ def export_command(ws: Workspace, model: str | None, out: Path | None) -> int:
     from ml.driver.models import ModelNotFound, load_model, resolve
     from ml.game.commander.actions import MACRO_ACTIONS
     from ml.game.commander.features import feature_names
-    from ml.onnx_export import export_onnx
-    from ml.policy import CheckpointError
+    from ml.model.onnx_export import export_onnx
+    from ml.model.policy import CheckpointError
 
     try:
         path, kind = resolve(ws.root, model)

@@ -33,7 +33,9 @@ from typing import NamedTuple
 
 from ruamel.yaml import YAML
 
-from ml.compute import open_executor
+from ml.base.io import atomic_write_json, atomic_write_text, read_json
+from ml.config.params import Params, load_params
+from ml.data.merge import promote_folders
 from ml.driver import generations, history, transitions
 from ml.driver.dataguard import refuse_foreign_data
 from ml.driver.feedback import LEDGER, append_record, read_ledger, suggest
@@ -55,12 +57,10 @@ from ml.driver.state import (
 )
 from ml.driver.workspace import DVC, OWNED_PATHS, LoopError, Workspace
 from ml.game.registry import make_game
-from ml.gate import GateVerdict
-from ml.io import atomic_write_json, atomic_write_text, read_json
-from ml.merge import promote_folders
-from ml.params import Params, load_params
-from ml.policy import load_policy
-from ml.ratings import format_table, rate_generation
+from ml.judge.gate import GateVerdict
+from ml.judge.ratings import format_table, rate_generation
+from ml.model.policy import load_policy
+from ml.runtime.compute import open_executor
 
 logger = logging.getLogger(__name__)
 
@@ -227,7 +227,7 @@ class Loop(Workspace):
 
         Runs only before the attempt's first stage (``InFlight.promoted`` unset): then
         ``data/merged`` is still the previous attempt's merge output. Each folder is replaced
-        (by hard links to the merged files, ``ml.merge.promote_folders``) only when it differs, and all
+        (by hard links to the merged files, ``ml.data.merge.promote_folders``) only when it differs, and all
         of them are ``dvc add``-ed every time, so a run killed or failed between the links and
         ``dvc add`` converges to pointers that match the data. A file counts as unchanged when it
         is the same file (a link: no read), so the cost does not grow with the pool, and the
@@ -235,7 +235,7 @@ class Loop(Workspace):
         rehash). Once done, the flag is saved; a resumed attempt never promotes its own merge output.
 
         Raises:
-            ml.io.WriteError: a promoted folder cannot be written (``ml.merge.promote_folders``:
+            ml.base.io.WriteError: a promoted folder cannot be written (``ml.data.merge.promote_folders``:
                 the folder, the step and its path named; not flagged promoted, so the next run
                 promotes again).
             LoopError: ``dvc add`` failed (DVC's own message); or a promoted folder holds a file

@@ -12,10 +12,10 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING
 
+from ml.config.params import ParamsError
 from ml.driver.messages import params_edit_message
 from ml.driver.params_file import attempt_text, check_text, value_changes
 from ml.driver.state import InFlight, LoopState
-from ml.params import ParamsError
 
 if TYPE_CHECKING:
     from ml.driver.orchestrator import Loop

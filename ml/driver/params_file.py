@@ -3,7 +3,7 @@
 ``params.yaml`` is rewritten with ruamel.yaml's round trip: comments, quotes, the flow
 style of lists and the file's indentation of block lists are kept, long lines are never
 re-wrapped, so the lines nobody changed stay byte for byte, and the result is validated
-(``ml.params.params_from_text``) before anyone writes it. The loop (``run`` section, queued
+(``ml.config.params.params_from_text``) before anyone writes it. The loop (``run`` section, queued
 nudges, profiles, the end of a curriculum, ``import-forge``) and the dashboard's overrides
 (``ml.api.overrides``) all go through here. Keys of params are dotted paths
 (``selfplay.total_steps``, ``train.source_weights.ppo``); ``ABSENT`` as a value stands for a
@@ -21,11 +21,11 @@ from pydantic import BaseModel
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedSeq
 
-from ml.params import BaseParams, Params, ParamsError, attempt_seed, params_from_text
-from ml.params_yaml import check_characters, read_params_text, read_yaml, yaml_error
+from ml.config.params import BaseParams, Params, ParamsError, attempt_seed, params_from_text
+from ml.config.yaml_file import check_characters, read_params_text, read_yaml, yaml_error
 
 DEFAULT_BASE_SEED: int = BaseParams.model_fields["seed"].default
-"""``base.seed`` when params.yaml has none (sync partner: ``ml.params.BaseParams.seed``)."""
+"""``base.seed`` when params.yaml has none (sync partner: ``ml.config.params.BaseParams.seed``)."""
 
 
 ABSENT = "<absent from params.yaml>"
@@ -106,7 +106,7 @@ def _load(path: Path) -> tuple[Any, str]:
 
     Raises:
         ParamsError: bytes that are not UTF-8 or not YAML characters, or not valid YAML; one line
-            naming the file, line and column (``ml.params_yaml.read_params_text``, ``yaml_error``).
+            naming the file, line and column (``ml.config.yaml_file.read_params_text``, ``yaml_error``).
         FileNotFoundError: there is no params.yaml.
     """
     return _parse(read_params_text(path), str(path))
@@ -133,7 +133,7 @@ def attempt_params_text(path: Path, generation: int, attempt: int, nudges: dict[
     """The text of params.yaml at ``path`` with the ``run`` section set for (generation, attempt)
     and ``nudges`` (dotted key -> value) applied, comments kept. Not validated, not written.
 
-    ``run.seed`` is ``ml.params.attempt_seed`` of ``base.seed`` (``DEFAULT_BASE_SEED`` without one).
+    ``run.seed`` is ``ml.config.params.attempt_seed`` of ``base.seed`` (``DEFAULT_BASE_SEED`` without one).
 
     Raises:
         ParamsError: the file is not valid YAML (one line naming its line and column).
@@ -202,7 +202,7 @@ def value_changes(old: str, new: str, source: str = "params.yaml") -> list[str]:
 
     Mappings are walked down to their keys (``train.epochs``, ``train.source_weights.ppo``); a list
     is one value. A key one text lacks reads ``(unset)`` on that side. Keys come in the new text's
-    order, then the removed ones. Read as ``ml.params`` reads the file (``ml.params_yaml.read_yaml``):
+    order, then the removed ones. Read as ``ml.config.params`` reads the file (``ml.config.yaml_file.read_yaml``):
     a comment, quote or layout change is no change.
 
     Raises:

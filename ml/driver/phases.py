@@ -9,12 +9,12 @@ taken out again, so the file equals the one before it apart from the ``run`` sec
 
 from __future__ import annotations
 
+from ml.base.io import atomic_write_text
+from ml.config.params import Params
 from ml.driver import transitions
 from ml.driver.orchestrator import Loop
 from ml.driver.params_file import attempt_params_text, check_text, file_values, get_or_absent
 from ml.driver.state import LoopState
-from ml.io import atomic_write_text
-from ml.params import Params
 
 
 def enter_phase(loop: Loop, state: LoopState, params: Params) -> LoopState:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ml.data.merge import hand_made_changes
 from ml.driver.workspace import LoopError
-from ml.merge import hand_made_changes
 
 PROMOTED = ("pool", "rejected", "frozen", "students", "next_student")
 TRACKED_INPUTS = (*PROMOTED, "seed", "forge")
@@ -20,7 +20,7 @@ TRACKED_INPUTS = (*PROMOTED, "seed", "forge")
 
 def refuse_hand_made(root: Path) -> None:
     """Refuse files added to or edited in ``data/{pool,rejected,frozen,students}`` by hand
-    (``ml.merge.hand_made_changes``): promotion would delete or revert them, and a stage
+    (``ml.data.merge.hand_made_changes``): promotion would delete or revert them, and a stage
     would read them into the record. The driver checks before promotion and before every stage.
 
     Raises:

@@ -4,7 +4,7 @@ runtime status/control files the dashboard shares with the loop.
 Versioned (``state/``): ``curriculum_state.json`` (``LoopState``), ``eval_history.json``.
 Runtime, not versioned (``.dvc/tmp/loop/``): ``status.json`` (where the loop is, written by
 the loop), ``control.json`` (pause/resume/stop requests, written by the dashboard),
-``progress.json`` (progress within the running stage, written by ``ml.progress``).
+``progress.json`` (progress within the running stage, written by ``ml.base.progress``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from ml.io import atomic_write_json, read_json
+from ml.base.io import atomic_write_json, read_json
 
 LoopStatus = Literal["idle", "running", "blocked", "done"]
 """``LoopState.status``."""
@@ -27,13 +27,13 @@ HISTORY_FILE = Path("state/eval_history.json")
 LOCK_FILE = Path(".dvc/tmp/loop.lock")
 RUNTIME_DIR = Path(".dvc/tmp/loop")
 """Runtime files (not versioned): status.json (where the loop is), control.json (pause/resume/stop
-requests), progress.json (progress within the running stage, written by ml.progress)."""
+requests), progress.json (progress within the running stage, written by ml.base.progress)."""
 STATUS_FILE = RUNTIME_DIR / "status.json"
 """Where the loop is (written by the loop, read by the dashboard)."""
 CONTROL_FILE = RUNTIME_DIR / "control.json"
 """Pause/resume/stop requests (written by the dashboard, read by the loop)."""
 PROGRESS_FILE = RUNTIME_DIR / "progress.json"
-"""Progress within the running stage (written by ``ml.progress`` through ``PROGRESS_FILE_ENV``)."""
+"""Progress within the running stage (written by ``ml.base.progress`` through ``PROGRESS_FILE_ENV``)."""
 POLL_S = 1.0
 
 

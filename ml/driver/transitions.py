@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ml.curriculum import opponent_fallback, phase_overrides
+from ml.config.curriculum import opponent_fallback, phase_overrides
+from ml.config.params import Params
 from ml.driver.params_file import file_values, get_or_absent
 from ml.driver.state import LoopState, LoopStatus
-from ml.params import Params
-from ml.ratings import converged
+from ml.judge.ratings import converged
 
 
 def status_after(state: LoopState, params: Params, elo_history: list[dict]) -> tuple[LoopStatus, str | None]:
@@ -84,7 +84,7 @@ def after_override(state: LoopState, params: Params, skip: bool, elo_history: li
 
     Returns:
         The new state, and a note for the override's log entry: why the next phase plays the
-        heuristic teacher (``ml.curriculum.opponent_fallback``), or None.
+        heuristic teacher (``ml.config.curriculum.opponent_fallback``), or None.
     """
     new = state.model_copy(deep=True)
     phases = params.curriculum
@@ -107,7 +107,7 @@ def enter_phase(state: LoopState, params: Params) -> tuple[LoopState, str | None
     """The state before the next attempt of a phase of the curriculum (``state.phase`` < phases).
 
     Entering a phase (once per phase) queues in ``nudges`` the phase's params
-    (``ml.curriculum.phase_overrides``) and the base value of every key the previous phase
+    (``ml.config.curriculum.phase_overrides``) and the base value of every key the previous phase
     changed, by its overrides or by the suggester's nudges; suggester nudges still queued are
     dropped. Within a phase, the base value of each section key the suggester nudges for the
     first time goes to ``phase_restore``: nudges last until their phase ends. The base of a key
@@ -116,7 +116,7 @@ def enter_phase(state: LoopState, params: Params) -> tuple[LoopState, str | None
 
     Returns:
         The new state, and why the phase plays the heuristic teacher instead of the previous
-        phase's model (``ml.curriculum.opponent_fallback``), or None.
+        phase's model (``ml.config.curriculum.opponent_fallback``), or None.
 
     Raises:
         AssertionError: there is no curriculum, or it is over (see ``leave_curriculum``).

@@ -32,10 +32,10 @@ from tenacity import (
     wait_incrementing,
 )
 
+from ml.base.faults import during, kill_group, seam
+from ml.base.io import atomic_write_json, read_json
+from ml.base.progress import PROGRESS_FILE_ENV, DvcOutputFilter, stage_times
 from ml.driver.state import LOCK_FILE, PROGRESS_FILE, RUNTIME_DIR
-from ml.faults import during, kill_group, seam
-from ml.io import atomic_write_json, read_json
-from ml.progress import PROGRESS_FILE_ENV, DvcOutputFilter, stage_times
 
 logger = logging.getLogger(__name__)
 
@@ -94,14 +94,14 @@ class Workspace:
         self.dvc_empty_named: set[str] = set()
         """Empty DVC paths already named in this loop's output (each is said once, not per stage)."""
         self.seam_prefix = "setup"
-        """Prefix of this process's seam names (``g001`` while generation 1 is in flight), ``ml.faults``."""
+        """Prefix of this process's seam names (``g001`` while generation 1 is in flight), ``ml.base.faults``."""
 
     def path(self, rel: Path | str) -> Path:
         """``rel`` (relative to the repository root) as an absolute path."""
         return self.root / rel
 
     def seam(self, name: str) -> None:
-        """A named point of the driver where a fault-injection test may kill it (``ml.faults``)."""
+        """A named point of the driver where a fault-injection test may kill it (``ml.base.faults``)."""
         seam(f"{self.seam_prefix}.{name}")
 
     def run(self, cmd: list[str], stream: bool = False, label: str | None = None) -> str:
@@ -110,7 +110,7 @@ class Workspace:
         Args:
             cmd: the command and its arguments.
             stream: pass its output through as it comes (``dvc repro``).
-            label: names the seam inside this command (``<prefix>.<label>@during``, ``ml.faults``).
+            label: names the seam inside this command (``<prefix>.<label>@during``, ``ml.base.faults``).
 
         Returns:
             Its standard output.
@@ -134,7 +134,7 @@ class Workspace:
 
     def run_timed(self, cmd: list[str]) -> tuple[str, dict[str, float]]:
         """Run ``cmd`` passing its output through as it comes (progress bars included), less
-        DVC's hints and repeated "is empty" warnings (``ml.progress.DvcOutputFilter``).
+        DVC's hints and repeated "is empty" warnings (``ml.base.progress.DvcOutputFilter``).
 
         Returns:
             Its whole output, unfiltered, and the wall seconds of each DVC stage it ran

@@ -21,8 +21,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from ml.game.protocol import PLAYER_SEED_STRIDE
+from ml.game.record import POLICY_DECIMALS
 from ml.game.spec import ScriptedPlayer
-from ml.record_schema import POLICY_DECIMALS
 
 
 class RecordingEnv(Protocol):
@@ -217,7 +217,7 @@ class EnvGame:
 
     def record(self, row: int, action: int) -> dict:
         """``env.decision_record()`` with ``action`` set to ``env.describe_action(action)``, and
-        ``policy`` (rounded to ``ml.record_schema.POLICY_DECIMALS``) when the acting seat is a
+        ``policy`` (rounded to ``ml.game.record.POLICY_DECIMALS``) when the acting seat is a
         scripted player that keeps the distribution it drew ``action`` from (``last_policy``,
         ``ml.game.openspiel_env.DistributionPlayer``)."""
         env = self._env(row)

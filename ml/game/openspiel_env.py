@@ -18,7 +18,7 @@ Termination          all agents terminate together when the OpenSpiel state is t
 Outcome: first place is the seat with the largest return; a tie for the largest return is a
 ``draw``. The ranking (for Plackett-Luce ratings) orders seats by return, ties by seat.
 
-Players for the loop's controller kinds (``ml.rollout``): the teacher (kind ``heuristic``),
+Players for the loop's controller kinds (``ml.play.rollout``): the teacher (kind ``heuristic``),
 chosen by ``teacher.policy`` (``ml.game.registry.GameSpec.make_player``), and
 :class:`UniformPlayer` (kind ``random``). The teachers:
 
@@ -252,7 +252,7 @@ class OpenSpielEnv(AECEnv):
         return {"observation": obs, "action_mask": mask}
 
     def decision_record(self) -> dict:
-        """Record of the decision the current agent is about to make (``ml.record_schema.OpenSpielRecord``)."""
+        """Record of the decision the current agent is about to make (``ml.game.record.OpenSpielRecord``)."""
         seat = self.state.current_player()
         mask = [0] * self.num_actions
         for a in self.state.legal_actions(seat):

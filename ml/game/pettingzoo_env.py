@@ -15,7 +15,7 @@ Outcome              first place = largest return summed over the game (a tie fo
                      ``draw``), ranking by return (``ml.game.openspiel_env.outcome_of``)
 Scripted state       :class:`Decision`: the acting agent's observation as the env gives it
                      (not flattened) and its mask
-Records              ``ml.record_schema.OpenSpielRecord`` with ``game`` the run's name and
+Records              ``ml.game.record.OpenSpielRecord`` with ``game`` the run's name and
                      ``env_version`` (:func:`env_version`)
 ==================== ================================================================
 
@@ -47,8 +47,8 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import AECEnv
 
+from ml.config.yaml_file import ParamsError
 from ml.game.spec import ResetSeeds
-from ml.params_yaml import ParamsError
 
 PREFIX = "pettingzoo:"
 RANDOM_POLICY = "random"
@@ -121,7 +121,7 @@ def _ship(module_name: str) -> None:
 
 def shipped_modules() -> list[str]:
     """The folders and ``.py`` files of the user modules this process imported for a PettingZoo game or
-    teacher (not this project's requirements, which every node installs): ``ml.compute.runtime_env``
+    teacher (not this project's requirements, which every node installs): ``ml.runtime.compute.runtime_env``
     puts them into Ray's ``py_modules``, so the cluster needs no copy of them."""
     return list(_SHIPPED)
 
@@ -406,7 +406,7 @@ class PettingZooEnv(AECEnv):
         return {"observation": np.asarray(obs, dtype=np.float32).reshape(-1), "action_mask": out}
 
     def decision_record(self) -> dict:
-        """Record of the decision the acting agent is about to make (``ml.record_schema.OpenSpielRecord``)."""
+        """Record of the decision the acting agent is about to make (``ml.game.record.OpenSpielRecord``)."""
         agent, obs, mask = self._acting()
         return {
             "game_id": self.game_id,

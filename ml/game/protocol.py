@@ -1,6 +1,6 @@
 """The batched ``Game`` protocol: N games in flight as arrays, stepped together.
 
-``ml.rollout.play_games`` plays every game through it (``ml.game.registry.GameSpec.batched``);
+``ml.play.rollout.play_games`` plays every game through it (``ml.game.registry.GameSpec.batched``);
 implementations: ``ml.game.commander.core.game.CoreGame`` (the compiled Commander core, arrays
 stepped by numba kernels) and ``ml.game.env_game.EnvGame`` (rows of PettingZoo AEC envs at
 Python speed: OpenSpiel games over ``pyspiel`` states, and the Commander's object engine, the
@@ -37,7 +37,7 @@ from typing import Protocol
 import numpy as np
 
 PLAYER_SEED_STRIDE = 7
-"""A scripted seat's generator is seeded with ``seed * PLAYER_SEED_STRIDE + seat`` (``ml.rollout``, and
+"""A scripted seat's generator is seeded with ``seed * PLAYER_SEED_STRIDE + seat`` (``ml.play.rollout``, and
 the ``Game`` implementations that play scripted seats themselves)."""
 
 
@@ -78,7 +78,7 @@ class Game(Protocol):
             row: the row (0..N-1); the game in it is replaced.
             seed: the game seed.
             scripted: seat -> scripted player kind (``heuristic`` or ``random``), seeded with
-                ``seed * PLAYER_SEED_STRIDE + seat`` as ``ml.rollout`` seeds ``GameSpec.make_player``; the other
+                ``seed * PLAYER_SEED_STRIDE + seat`` as ``ml.play.rollout`` seeds ``GameSpec.make_player``; the other
                 seats are answered by the caller.
             surfaced: the scripted seats' decisions are surfaced (``step`` stops at them and
                 :meth:`scripted_actions` gives their choices) so the caller can record them.

@@ -41,15 +41,15 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from ml.game.record import record_field
 from ml.game.spec import Encoder, ScriptedPlayer
-from ml.record_schema import record_field
 
 if TYPE_CHECKING:
-    from ml.game.commander.records import DecisionRecord
+    from ml.config.params import GameParams, TeacherParams
+    from ml.game.commander.forge_record import DecisionRecord
     from ml.game.env_game import RecordingEnv, ScriptableEnv
     from ml.game.protocol import Game
-    from ml.params import GameParams, TeacherParams
-    from ml.record_schema import OpenSpielRecord
+    from ml.game.record import OpenSpielRecord
 
 Engine = Literal["core", "objects"]
 """How the commander plays (``GameSpec.batched``): ``core``, its compiled core, or ``objects``, its
@@ -144,7 +144,7 @@ class GameSpec:
         teacher_policy: which teacher the ``heuristic`` kind is (``teacher.policy``; the commander's is ``heuristic``).
         cfr_iterations: CFR+ iterations of the ``cfr`` teacher.
         teacher_explore: share of the ``cfr`` and ``ismcts`` teachers' moves drawn uniformly
-            (``teacher.explore``; set for the teacher games only, ``ml.teacher.write_teacher_batch``).
+            (``teacher.explore``; set for the teacher games only, ``ml.play.teacher.write_teacher_batch``).
         observation: which OpenSpiel tensor a seat observes (``game.observation``,
             ``ml.game.openspiel_env.ObservationKind``).
         min_learner_decisions: a lower bound of one seat's decisions per game, to size game lists.
@@ -191,7 +191,7 @@ class GameSpec:
 
     @property
     def zero_sum(self) -> bool:
-        """Whether the game is judged in its own currency, the mean return (``ml.stats.ReturnSPRT``).
+        """Whether the game is judged in its own currency, the mean return (``ml.judge.stats.ReturnSPRT``).
 
         True for a two-player OpenSpiel game whose type declares zero-sum or constant-sum
         utilities (``game.get_type().utility``: ``ZERO_SUM`` or ``CONSTANT_SUM``): one seat's
@@ -209,7 +209,7 @@ class GameSpec:
 
     @property
     def reward_scale(self) -> float:
-        """Chips per unit of a seat's reward: the returns of ``ml.rollout.GameResult`` times this
+        """Chips per unit of a seat's reward: the returns of ``ml.play.rollout.GameResult`` times this
         are the game's own utilities. OpenSpiel games: ``max(|min_utility|, |max_utility|)`` (or
         1), the factor ``OpenSpielEnv`` divides its terminal rewards by; the commander: 1.0."""
         if not self.is_openspiel:
@@ -340,7 +340,7 @@ class GameSpec:
             forge_dir: the imported Forge folder (``data/forge``), or None.
 
         Raises:
-            ml.io.DataFileError: a bad card table in ``forge_dir``.
+            ml.base.io.DataFileError: a bad card table in ``forge_dir``.
         """
         if not self.is_commander:
             return self.encoder()
@@ -366,8 +366,8 @@ class GameSpec:
 def record_model(obj: Any) -> type[DecisionRecord] | type[OpenSpielRecord]:
     """The record kind of a JSON object or record: ``OpenSpielRecord`` when it has an
     ``observation``, else the commander's (Forge's) ``DecisionRecord``."""
-    from ml.game.commander.records import DecisionRecord
-    from ml.record_schema import OpenSpielRecord
+    from ml.game.commander.forge_record import DecisionRecord
+    from ml.game.record import OpenSpielRecord
 
     if isinstance(obj, (DecisionRecord, OpenSpielRecord)):
         return type(obj)
@@ -437,7 +437,7 @@ def pettingzoo(name: str, env_kwargs: Mapping[str, Any] | None = None, policy: s
 
 
 def make_game(game: GameParams, teacher: TeacherParams | None = None) -> GameSpec:
-    """The GameSpec of the ``game`` and ``teacher`` sections of params (``ml.params``).
+    """The GameSpec of the ``game`` and ``teacher`` sections of params (``ml.config.params``).
 
     Args:
         game: ``GameParams`` (``name``, ``pod_size``, ``max_turns``, ``openspiel_params``).

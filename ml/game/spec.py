@@ -1,6 +1,6 @@
 """Typed interfaces between the generic learning modules and a game.
 
-The generic modules (``ml.dataset``, ``ml.rollout``, ``ml.collect``, ``ml.ppo``, ``ml.ratings``)
+The generic modules (``ml.data.dataset``, ``ml.play.rollout``, ``ml.play.collect``, ``ml.learn.ppo``, ``ml.judge.ratings``)
 see a game only through these protocols and ``ml.game.registry.GameSpec``; they never import a
 game package (``ml.game.commander``). ``ml.game.registry`` is the one module that knows both.
 
@@ -20,7 +20,7 @@ import numpy as np
 
 
 class Encoder(Protocol):
-    """Encoder and labeler of one game's decision records (dicts or ``ml.record_schema`` models).
+    """Encoder and labeler of one game's decision records (dicts or ``ml.game.record`` models).
 
     Implementations: ``ml.game.commander.encoding.RecordEncoder`` (seat views),
     ``ml.game.registry.ObservationEncoder`` (the observation stored in OpenSpiel records),

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ml.params_yaml import safe_yaml
+from ml.config.yaml_file import safe_yaml
 
 logger = logging.getLogger(__name__)
 

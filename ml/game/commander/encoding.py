@@ -31,7 +31,7 @@ from ml.game.commander.cards import Card, load_card_pool
 from ml.game.commander.core import CoreTables, load_tables
 from ml.game.commander.features import OBS_DIM
 from ml.game.commander.observation import encode_records, seat_eliminated
-from ml.record_schema import record_field
+from ml.game.record import record_field
 
 __all__ = [
     "OBS_DIM",
@@ -96,7 +96,7 @@ def label_record(record: Mapping[str, Any] | Any, pool: dict[str, Card]) -> int 
     """Macro-action index of a record's action, or None if it is not trainable.
 
     Args:
-        record: decision record (dict or ``ml.game.commander.records.DecisionRecord``).
+        record: decision record (dict or ``ml.game.commander.forge_record.DecisionRecord``).
         pool: card pool used to classify cast cards by kind.
 
     Returns:

@@ -10,7 +10,7 @@ player's hand block (``HAND_FEATURES``, slot ``H[name]`` from ``HAND_START``).
 means is in ``ml.game.commander.observation``'s docstring.
 
 Order is part of the encoding: a policy trained on one order cannot read another
-(``ml.policy.check_shape`` sees only the length).
+(``ml.model.policy.check_shape`` sees only the length).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ that extends the built-in pool for labels only. The train and gate stages read t
 :func:`teacher_encoder`.
 
 Labels (:class:`ForgeEncoder`): a Forge ``attack`` has no target, so its label is partial
-(attacking any opponent still in the game; ``ml.decisions.DecisionSet.targets``). A record
+(attacking any opponent still in the game; ``ml.data.decisions.DecisionSet.targets``). A record
 that stays non-trainable gets a reason (``land_drop``, ``unknown_card`` and the card, ...),
 counted in ``metrics/train.json``.
 """
@@ -22,10 +22,10 @@ import numpy as np
 from ruamel.yaml.error import YAMLError
 from ruamel.yaml.nodes import MappingNode, ScalarNode
 
+from ml.base.io import DataFileError
+from ml.config.yaml_file import safe_yaml
 from ml.game.commander.cards import KINDS, Card
 from ml.game.commander.encoding import RecordEncoder, attack_target_mask, label_record
-from ml.io import DataFileError
-from ml.params_yaml import safe_yaml
 
 CARD_TABLE = "cards.yaml"
 """The user card table inside the Forge folder (``data/forge``): ``card name: kind``
@@ -103,7 +103,7 @@ class ForgeEncoder:
     Features (``encode_batch``, ``action_mask``, ``obs_dim``, ``num_actions``) are the wrapped
     encoder's, untouched; only labels change: casts of cards in the card table get the
     label of their kind, an untargeted attack gets a partial label, and every record left
-    without a label gets a reason (:meth:`unlabelled`, read by ``ml.decisions.encode_records``).
+    without a label gets a reason (:meth:`unlabelled`, read by ``ml.data.decisions.encode_records``).
 
     Args:
         encoder: the commander's encoder.

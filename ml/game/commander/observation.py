@@ -56,7 +56,7 @@ from ml.game.commander.actions import MAX_POD
 from ml.game.commander.core import CoreTables, encode, kernels
 from ml.game.commander.core.kernels import CoreState, RecordView
 from ml.game.commander.features import OBS_DIM, PHASES
-from ml.record_schema import record_field
+from ml.game.record import record_field
 
 CHUNK = 512
 """Records loaded and encoded at once: the zone arrays are as wide as the chunk's longest list (a
@@ -195,7 +195,7 @@ def record_arrays(records: Sequence[Any], tables: CoreTables) -> tuple[CoreState
         encodes them.
 
     Raises:
-        ValueError: a record outside the schema's shape (``ml.game.commander.records``): 1 to
+        ValueError: a record outside the schema's shape (``ml.game.commander.forge_record``): 1 to
             ``MAX_POD`` players, seats and ``active_seat`` in ``0..MAX_POD-1``, a count beyond int16.
     """
     rows = _Rows(len(records))

@@ -1,0 +1,362 @@
+"""What a user sees of a running stage: progress bars and lines, warnings said once, DVC's output filtered.
+
+``ProgressBar(...)`` is ``tqdm`` plus two things:
+
+* when the environment names a status file (``DISTILL_PROGRESS_FILE``, set by ``loop.py``
+  for the stage it runs), an atomic JSON write of ``{"desc", "n", "total", "unit",
+  "updated_at"}`` (and ``note``, see ``finish``) at most every ``REPORT_EVERY_S`` seconds, so the dashboard can show the
+  progress within a stage without touching the stage's output;
+* when the bar itself is disabled (stderr is not a terminal: ``loop.py`` under ``nohup``,
+  ``tee`` or a file, or ``--no-progress``), a plain log line with done/total, the rate and
+  the time left at most every ``DISTILL_PROGRESS_EVERY_S`` seconds (default
+  ``LINE_EVERY_S``; ``0`` turns them off), so a long stage is not silent for minutes
+  (issue #12, item 13), and a last line when it closes, unless the one before said the same count.
+
+A bar that ends short of its total says why on its last line (``finish(note)``: the gate's
+sequential tests, ``decided early: SPRT accepted H1 after 120 of 1600 games``); a bar whose
+total is a floor, not an exact count (self-play's decision budget: its rounds finish the games
+in flight), is made with ``total_is_floor=True`` and raises its total to the count when the
+count passes it, so it never loses its percentage. ``counted(items, bar)`` counts results as
+they are produced, so a consumer that stops early (a test that decided) leaves the bar at the
+items it took, the last one included.
+
+``log_once`` logs a message the first time only, for warnings a loop would otherwise repeat
+every epoch. ``DvcOutputFilter`` is what ``loop.py`` shows of ``dvc repro``: DVC's hints left
+out, its "is empty" warnings summarised once, everything else as it came.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator
+from typing import Any, TypeVar
+
+from tqdm import tqdm
+
+from ml.base.io import atomic_write_json
+
+logger = logging.getLogger(__name__)
+
+PROGRESS_FILE_ENV = "DISTILL_PROGRESS_FILE"
+REPORT_EVERY_S = 2.0
+"""Seconds between two writes of the status file."""
+LINE_EVERY_ENV = "DISTILL_PROGRESS_EVERY_S"
+LINE_EVERY_S = 30.0
+"""Default seconds between two progress lines of a disabled bar."""
+
+T = TypeVar("T")
+_now = time.monotonic  # the clock of the progress lines (tests replace it)
+_said: set[tuple[str, int, str]] = set()  # (logger, level, message) already logged by log_once
+
+
+def line_interval_s() -> float:
+    """Seconds between two progress lines: ``$DISTILL_PROGRESS_EVERY_S``, else ``LINE_EVERY_S``.
+
+    Raises:
+        ValueError: the variable is not a number >= 0 (the message names it).
+    """
+    text = os.environ.get(LINE_EVERY_ENV, "").strip()
+    if not text:
+        return LINE_EVERY_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # also catches nan
+        raise ValueError(f"{LINE_EVERY_ENV}={text!r}: give seconds between progress lines (>= 0; 0 turns them off)")
+    return value
+
+
+def _duration(seconds: float) -> str:
+    """``42s``, ``6m05s`` or ``1h02m``."""
+    s = round(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def progress_line(label: str, n: float, total: float | None, unit: str, elapsed_s: float, postfix: str = "") -> str:
+    """One progress line, e.g. ``selfplay: 12000/50000 dec (24%), 85.1 dec/s, 2m21s elapsed, ~7m27s left``.
+
+    Args:
+        label: what progresses (the bar's ``desc``).
+        n: done so far, in ``unit``.
+        total: the whole, in ``unit`` (None: unknown).
+        unit: what is counted (``game``, ``dec``, ``epoch``).
+        elapsed_s: seconds since the start.
+        postfix: the bar's postfix (``win=0.31, kl=0.0123``), appended when not empty.
+
+    Returns:
+        The line, without a newline. Rates below one per second read as seconds per unit.
+    """
+    count = f"{n:g}/{total:g} {unit} ({100 * n / total:.0f}%)" if total else f"{n:g} {unit}"
+    rate = n / elapsed_s if elapsed_s > 0 else 0.0
+    speed = f"{rate:.1f} {unit}/s" if rate >= 1 or rate == 0 else f"{1 / rate:.1f} s/{unit}"
+    parts = [f"{label or 'progress'}: {count}", speed, f"{_duration(elapsed_s)} elapsed"]
+    if total and rate > 0 and n < total:
+        parts.append(f"~{_duration((total - n) / rate)} left")
+    if postfix:
+        parts.append(postfix)
+    return ", ".join(parts)
+
+
+def log_once(log: logging.Logger, level: int, msg: str, *args: Any) -> bool:
+    """Log ``msg % args`` unless this logger already logged that exact text at that level in this process.
+
+    Args:
+        log: the module's logger.
+        level: ``logging.INFO``, ``logging.WARNING``...
+        msg: the %-format message; ``args`` its arguments.
+
+    Returns:
+        True when the message was logged now, False when it had been before.
+    """
+    key = (log.name, level, msg % args if args else msg)
+    if key in _said:
+        return False
+    _said.add(key)
+    log.log(level, msg, *args)
+    return True
+
+
+class ProgressBar(tqdm):
+    """``tqdm`` that mirrors its count into ``$DISTILL_PROGRESS_FILE`` (if set), even when disabled,
+    and logs a plain progress line at most every ``line_every_s`` seconds while disabled.
+
+    Args:
+        iterable, *args, **kwargs: as for ``tqdm`` (``desc``, ``total``, ``unit``, ``disable``).
+        line_every_s: seconds between two progress lines of a disabled bar (None:
+            ``line_interval_s()``, from ``$DISTILL_PROGRESS_EVERY_S``; 0: no lines).
+        total_is_floor: ``total`` is the least the count reaches, not its exact end: when the
+            count passes it, the total becomes the count (tqdm drops the percentage and the
+            time left of a bar past its total).
+
+    Raises:
+        ValueError: ``$DISTILL_PROGRESS_EVERY_S`` is not a number >= 0 (when ``line_every_s`` is None).
+    """
+
+    def __init__(
+        self,
+        iterable: Any = None,
+        *args: Any,
+        line_every_s: float | None = None,
+        total_is_floor: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        self._status_path = os.environ.get(PROGRESS_FILE_ENV)
+        self._floor = total_is_floor
+        self._note = ""
+        self._last_report = 0.0
+        self._count: float = 0  # tqdm counts in floats when update() is given one
+        self._label = str(kwargs.get("desc", "") or "")
+        self._unit = str(kwargs.get("unit", "it"))
+        total = kwargs.get("total")
+        if total is None and iterable is not None and hasattr(iterable, "__len__"):
+            total = len(iterable)
+        self._total = total
+        self._line_every_s = line_interval_s() if line_every_s is None else line_every_s
+        self._started = self._last_line = _now()
+        self._lines = 0
+        self._said_count: float | None = None  # the count of the last line logged
+        self._finished = False
+        super().__init__(iterable, *args, **kwargs)
+        self._report(force=True)
+
+    def update(self, n: float | None = 1) -> bool | None:
+        self._count += n or 0
+        if self._floor and self._total is not None and self._count > self._total:
+            self._total = self.total = self._count
+        out = super().update(n)
+        self._tick()
+        return out
+
+    def __iter__(self):
+        for item in super().__iter__():
+            yield item
+            self._count += 1
+            self._tick()
+
+    def finish(self, note: str) -> None:
+        """Close the bar with ``note`` (why it ended where it did) on its last line.
+
+        On a terminal the note is the bar's postfix as it stays on screen; a disabled bar logs
+        its last line with the note even when it logged none along the way (an interval of
+        0 still turns the lines off); the status file gets it as ``note``.
+        """
+        self._note = note
+        shown = getattr(self, "postfix", None) or ""
+        self.set_postfix_str(f"{shown}, {note}" if shown else note, refresh=False)
+        self.close()
+
+    def close(self) -> None:
+        if not getattr(self, "_finished", True):  # tqdm's __del__ closes again
+            self._finished = True
+            ended = self._lines and self._count != self._said_count  # said how it went along, not yet where it ended
+            if ended or (self._note and self.disable and self._line_every_s > 0):
+                self._line()
+            self._report(force=True)
+        super().close()
+
+    def _tick(self) -> None:
+        self._report()
+        if self.disable and self._line_every_s > 0 and _now() - self._last_line >= self._line_every_s:
+            self._line()
+
+    def _line(self) -> None:
+        now = self._last_line = _now()
+        self._lines += 1
+        self._said_count = self._count
+        postfix = getattr(self, "postfix", None) or ""
+        logger.info("%s", progress_line(self._label, self._count, self._total, self._unit, now - self._started, postfix))
+
+    def _report(self, force: bool = False) -> None:
+        status_path: str | None = getattr(self, "_status_path", None)  # unset when tqdm's __del__ follows a failed __init__
+        if not status_path or sys.is_finalizing():
+            return
+        now = time.monotonic()
+        if not force and now - self._last_report < REPORT_EVERY_S:
+            return
+        self._last_report = now
+        doc = {"desc": self._label, "n": self._count, "total": self._total, "unit": self._unit, "updated_at": time.time()}
+        if self._note:
+            doc["note"] = self._note
+        atomic_write_json(status_path, doc)
+
+
+def counted(items: Iterable[T], bar: ProgressBar) -> Iterator[T]:
+    """``items``, with ``bar`` counting each one as it is produced.
+
+    For results that are done when they are yielded (a played deal of the gate's sequential
+    tests): a consumer that stops early leaves the bar at what it took. ``for x in bar``
+    (tqdm's way) counts an item when the loop asks for the next one, right for work done in
+    the loop body (an epoch) but one short when the loop breaks (a test that decided).
+    """
+    for item in items:
+        bar.update(1)
+        yield item
+
+
+# DVC 3.x's advice after `dvc add` / `dvc repro` (text captured from DVC 3.67.1; tests/test_progress.py
+# holds the sample): a header line, then blank and tab-indented lines with the command to run.
+DVC_HINT_HEADERS = ("To track the changes with git, run:", "To enable auto staging, run:")
+DVC_HINT_LINES = ("Use `dvc push` to send your updates to remote storage.",)
+_DVC_EMPTY = re.compile(r"^WARNING: '(?P<path>.+)' is empty\.$")  # once per empty dep/out and check
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+SHUTDOWN_NOISE = ("/dulwich/",)
+"""A path in a traceback that marks an ``Exception ignored in: ...`` block as shutdown noise:
+dulwich's ``Pack.__del__`` runs after ``sys.meta_path`` is gone when DVC exits after an error."""
+
+
+class DvcOutputFilter:
+    """What the loop shows of ``dvc repro`` output: DVC's git/autostage/push hints left out and
+    its ``WARNING: '<path>' is empty.`` lines (one per empty directory at every check, 36 an
+    attempt early in a run) said once per path in a summary line; the interpreter's
+    ``Exception ignored in: ...`` blocks whose traceback runs through a ``SHUTDOWN_NOISE``
+    path left out (others are held until they end, then shown whole); every other line (the
+    stage's own, DVC's errors and stage lines) passes through unchanged.
+
+    Feed it decoded text as it comes (``feed``), then ``close`` it at the end of the command.
+    A partial line holding a carriage return (a progress bar redrawing) is passed through at
+    once; other partial lines wait for their newline.
+
+    Args:
+        named: empty paths already summarised (by an earlier command); updated in place.
+        tail_lines: how many shown lines ``shown`` keeps.
+
+    Attributes:
+        shown: the last ``tail_lines`` complete lines passed through (for error messages).
+    """
+
+    def __init__(self, named: set[str] | None = None, tail_lines: int = 40) -> None:
+        self.shown: deque[str] = deque(maxlen=tail_lines)
+        self.named = set() if named is None else named
+        self._empty: dict[str, int] = {}  # path -> warnings left out since the last summary
+        self._pending = ""  # the partial last line
+        self._pending_shown = 0  # characters of it already passed through
+        self._blanks = 0  # blank lines held back: they may open a hint
+        self._in_hint = False
+        self._ignored: list[str] | None = None  # an "Exception ignored in:" block being read
+
+    def feed(self, text: str) -> str:
+        """The part of ``text`` (with what came before) to show now."""
+        *complete, self._pending = (self._pending + text).split("\n")
+        out: list[str] = []
+        for line in complete:
+            if self._pending_shown:  # the rest of a line shown in part (a progress bar)
+                out.append(line[self._pending_shown :] + "\n")
+                self._pending_shown = 0
+                self.shown.append(line.rsplit("\r", 1)[-1])
+                continue
+            out += [kept + "\n" for kept in self._line(line)]
+        if "\r" in self._pending:
+            out.append(self._pending[self._pending_shown :])
+            self._pending_shown = len(self._pending)
+        return "".join(out)
+
+    def close(self) -> str:
+        """What is left to show at the end of the command: its unfinished last line and the
+        summary of the "is empty" warnings about paths not named before (or "")."""
+        out = self.feed("\n") if self._pending else ""
+        if self._ignored is not None:  # the command ended inside the block
+            out += "".join(kept + "\n" for kept in self._end_ignored())
+        self._blanks, self._in_hint = 0, False  # trailing blank lines are DVC's
+        new = [p for p in self._empty if p not in self.named]
+        if new:
+            n = sum(self._empty[p] for p in new)
+            verb = "is" if len(new) == 1 else "are"
+            out += f"dvc: {', '.join(new)} {verb} empty ({n} 'is empty' warning{'' if n == 1 else 's'} of DVC left out)\n"
+            self.named.update(new)
+        self._empty.clear()
+        return out
+
+    def _line(self, line: str) -> list[str]:
+        """The lines to show for one complete line of output (held blank lines included)."""
+        bare = _ANSI.sub("", line).rstrip("\r")
+        if self._ignored is not None:
+            self._ignored.append(line)
+            if bare.startswith((" ", "\t", "Traceback (most recent call last):")):
+                return []
+            return self._end_ignored()  # its last line: the exception
+        if bare.startswith("Exception ignored in: "):
+            self._ignored = [line]
+            return []
+        if self._in_hint and (not bare.strip() or bare.startswith("\t")):
+            return []
+        self._in_hint = False
+        if not bare.strip():
+            self._blanks += 1
+            return []
+        if bare.startswith(DVC_HINT_HEADERS) or bare in DVC_HINT_LINES:
+            self._in_hint, self._blanks = bare.startswith(DVC_HINT_HEADERS), 0
+            return []
+        if m := _DVC_EMPTY.match(bare):
+            self._empty[m["path"]] = self._empty.get(m["path"], 0) + 1
+            return []
+        out = [""] * self._blanks + [line]
+        self._blanks = 0
+        self.shown.extend(out)
+        return out
+
+    def _end_ignored(self) -> list[str]:
+        """The lines to show of the ``Exception ignored in:`` block just read: none if it is shutdown noise."""
+        block, self._ignored = self._ignored or [], None
+        if any(noise in line for line in block for noise in SHUTDOWN_NOISE):
+            return []
+        out = [""] * self._blanks + block
+        self._blanks = 0
+        self.shown.extend(out)
+        return out
+
+
+def stage_times(lines: list[tuple[float, str]]) -> dict[str, float]:
+    """Wall seconds per stage from ``dvc repro`` output ("Running stage 'x':" marks a start)."""
+    marks = [(t, line.split("'")[1]) for t, line in lines if line.startswith("Running stage '")]
+    end = lines[-1][0] if lines else 0.0
+    return {name: round((marks[i + 1][0] if i + 1 < len(marks) else end) - t, 1) for i, (t, name) in enumerate(marks)}

@@ -1,0 +1,261 @@
+"""The only reader of ``params.yaml``: one pydantic model per section (``ml.config.sections``).
+
+Every field carries a docstring (turned into its description by
+``use_attribute_docstrings``) with its unit. Unknown keys are errors
+(``extra="forbid"``), types are strict (pydantic strict mode: ``epochs: true``,
+``epochs: "6"`` or ``epochs: 6.0`` is no integer, ``gated: 1`` no boolean; an integer is a
+valid float; ``.inf`` and ``.nan`` are refused), and every error names the file, the line
+where known, the section and the key. Profiles and curriculum phases are checked when the
+file loads: each one's overrides on top of the params must validate, an error names the
+profile or phase, and phase names must differ. The YAML is read as YAML 1.2 reads floats
+(``1e-3`` is a number) and a key written twice is an error.
+
+Seeds: every random source of a stage derives from ``run.seed`` (set by ``loop.py`` per
+attempt from ``base.seed``, generation and attempt) plus a fixed per-stage offset from
+``STAGE_SEED_OFFSETS``, so the same params give the same result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError, model_validator
+
+from ml.config.curriculum import Phase, phase_overrides
+from ml.config.sections import (
+    BaseParams,
+    ComputeParams,
+    ExportParams,
+    GameParams,
+    GateParams,
+    LoopParams,
+    RatingParams,
+    RunParams,
+    SelfplayParams,
+    TeacherParams,
+    TrainParams,
+    _Section,
+)
+from ml.config.yaml_file import At, KeyPath, ParamsError, error_lines, message, read_params_text, read_yaml
+
+DEFAULT_PARAMS_PATH = Path("params.yaml")
+
+STAGE_SEED_OFFSETS = {
+    "teacher": 0,
+    "train": 1_000,
+    "selfplay": 2_000,
+    "export": 3_000,
+    "gate": 4_000,
+    "rating": 6_000,
+    "report": 7_000,
+    "eval": 8_000,
+}
+"""Fixed per-stage offsets added to the stage's root seed, so stages never share a random stream."""
+GENERATION_STRIDE = 7919
+"""Prime step between the training seeds of consecutive generations."""
+
+
+def attempt_seed(base_seed: int, generation: int, attempt: int) -> int:
+    """``run.seed`` of an attempt: a SHA-256 mix of the project seed, generation and attempt (< 2**31)."""
+    digest = hashlib.sha256(f"{base_seed}:{generation}:{attempt}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") >> 1
+
+
+class Params(_Section):
+    base: BaseParams = BaseParams()
+    run: RunParams = RunParams()
+    game: GameParams = GameParams()
+    teacher: TeacherParams = TeacherParams()
+    train: TrainParams = TrainParams()
+    selfplay: SelfplayParams = SelfplayParams()
+    export: ExportParams = ExportParams()
+    gate: GateParams = GateParams()
+    rating: RatingParams = RatingParams()
+    loop: LoopParams = LoopParams()
+    compute: ComputeParams = ComputeParams()
+    curriculum: list[Phase] | None = None
+    """Ordered phases of the run (ml/config/curriculum.py); None: one implicit phase of ``loop.max_generations``."""
+    profiles: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
+    """Named sets of overrides (section -> key -> value), applied with ``loop.py --profile NAME``."""
+
+    @model_validator(mode="after")
+    def _check_target_above_parity(self) -> Params:
+        if self.gate.target_win_rate <= (parity := 1.0 / self.game.pod_size):
+            raise ValueError(
+                f"gate.target_win_rate ({self.gate.target_win_rate}) must exceed parity 1/game.pod_size ({parity:.3f})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _check_teacher_policy(self) -> Params:
+        """``teacher.policy`` of a PettingZoo game is ``random`` or ``<module>:<callable>`` (it has no
+        built-in heuristic); a ``<module>:<callable>`` teacher is for PettingZoo games only."""
+        policy, pettingzoo = self.teacher.policy, self.game.name.startswith("pettingzoo:")
+        if pettingzoo and policy != "random" and ":" not in policy:
+            raise At(("teacher", "policy"), f"teacher.policy: {policy!r}: {self.game.name} has no built-in teacher; set teacher.policy "
+                     "to random or <module>:<callable> (observation, mask -> action)")  # fmt: skip
+        if not pettingzoo and ":" in policy:
+            raise At(
+                ("teacher", "policy"),
+                f"teacher.policy: a <module>:<callable> teacher is for pettingzoo: games, not {self.game.name}",
+            )
+        if not pettingzoo and policy == "random":
+            raise At(("teacher", "policy"), f"teacher.policy: random is for pettingzoo: games; {self.game.name}'s is uniform")
+        return self
+
+    @model_validator(mode="after")
+    def _check_teacher(self) -> Params:
+        if self.teacher.policy != "heuristic" and not self.game.name.startswith("pettingzoo:"):
+            # the commander refuses it, a cfr teacher needs a small game
+            from ml.game.registry import make_game  # lazy: loads pyspiel only for OpenSpiel games
+
+            try:
+                make_game(self.game, self.teacher)
+            except ValueError as e:
+                raise At(("teacher", "policy"), f"teacher.policy: {e}") from None
+        return self
+
+    @model_validator(mode="after")
+    def _check_game_options(self) -> Params:
+        """``game.observation`` is an OpenSpiel option; ``gate.decide_by: nash_conv`` needs a game whose
+        exact NashConv is computable (``ml.judge.nashconv.nash_conv_refusal``), checked before any stage runs."""
+        openspiel = self.game.name.startswith("openspiel:")
+        if self.game.observation != "observation" and not openspiel:
+            raise At(
+                ("game", "observation"),
+                f"game.observation: {self.game.observation} is for OpenSpiel games, not {self.game.name}",
+            )
+        if self.gate.decide_by == "nash_conv":
+            if not openspiel:
+                raise At(
+                    ("gate", "decide_by"),
+                    f"gate.decide_by: nash_conv: exact NashConv judges two-player zero-sum OpenSpiel games, not {self.game.name}",
+                )
+            from ml.game.registry import make_game
+            from ml.judge.nashconv import nash_conv_refusal  # lazy: open_spiel's algorithms only when asked
+
+            try:
+                why = nash_conv_refusal(make_game(self.game, self.teacher))
+            except ValueError as e:  # the game itself is refused: game.name says why
+                raise At(("game", "name"), f"game.name: {e}") from None
+            if why:
+                raise At(("gate", "decide_by"), f"gate.decide_by: nash_conv: {why}")
+        return self
+
+    @model_validator(mode="after")
+    def _check_profiles(self) -> Params:
+        for name, overrides in self.profiles.items():
+            self._check_overrides(("profiles", name), f"profile {name!r}", overrides)
+        return self
+
+    @model_validator(mode="after")
+    def _check_curriculum(self) -> Params:
+        first: dict[str, int] = {}
+        for i, phase in enumerate(self.curriculum or []):
+            where = f"curriculum.{i} (phase {phase.name!r})"
+            if (j := first.setdefault(phase.name, i)) != i:
+                raise At(("curriculum", i), f"{where}: curriculum.{j} has the same name; phase names must differ")
+            if i == 0 and phase.opponent == "previous_phase":
+                raise At(("curriculum", i), f"{where}: opponent: previous_phase needs an earlier phase, and this is the first")
+            self._check_overrides(("curriculum", i), where, phase_overrides(phase, None))
+        return self
+
+    def _check_overrides(self, loc: KeyPath, where: str, overrides: dict[str, dict[str, Any]]) -> None:
+        """Raise ValueError (naming ``where``, each section and key) unless these params with ``overrides`` validate."""
+        try:
+            self.overridden(overrides)
+        except ParamsError as e:
+            raise At(loc, f"{where}: {e}") from None
+        except ValidationError as e:
+            problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {message(err, Params)}" for err in e.errors())
+            raise At(loc, f"{where}: {problems}") from None
+
+    def overridden(self, overrides: dict[str, dict[str, Any]]) -> Params:
+        """These params with ``overrides`` (section -> key -> value) set, without profiles and curriculum.
+
+        Raises:
+            ParamsError: an override names an unknown section.
+            pydantic.ValidationError: the result does not validate (an unknown key, a bad value).
+        """
+        raw = self.model_dump(mode="json", exclude={"profiles", "curriculum"})
+        return Params.model_validate(with_overrides(raw, overrides))
+
+    def stage_seed(self, stage: str) -> int:
+        """Seed of a stage, ``<root> + STAGE_SEED_OFFSETS[stage]``.
+
+        The root is ``base.seed`` for the teacher (generated once), ``base.seed`` plus
+        ``GENERATION_STRIDE * run.generation`` for the student training (so a retry of a
+        generation reuses its student and the gate's candidate student is trained with the
+        same seed), and the attempt's ``run.seed`` for self-play, export and the gate, so a
+        retry plays new games. ``eval`` (``loop.py eval``) roots at ``base.seed``: every
+        generation's student is measured on the same deals, none of them played by any stage.
+
+        Raises:
+            KeyError: ``stage`` is not in ``STAGE_SEED_OFFSETS``.
+        """
+        if stage in ("teacher", "eval"):
+            root = self.base.seed
+        elif stage == "train":
+            root = self.base.seed + GENERATION_STRIDE * self.run.generation
+        else:
+            root = self.run.seed
+        return root + STAGE_SEED_OFFSETS[stage]
+
+
+def with_overrides(raw: dict[str, Any], overrides: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A copy of ``raw`` (params as nested dicts) with ``overrides`` (section -> key -> value) set.
+
+    Raises:
+        ParamsError: an override names an unknown section.
+    """
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in raw.items()}
+    for section, values in overrides.items():
+        if section not in Params.model_fields or section == "profiles":
+            raise ParamsError(f"override names unknown section {section!r}")
+        out.setdefault(section, {}).update(values)
+    return out
+
+
+def load_params(path: str | Path = DEFAULT_PARAMS_PATH) -> Params:
+    """Read and validate ``params.yaml`` (``params_from_text``).
+
+    Raises:
+        ParamsError: missing or unreadable file, bytes that are not UTF-8 or not YAML characters,
+            bad YAML, a key written twice, unknown section or key, or a bad value; the message
+            names the file, the line (and column, for bad bytes and bad YAML), the section and the key.
+    """
+    path = Path(path)
+    try:
+        text = read_params_text(path)
+    except FileNotFoundError as e:
+        raise ParamsError(f"{path}: params file not found") from e
+    return params_from_text(text, str(path))
+
+
+def params_from_text(text: str, source: str = "params") -> Params:
+    """Validate the YAML ``text`` of a params file (``ml.config.yaml_file.read_yaml``); raises ParamsError as
+    ``load_params``, and for a file with no sections (empty, blank or only comments: a cut or emptied
+    file, which would otherwise run every stage on the code defaults)."""
+    raw, lines = read_yaml(text, source)
+    if raw is None:
+        raise ParamsError(
+            f"{source}: no sections (the file is empty or holds only comments); restore it: git checkout {source}"
+        )
+    return params_from_dict(raw, source, lines)
+
+
+def params_from_dict(raw: dict[str, Any], source: str = "params", lines: dict[KeyPath, int] | None = None) -> Params:
+    """Validate a params mapping (as read from YAML), its profiles and curriculum phases included.
+
+    Raises:
+        ParamsError: as ``load_params``; one line per problem (``ml.config.yaml_file.error_lines``), the
+            line of each where ``lines`` (key path -> line in ``source``, ``params_from_text``) has it.
+    """
+    if not isinstance(raw, dict):
+        raise ParamsError(f"{source}: top level must be a mapping of sections")
+    try:
+        return Params.model_validate(raw)
+    except ValidationError as e:
+        raise ParamsError("\n".join(error_lines(e.errors(), source, raw, lines or {}, Params))) from e

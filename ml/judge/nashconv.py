@@ -1,0 +1,196 @@
+"""Exact NashConv of the student, the teacher and the uniform policy on small zero-sum games.
+
+NashConv (Lanctot et al. 2017) is the sum over players of what a best response gains
+against the policy: 0 at a Nash equilibrium. OpenSpiel computes it exactly by walking the
+game tree (``open_spiel.python.algorithms.exploitability.nash_conv``), which is cheap for
+``kuhn_poker``, ``leduc_poker`` and any two-player zero-sum game of at most
+:data:`NASH_CONV_MAX_STATES` states (:func:`nash_conv_refusal`).
+
+The policies measured:
+
+* the student: :class:`NetPolicy` runs the network on ``state.observation_tensor(player)``
+  with the legal mask (the same input the loop trains and plays with);
+* the teacher: MCTS is not a tabular policy (it searches the true state, hidden cards
+  included), so its policy is estimated from its own decisions: :class:`EmpiricalPolicy`
+  plays, at each (observation, legal moves), the frequencies of the teacher's recorded
+  moves there, and uniformly where the teacher data never reached;
+* the uniform-random policy (``policy.UniformRandomPolicy``).
+
+References:
+    Lanctot et al. (2017), "A Unified Game-Theoretic Approach to Multiagent Reinforcement
+    Learning", NeurIPS (NashConv, section 3).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from open_spiel.python import policy as os_policy
+from open_spiel.python.algorithms import exploitability
+
+from ml.data.batch_files import read_records, scan_batches
+from ml.game.openspiel_env import ObservationKind, observation_of
+from ml.game.record import OpenSpielRecord
+from ml.game.registry import GameSpec
+from ml.model.policy import PolicyNet
+
+logger = logging.getLogger(__name__)
+
+
+NASH_CONV_MAX_STATES = 100_000
+"""Most game-tree states (histories: chance, decision and terminal nodes) a game may have for the
+gate to decide by exact NashConv (``gate.decide_by: nash_conv``). ``exploitability.nash_conv``
+walks the whole tree for each best response; measured here, leduc_poker's 9,457 states take
+0.18 s for the uniform policy, so the limit keeps one evaluation to a few seconds."""
+
+
+@functools.lru_cache(maxsize=16)
+def _tree_size(game: GameSpec, limit: int) -> int:
+    """States of ``game``'s tree, counted depth first; stops at ``limit + 1`` (the tree is larger)."""
+    stack, seen = [game.openspiel_game().new_initial_state()], 0
+    while stack and seen <= limit:
+        state = stack.pop()
+        seen += 1
+        if state.is_terminal():
+            continue
+        moves = [a for a, _ in state.chance_outcomes()] if state.is_chance_node() else state.legal_actions()
+        stack.extend(state.child(a) for a in moves)
+    return seen
+
+
+def nash_conv_refusal(game: GameSpec, limit: int = NASH_CONV_MAX_STATES) -> str | None:
+    """Why exact NashConv cannot judge ``game``, in one line, or None when it can.
+
+    It can for a two-player zero-sum OpenSpiel game (``GameSpec.zero_sum``: NashConv is then
+    twice the exploitability) whose tree holds at most ``limit`` states (:data:`NASH_CONV_MAX_STATES`).
+    """
+    if not game.zero_sum:
+        return f"{game.name}: exact NashConv judges two-player zero-sum OpenSpiel games only"
+    size = _tree_size(game, limit)
+    if size > limit:
+        return f"{game.name}: the game tree has more than {limit} states (ml.judge.nashconv.NASH_CONV_MAX_STATES); exact NashConv is too slow"
+    return None
+
+
+def nash_conv(net: PolicyNet, game: GameSpec) -> float:
+    """Exact NashConv of ``net`` (:class:`NetPolicy`) in ``game`` (the game's utility units, summed over both players)."""
+    os_game = game.openspiel_game()
+    return float(exploitability.nash_conv(os_game, NetPolicy(os_game, net)))
+
+
+def _key(state: Any, player: int, kind: ObservationKind) -> tuple[tuple[float, ...], tuple[int, ...]]:
+    return tuple(observation_of(state, player, kind)), tuple(state.legal_actions(player))
+
+
+class NetPolicy(os_policy.Policy):
+    """A policy network as an OpenSpiel policy (memoised by observation and legal moves).
+
+    Args:
+        game: the OpenSpiel game.
+        net: the network (``obs_dim`` = the game's observation size).
+        observation: the tensor the network reads (``game.observation``, ``ml.game.openspiel_env.ObservationKind``).
+    """
+
+    def __init__(self, game: Any, net: PolicyNet, observation: ObservationKind = "observation") -> None:
+        super().__init__(game, list(range(game.num_players())))
+        self.net = net
+        self.observation: ObservationKind = observation
+        self._memo: dict[tuple, dict[int, float]] = {}
+
+    @torch.no_grad()
+    def action_probabilities(self, state: Any, player_id: int | None = None) -> dict[int, float]:
+        """``{action: probability}`` over the legal moves of the acting player (softmax of masked logits)."""
+        player = state.current_player() if player_id is None else player_id
+        key = _key(state, player, self.observation)
+        if key not in self._memo:
+            obs, legal = key
+            mask = np.zeros((1, self.net.num_actions), dtype=bool)
+            mask[0, list(legal)] = True
+            logits, _ = self.net(torch.tensor([obs], dtype=torch.float32), torch.from_numpy(mask))
+            probs = torch.softmax(logits[0], dim=-1).numpy()
+            self._memo[key] = {a: float(probs[a]) for a in legal}
+        return self._memo[key]
+
+
+class EmpiricalPolicy(os_policy.Policy):
+    """The move frequencies of recorded decisions at each (observation, legal moves); uniform elsewhere.
+
+    Args:
+        game: the OpenSpiel game.
+        decisions: ``(observation, legal moves, move taken)`` triples.
+        observation: the tensor the decisions' observations are (``ml.game.openspiel_env.ObservationKind``).
+
+    Attributes:
+        covered: distinct (observation, legal moves) keys with data.
+    """
+
+    def __init__(
+        self, game: Any, decisions: Iterable[tuple[list[float], list[int], int]], observation: ObservationKind = "observation"
+    ) -> None:
+        super().__init__(game, list(range(game.num_players())))
+        self.observation: ObservationKind = observation
+        counts: dict[tuple, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+        for obs, legal, action in decisions:
+            counts[(tuple(obs), tuple(legal))][action] += 1
+        self._table = {k: {a: c / sum(v.values()) for a, c in v.items()} for k, v in counts.items()}
+        self.covered = len(self._table)
+
+    def action_probabilities(self, state: Any, player_id: int | None = None) -> dict[int, float]:
+        """Recorded frequencies (zero for legal moves never taken there), or uniform when unseen."""
+        player = state.current_player() if player_id is None else player_id
+        key = _key(state, player, self.observation)
+        legal = key[1]
+        probs = self._table.get(key)
+        if probs is None:
+            return {a: 1.0 / len(legal) for a in legal}
+        return {a: probs.get(a, 0.0) for a in legal}
+
+
+def teacher_decisions(teacher_dir: Path) -> list[tuple[list[float], list[int], int]]:
+    """``(observation, legal moves, move)`` of every decision in the teacher batches of ``teacher_dir``."""
+    out = []
+    for path in scan_batches(teacher_dir, sources=("sim",)):
+        for rec in read_records(path):
+            if not isinstance(rec, OpenSpielRecord):
+                raise TypeError(f"{path}: game {rec.game_id!r} is a commander record, not an OpenSpiel one")
+            legal = [i for i, b in enumerate(rec.action_mask or []) if b]
+            out.append((rec.observation, legal, rec.action.action_idx))
+    return out
+
+
+def nash_conv_metrics(net: PolicyNet, game: GameSpec, teacher_dir: Path | None, prefix: str = "train") -> dict[str, Any]:
+    """NashConv of ``net``, of the teacher's empirical policy and of the uniform policy.
+
+    Args:
+        net: the student (or any network of this game).
+        game: the game; metrics are computed only where :func:`nash_conv_refusal` accepts it
+            (two-player zero-sum, at most ``NASH_CONV_MAX_STATES`` states: kuhn_poker, leduc_poker,
+            liars_dice with one die of up to 4 sides, ...).
+        teacher_dir: folder of the teacher batches (None: no teacher figure).
+        prefix: metric namespace.
+
+    Returns:
+        ``{}`` for other games, else ``<prefix>/nash_conv`` (the student),
+        ``<prefix>/nash_conv_teacher_empirical`` with ``<prefix>/teacher_infostates_covered``,
+        and ``<prefix>/nash_conv_uniform``; NashConv in the game's chips (sum over both players).
+    """
+    if nash_conv_refusal(game) is not None:
+        return {}
+    os_game = game.openspiel_game()
+    out: dict[str, Any] = {
+        f"{prefix}/nash_conv": float(exploitability.nash_conv(os_game, NetPolicy(os_game, net, game.observation))),
+        f"{prefix}/nash_conv_uniform": float(exploitability.nash_conv(os_game, os_policy.UniformRandomPolicy(os_game))),
+    }
+    if teacher_dir is not None:
+        empirical = EmpiricalPolicy(os_game, teacher_decisions(teacher_dir), game.observation)
+        out[f"{prefix}/nash_conv_teacher_empirical"] = float(exploitability.nash_conv(os_game, empirical))
+        out[f"{prefix}/teacher_infostates_covered"] = empirical.covered
+    logger.info("NashConv: %s", out)
+    return out

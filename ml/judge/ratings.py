@@ -1,0 +1,439 @@
+"""Tournaments and Plackett-Luce Elo ratings with confidence intervals.
+
+Every game of a tournament gives a full ranking of its seats (``GameState.ranking``: the
+winner, then survivors of a turn-cap draw by life, then the eliminated, last out first).
+Ratings are the maximum-likelihood Plackett-Luce log-strengths ``theta`` over the whole
+history of games, refitted in one batch each time (so the result does not depend on the
+order in which games were played), with
+
+* the heuristic teacher anchored (``theta = 0``, Elo 1500);
+* a weak Gaussian prior linking consecutive generations,
+  ``theta_g - theta_{g-1} ~ N(0, prior_sigma^2)``, which keeps a generation with few
+  games near its neighbours without deciding the fit;
+* 95% intervals from the inverse Hessian of the negative log-posterior (the observed
+  Fisher information) at the optimum.
+
+Elo is ``1500 + 400 / ln(10) * theta``: with that scale a gap of 400 Elo means 10:1 odds in
+a head-to-head choice, as in Elo's logistic model.
+
+References:
+    Plackett, R. L. (1975), "The Analysis of Permutations", JRSS C 24(2); Luce, R. D.
+    (1959), "Individual Choice Behavior". Hunter, D. R. (2004), "MM algorithms for
+    generalized Bradley-Terry models", Ann. Statist. 32(1), section 5 (the PL likelihood).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import torch
+from scipy.optimize import minimize
+
+from ml.base.faults import seam
+from ml.base.io import atomic_write_json, atomic_write_text, iter_jsonl, read_json
+from ml.base.progress import ProgressBar
+from ml.game.registry import GameSpec
+from ml.game.spec import Encoder
+from ml.judge.stats import ReturnTally
+from ml.model.policy import PolicyNet
+from ml.play.rollout import Controller, game_seeds, play_games, rotated_seatings
+from ml.runtime.compute import LOCAL, Executor, chunk_ranges, chunk_seed
+
+ELO_BASE = 1500.0
+ELO_SCALE = 400.0 / math.log(10.0)
+"""Elo points per unit of log-strength (400 Elo = a factor 10 in strength)."""
+Z95 = 1.959963984540054
+"""Two-sided 95% normal quantile."""
+
+
+@dataclass
+class Ratings:
+    """A Plackett-Luce fit.
+
+    Attributes:
+        players: player names, index-aligned with the arrays.
+        theta: float64[P] log-strengths (anchor 0).
+        cov: float64[P, P] covariance of ``theta`` (anchor row/column 0).
+        games: int64[P] games each player took part in.
+    """
+
+    players: list[str]
+    theta: np.ndarray
+    cov: np.ndarray
+    games: np.ndarray
+
+    def elo(self, name: str) -> float:
+        return ELO_BASE + ELO_SCALE * float(self.theta[self.players.index(name)])
+
+    def elo_interval(self, name: str) -> tuple[float, float]:
+        i = self.players.index(name)
+        half = Z95 * ELO_SCALE * math.sqrt(max(self.cov[i, i], 0.0))
+        return self.elo(name) - half, self.elo(name) + half
+
+    def gain(self, new: str, old: str) -> tuple[float, float, float]:
+        """Elo of ``new`` minus ``old`` with its 95% interval ``(gain, low, high)``."""
+        i, j = self.players.index(new), self.players.index(old)
+        var = self.cov[i, i] + self.cov[j, j] - 2 * self.cov[i, j]
+        gain = ELO_SCALE * float(self.theta[i] - self.theta[j])
+        half = Z95 * ELO_SCALE * math.sqrt(max(var, 0.0))
+        return gain, gain - half, gain + half
+
+    def table(self) -> list[dict]:
+        """One row per player: name, elo, low, high, games; strongest first."""
+        rows = []
+        for name, g in zip(self.players, self.games, strict=True):
+            low, high = self.elo_interval(name)
+            rows.append(
+                {
+                    "player": name,
+                    "elo": round(self.elo(name), 1),
+                    "low": round(low, 1),
+                    "high": round(high, 1),
+                    "games": int(g),
+                }
+            )
+        return sorted(rows, key=lambda r: -r["elo"])
+
+
+def _stages(rankings: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per choice stage k: (chosen int[G], choice set int[G, K-k]) of PL's sequential choices."""
+    k = rankings.shape[1]
+    return [(rankings[:, s], rankings[:, s:]) for s in range(k - 1)]
+
+
+def _objective(free: np.ndarray, anchor: int, n: int, stages, prior_pairs: np.ndarray, prior_prec: float):
+    theta = np.insert(free, anchor, 0.0)
+    nll = 0.0
+    grad = np.zeros(n)
+    hess = np.zeros((n, n))
+    for chosen, sets in stages:
+        t = theta[sets]
+        m = t.max(axis=1, keepdims=True)
+        e = np.exp(t - m)
+        z = e.sum(axis=1, keepdims=True)
+        p = e / z
+        nll += float(np.sum(np.log(z[:, 0]) + m[:, 0] - theta[chosen]))
+        np.add.at(grad, chosen, -1.0)
+        np.add.at(grad, sets, p)
+        cols = sets.shape[1]
+        for a in range(cols):
+            np.add.at(hess, (sets[:, a], sets[:, a]), p[:, a])
+            for b in range(cols):
+                np.add.at(hess, (sets[:, a], sets[:, b]), -p[:, a] * p[:, b])
+    if len(prior_pairs):
+        d = theta[prior_pairs[:, 0]] - theta[prior_pairs[:, 1]]
+        nll += 0.5 * prior_prec * float(d @ d)
+        np.add.at(grad, prior_pairs[:, 0], prior_prec * d)
+        np.add.at(grad, prior_pairs[:, 1], -prior_prec * d)
+        for a, b in prior_pairs:
+            hess[a, a] += prior_prec
+            hess[b, b] += prior_prec
+            hess[a, b] -= prior_prec
+            hess[b, a] -= prior_prec
+    keep = np.arange(n) != anchor
+    return nll, grad[keep], hess[np.ix_(keep, keep)]
+
+
+def fit_plackett_luce(
+    rankings: Sequence[Sequence[str]], anchor: str, prior_chain: Sequence[str] = (), prior_sigma_elo: float = 400.0
+) -> Ratings:
+    """Maximum-a-posteriori Plackett-Luce ratings of players from full rankings.
+
+    Args:
+        rankings: per game, player names from first place to last (all games the same
+            length; a player may appear twice in a game, e.g. two heuristic seats).
+        anchor: player fixed at Elo 1500 (must appear in the data).
+        prior_chain: players linked by the weak prior, in order (consecutive generations).
+        prior_sigma_elo: standard deviation of the prior on consecutive differences (Elo).
+
+    Returns:
+        Ratings with covariance from the inverse Hessian at the optimum.
+
+    Raises:
+        ValueError: empty data, ragged rankings or an anchor that never played.
+    """
+    if not rankings:
+        raise ValueError("no games to rate")
+    players = sorted({p for r in rankings for p in r} | set(prior_chain))
+    if anchor not in players:
+        raise ValueError(f"anchor {anchor!r} never played")
+    index = {p: i for i, p in enumerate(players)}
+    lengths = {len(r) for r in rankings}
+    if len(lengths) != 1:
+        raise ValueError(f"all rankings must have the same length, got {sorted(lengths)}")
+    arr = np.asarray([[index[p] for p in r] for r in rankings], dtype=np.int64)
+    n, a = len(players), index[anchor]
+    pairs = np.asarray(
+        [(index[x], index[y]) for x, y in zip(prior_chain[1:], prior_chain[:-1], strict=False)], dtype=np.int64
+    ).reshape(-1, 2)
+    prec = (ELO_SCALE / prior_sigma_elo) ** 2
+    stages = _stages(arr)
+    res = minimize(
+        lambda f: _objective(f, a, n, stages, pairs, prec)[:2],
+        np.zeros(n - 1),
+        jac=True,
+        hess=lambda f: _objective(f, a, n, stages, pairs, prec)[2],
+        method="trust-exact",
+        options={"gtol": 1e-10},
+    )
+    free = res.x
+    for _ in range(20):  # Newton polish: the objective is convex, so this converges quadratically
+        _, g, h = _objective(free, a, n, stages, pairs, prec)
+        if np.max(np.abs(g), initial=0.0) < 1e-12:
+            break
+        free = free - np.linalg.lstsq(h, g, rcond=None)[0]
+    theta = np.insert(free, a, 0.0)
+    h = _objective(free, a, n, stages, pairs, prec)[2]
+    cov_free = np.linalg.pinv(h)
+    cov = np.zeros((n, n))
+    keep = np.arange(n) != a
+    cov[np.ix_(keep, keep)] = cov_free
+    games = np.zeros(n, dtype=np.int64)
+    for row in arr:
+        for i in set(row.tolist()):
+            games[i] += 1
+    return Ratings(players, theta, cov, games)
+
+
+HEURISTIC: Final = "heuristic"
+RANDOM: Final = "random"
+
+
+def tournament_seatings(
+    newest: str, others: Sequence[str], games: int, pod_size: int, rng: np.random.Generator
+) -> list[list[str]]:
+    """Pods with ``newest`` rotated through the seats (``ml.play.rollout.rotated_seatings``) and the
+    other seats drawn uniformly from ``others`` (distinct where there are enough players,
+    repeated otherwise)."""
+    k = pod_size - 1
+
+    def draw(g: int) -> list[str]:
+        return [others[i] for i in rng.choice(len(others), size=k, replace=len(others) < k)]
+
+    return rotated_seatings(games, pod_size, newest, draw)
+
+
+def play_tournament(
+    students: dict[str, PolicyNet],
+    newest: str,
+    *,
+    games: int,
+    game: GameSpec,
+    num_envs: int,
+    seed: int,
+    encoder: Encoder | None,
+    executor: Executor = LOCAL,
+    chunk_games: int = 0,
+) -> list[dict[str, Any]]:
+    """Play ``games`` pods among students, the heuristic teacher and the random player.
+
+    Students act greedily (arg-max over legal actions). Every pod holds ``newest``. The
+    ``heuristic`` player is the game's teacher (MCTS for OpenSpiel games), the anchor.
+
+    Args:
+        students: name -> PolicyNet of each accepted generation's student.
+        newest: the student to rate now.
+        games: games to play.
+        game: the game (``ml.game.registry.GameSpec``): ``num_players`` seats per pod, the
+            commander's ``max_turns`` cap.
+        num_envs: games played at once (batched).
+        seed: seeds the seatings, the games and any sampling.
+        encoder: observation encoder.
+        executor: where the games are played (``ml.runtime.compute``: here or on a Ray cluster, same rankings).
+        chunk_games: games per chunk by game index (0: one chunk, the games as before chunks
+            existed); chunk ``k`` samples with ``ml.runtime.compute.chunk_seed(seed, k)``.
+
+    Returns:
+        Per game, ``{"ranking": player names from first place to last}``, and in a two-player
+        zero-sum game (``GameSpec.zero_sum``) ``"returns"``: each ranked player's return in chips,
+        aligned with ``ranking``.
+
+    Raises:
+        ml.runtime.compute.ComputeError: the Ray cluster was lost mid-stage.
+    """
+    controllers = {HEURISTIC: Controller(HEURISTIC), RANDOM: Controller(RANDOM)}
+    controllers.update({name: Controller("net", net, greedy=True) for name, net in students.items()})
+    others = sorted(set(controllers) - {newest})
+    seatings = tournament_seatings(newest, others, games, game.num_players, np.random.default_rng(seed))
+    setup = executor.share((controllers, seatings, game_seeds(seed, games), num_envs, encoder, game, seed))
+    bar = ProgressBar(total=games, desc="rating", unit="game", disable=not sys.stderr.isatty())
+    tasks = list(enumerate(chunk_ranges(games, chunk_games)))
+    local = executor.backend == "local"
+    if local:  # played in this process: the bar counts each game as it ends (one chunk is the whole tournament)
+        chunks: Iterable[list[dict[str, Any]]] = (_tournament_chunk(t, setup.value, on_game=bar.update) for t in tasks)
+    else:  # on a cluster: each chunk as it comes back
+        chunks = executor.imap(_tournament_chunk, tasks, setup)
+    rankings: list[dict[str, Any]] = []
+    for chunk in chunks:
+        rankings += chunk
+        if not local:
+            bar.update(len(chunk))
+    bar.close()
+    return rankings
+
+
+def _tournament_chunk(
+    task: tuple[int, range], setup: tuple, on_game: Callable[[], object] | None = None
+) -> list[dict[str, Any]]:
+    """Play one chunk of a tournament: per game in index order, the entry of :func:`play_tournament`.
+
+    ``on_game`` is called as each game ends (a progress bar's ``update``; it reads nothing).
+    """
+    k, indices = task
+    controllers, seatings, seeds, num_envs, encoder, game, seed = setup
+    results = []
+    for result in play_games(
+        seatings, seeds, controllers, num_envs=num_envs, encoder=encoder,
+        generator=torch.Generator().manual_seed(chunk_seed(seed, k)), game=game, indices=indices,
+    ):  # fmt: skip
+        results.append(result)
+        if on_game is not None:
+            on_game()
+    games: list[dict[str, Any]] = []
+    for r in sorted(results, key=lambda r: r.index):
+        played: dict[str, Any] = {"ranking": [r.seats[s] for s in r.ranking]}
+        if game.zero_sum:
+            played["returns"] = [round(float(r.returns[s]) * game.reward_scale, 9) for s in r.ranking]
+        games.append(played)
+    return games
+
+
+def return_table(games: Iterable[dict[str, Any]], confidence: float = 0.95) -> list[dict[str, Any]]:
+    """Each player's mean return (chips per game) over the tournament games that carry returns.
+
+    The game is the unit (tournament games have seeds of their own, no duplicate deals), so
+    the interval is Student's t over the player's games (``ml.judge.stats.ReturnTally``).
+
+    Returns:
+        Rows ``player``, ``mean_return``, ``low``, ``high`` (None with one game), ``games``;
+        best first. Empty when no game carries returns (the commander's).
+    """
+    tallies: dict[str, ReturnTally] = {}
+    for g in games:
+        for name, value in zip(g["ranking"], g.get("returns") or (), strict=False):
+            tallies.setdefault(name, ReturnTally()).add(value)
+    rows = []
+    for name, t in tallies.items():
+        low, high = t.interval(confidence) if t.deals > 1 else (None, None)
+        rows.append({"player": name, "mean_return": round(t.mean, 4), "low": low if low is None else round(low, 4),
+                     "high": high if high is None else round(high, 4), "games": t.deals})  # fmt: skip
+    return sorted(rows, key=lambda r: (-r["mean_return"], r["player"]))
+
+
+TOURNAMENT_FILE = Path("state/tournament.jsonl")
+"""Every tournament game ever played: ``{"attempt_id", "ranking"}`` per line, with ``"returns"`` (chips,
+aligned with the ranking) in a zero-sum game (the data of every refit)."""
+ELO_FILE = Path("state/elo_history.json")
+"""Every refit: the attempt that triggered it, the table and the newest generation's gain."""
+
+
+def load_tournament(root: Path) -> list[dict]:
+    """Tournament games recorded so far (empty when none).
+
+    Raises:
+        ml.base.io.DataFileError: a line that is not a JSON object (the file is written atomically,
+            so a bad line is damage, never a write in progress).
+    """
+    path = root / TOURNAMENT_FILE
+    if not path.exists():
+        return []
+    return [game for _, game in iter_jsonl(path, allow_truncated_last=False)]
+
+
+def rate_generation(
+    root: Path, attempt_id: str, generation: int, students: dict[str, PolicyNet], prior_sigma_elo: float = 400.0, **play: Any
+) -> dict:
+    """Play the tournament of an accepted generation, refit all ratings, record both (idempotent).
+
+    Args:
+        root: repository root.
+        attempt_id: the accepted attempt (keys the games and the refit, so a rerun adds nothing).
+        generation: its generation; the newest student is ``gen{generation:03d}``.
+        students: name -> PolicyNet of every accepted generation's student.
+        prior_sigma_elo: the generation-linking prior (Elo).
+        **play: ``play_tournament`` keyword arguments (games, game, ..., encoder).
+
+    Returns:
+        The ``elo_history`` entry: ``attempt_id``, ``generation``, ``games`` (all games so far),
+        ``episodes`` (the games of this attempt's tournament), ``table`` (rows of ``Ratings.table``),
+        ``gain`` (vs the previous generation, or None) and, in a zero-sum game, ``returns`` (rows of
+        :func:`return_table` over all games so far).
+    """
+    history = read_json(root / ELO_FILE) if (root / ELO_FILE).exists() else []
+    for past in history:
+        if past["attempt_id"] == attempt_id:
+            return past
+    newest = f"gen{generation:03d}"
+    games = load_tournament(root)
+    if play.get("games", 0) and not any(g["attempt_id"] == attempt_id for g in games):
+        played = [{"attempt_id": attempt_id, **g} for g in play_tournament(students, newest, **play)]
+        games += played
+        atomic_write_text(root / TOURNAMENT_FILE, "".join(json.dumps(g) + "\n" for g in games))
+        seam(f"g{generation:03d}.rating.games")  # the games are written, the refit not yet
+    entry: dict[str, Any] = {
+        "attempt_id": attempt_id,
+        "generation": generation,
+        "games": len(games),
+        "episodes": sum(1 for g in games if g["attempt_id"] == attempt_id),
+        "table": [],
+        "gain": None,
+    }
+    if games:
+        chain = sorted(n for n in students if n.startswith("gen"))
+        fit = fit_plackett_luce(
+            [g["ranking"] for g in games], anchor=HEURISTIC, prior_chain=chain, prior_sigma_elo=prior_sigma_elo
+        )
+        entry["table"] = fit.table()
+        if chips := return_table(games):  # zero-sum games: the same games in chips
+            entry["returns"] = chips
+        earlier = [n for n in chain if n < newest]
+        if earlier and newest in fit.players:
+            gain, low, high = fit.gain(newest, earlier[-1])
+            entry["gain"] = {
+                "new": newest,
+                "old": earlier[-1],
+                "elo": round(gain, 1),
+                "low": round(low, 1),
+                "high": round(high, 1),
+            }
+    atomic_write_json(root / ELO_FILE, [*history, entry])
+    return entry
+
+
+def converged(history: list[dict], threshold_elo: float, window: int) -> bool:
+    """Whether the last ``window`` refits each put the newest generation's gain, with 95%
+    confidence, inside ``(-threshold_elo, +threshold_elo)``.
+
+    A clearly negative gain (interval reaching below ``-threshold_elo``) is a regression, not
+    convergence, and so is a gain that may still be large.
+    """
+    gains = [e.get("gain") for e in history[-window:]]
+    return len(gains) == window and all(
+        g is not None and g["high"] < threshold_elo and g["low"] > -threshold_elo for g in gains
+    )
+
+
+def format_table(entry: dict) -> str:
+    """The Elo table of an ``elo_history`` entry as text."""
+    lines = [
+        f"Elo after {entry['attempt_id']} ({entry['games']} games; heuristic anchored at 1500)",
+        f"{'player':12s} {'Elo':>7s} {'95% interval':>17s} {'games':>6s}",
+    ]
+    for r in entry["table"]:
+        lines.append(f"{r['player']:12s} {r['elo']:7.0f} [{r['low']:6.0f}, {r['high']:6.0f}] {r['games']:6d}")
+    if entry.get("gain"):
+        g = entry["gain"]
+        lines.append(f"gain {g['new']} over {g['old']}: {g['elo']:+.0f} Elo [{g['low']:+.0f}, {g['high']:+.0f}]")
+    if entry.get("returns"):
+        lines.append(f"{'player':12s} {'chips/game':>10s} {'95% by game':>19s} {'games':>6s}")
+        for r in entry["returns"]:
+            span = f"[{r['low']:+7.3f}, {r['high']:+7.3f}]" if r["low"] is not None else "-"
+            lines.append(f"{r['player']:12s} {r['mean_return']:+10.3f} {span:>19s} {r['games']:6d}")
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Training: the supervised student (``supervised``), PPO self-play (``ppo``), their DVCLive curves (``curves``)."""

@@ -1,0 +1,152 @@
+"""Masked policy/value network and its versioned checkpoint file.
+
+The network is an MLP trunk with two heads: ``logits`` over the game's actions and a scalar
+``value`` (expected return of the acting seat). Illegal actions are removed by setting
+their logits to a large negative number before the softmax (the usual action-mask
+practice, e.g. CleanRL's invalid-action masking, Huang & Ontañón 2020).
+
+Checkpoints are single files written atomically; ``CHECKPOINT_FORMAT`` is bumped on any
+change of layout and ``load_policy`` rejects unknown versions with a clear error.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ml.base.io import atomic_write_bytes
+from ml.game.registry import commander
+
+CHECKPOINT_FORMAT = 1
+MASKED_LOGIT = -1e9
+"""Logit given to illegal actions: exp(-1e9) is exactly 0 in float32."""
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file that cannot be loaded (missing, corrupt or of an unknown format)."""
+
+
+class PolicyNet(nn.Module):
+    """MLP policy/value network over encoded observations.
+
+    Args:
+        obs_dim: observation length.
+        hidden_sizes: widths of the shared trunk.
+        num_actions: size of the game's action space; None: the built-in commander's
+            (``ml.game.registry.commander``).
+    """
+
+    def __init__(self, obs_dim: int, hidden_sizes: tuple[int, ...] = (256, 256), num_actions: int | None = None) -> None:
+        super().__init__()
+        if num_actions is None:
+            num_actions = commander().num_actions
+        self.obs_dim, self.hidden_sizes, self.num_actions = obs_dim, tuple(hidden_sizes), num_actions
+        layers: list[nn.Module] = []
+        width = obs_dim
+        for h in hidden_sizes:
+            layers += [nn.Linear(width, h), nn.Tanh()]
+            width = h
+        self.trunk = nn.Sequential(*layers)
+        self.policy_head = nn.Linear(width, num_actions)
+        self.value_head = nn.Linear(width, 1)
+
+    def forward(self, obs: torch.Tensor, action_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Masked logits and values.
+
+        Args:
+            obs: float32[B, obs_dim].
+            action_mask: bool[B, num_actions] or None (no masking).
+
+        Returns:
+            ``(logits float32[B, num_actions], value float32[B])``.
+        """
+        h = self.trunk(obs)
+        logits = self.policy_head(h)
+        if action_mask is not None:
+            logits = logits.masked_fill(~action_mask, MASKED_LOGIT)
+        return logits, self.value_head(h).squeeze(-1)
+
+    @torch.no_grad()
+    def act(
+        self, obs: np.ndarray, action_mask: np.ndarray, generator: torch.Generator | None = None, greedy: bool = False
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Sample actions for a batch of decisions (one forward pass).
+
+        Args:
+            obs: float32[B, obs_dim].
+            action_mask: bool[B, num_actions]; every row needs at least one legal action.
+            generator: torch RNG for sampling (seeded by the caller).
+            greedy: take the arg-max instead of sampling.
+
+        Returns:
+            ``(actions int64[B], log_probs float32[B], values float32[B], probs float32[B, num_actions])``:
+            ``probs`` is the masked softmax the actions are sampled from (zero on illegal actions).
+        """
+        logits, value = self(torch.from_numpy(obs), torch.from_numpy(action_mask))
+        log_p = torch.log_softmax(logits, dim=-1)
+        probs = log_p.exp()
+        if greedy:
+            actions = logits.argmax(dim=-1)
+        else:
+            actions = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+        chosen = log_p.gather(1, actions[:, None]).squeeze(-1)
+        return actions.numpy(), chosen.numpy(), value.numpy(), probs.numpy()
+
+
+def check_shape(net: PolicyNet, obs_dim: int, num_actions: int, what: str = "checkpoint") -> None:
+    """Raise ``CheckpointError`` unless ``net`` reads ``obs_dim`` features and has ``num_actions`` logits.
+
+    A checkpoint of another game, or trained before the game's encoder changed, cannot play or
+    be fine-tuned; the message says so instead of a matrix-shape error deep in torch.
+    """
+    if (net.obs_dim, net.num_actions) != (obs_dim, num_actions):
+        raise CheckpointError(
+            f"{what} expects {net.obs_dim} observation features and {net.num_actions} actions, but this game's "
+            f"encoder gives {obs_dim} and {num_actions}: it was trained for another game, or with another encoder "
+            "version (retrain it)"
+        )
+
+
+def save_policy(net: PolicyNet, path: str | Path, meta: dict[str, Any] | None = None) -> None:
+    """Write a checkpoint atomically: format version, architecture, weights and ``meta``."""
+    payload = {
+        "format": CHECKPOINT_FORMAT,
+        "obs_dim": net.obs_dim,
+        "hidden_sizes": list(net.hidden_sizes),
+        "num_actions": net.num_actions,
+        "state_dict": net.state_dict(),
+        "meta": meta or {},
+    }
+    buf = io.BytesIO()
+    torch.save(payload, buf)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def load_policy(path: str | Path) -> tuple[PolicyNet, dict[str, Any]]:
+    """Load a checkpoint written by ``save_policy``.
+
+    Returns:
+        ``(net in eval mode, meta)``.
+
+    Raises:
+        CheckpointError: missing file, unreadable file or unknown format version.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: checkpoint not found")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # torch raises several types for corrupt zips
+        raise CheckpointError(f"{path}: not a readable checkpoint ({e})") from e
+    fmt = payload.get("format") if isinstance(payload, dict) else None
+    if fmt != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"{path}: unsupported checkpoint format {fmt!r} (this reader knows {CHECKPOINT_FORMAT})")
+    net = PolicyNet(payload["obs_dim"], tuple(payload["hidden_sizes"]), payload["num_actions"])
+    net.load_state_dict(payload["state_dict"])
+    net.eval()
+    return net, dict(payload["meta"])

@@ -1,0 +1,505 @@
+"""Play many pods concurrently with batched policy inference.
+
+One ``play_games`` runner serves every stage that plays: the teacher (all heuristic
+seats, every decision logged), PPO self-play (one learning seat, transitions kept), the
+exporter (the agent's decisions logged) and the gate's evaluation pods. Every game plays
+through the typed batched ``ml.game.protocol.Game`` of its ``GameSpec.batched``: the
+Commander's compiled core (scripted seats play inside its ``step``), or rows of AEC envs
+(``ml.game.env_game.EnvGame``: OpenSpiel states, and the Commander's object engine, which
+gives the same results, transitions and records as the core: ``tests/test_rollout.py``).
+All network-controlled decisions pending across the concurrent
+games are answered by one forward pass per network (scripted seats act at once, so the games
+wait on networks only). The controller kind
+``heuristic`` is the game's teacher (the commander's heuristic, MCTS for OpenSpiel games).
+
+Seats are named by *controller*: a key into a mapping of ``Controller`` objects, e.g.
+``["agent", "heuristic", "heuristic", "heuristic"]``.
+
+The tracked seats' decisions (PPO transitions) are arrays from where they are taken to the
+update: each forward pass writes its block of observations, masks, actions, log-probabilities
+and values into preallocated flat buffers (``_Tracker``), rewards are added there by index,
+and a finished game's episodes come out as ``Rollout`` arrays, which ``ml.play.collect`` joins per
+chunk and ``ml.learn.ppo.ppo_update`` hands to torch without a copy; no Python object per decision.
+Not CleanRL's ``[T, N]`` layout: that needs every env to make one learner decision per step,
+while here the learner acts at a fraction of the steps (scripted seats play inside ``step``)
+and only finished games are kept, so decisions are stored flat, keyed by game and seat.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Literal
+
+import numpy as np
+import torch
+
+from ml.game.protocol import Game
+from ml.game.record import POLICY_DECIMALS
+from ml.game.registry import Engine, GameSpec
+from ml.game.spec import Encoder
+from ml.model.policy import PolicyNet, check_shape
+
+ControllerKind = Literal["heuristic", "random", "net"]
+"""Who plays a seat: a scripted player (``heuristic``, ``random``) or a network (``net``)."""
+
+
+@dataclass
+class Controller:
+    """Who plays a seat: a scripted player kind (``heuristic``/``random``) or a network.
+
+    Attributes:
+        kind: ``heuristic`` (the game's teacher), ``random`` or ``net``.
+        net: the policy for ``net`` controllers.
+        greedy: arg-max instead of sampling for ``net`` controllers.
+    """
+
+    kind: ControllerKind
+    net: PolicyNet | None = None
+    greedy: bool = False
+
+
+@dataclass
+class Rollout:
+    """Decisions of a tracked seat (PPO transitions) as arrays, episode after episode.
+
+    ``T`` decisions in all; an episode is a run of decisions that ends where ``done`` is True
+    (every episode here is a finished game, so the last decision is always terminal).
+
+    Attributes:
+        obs: float32[T, obs_dim] observations.
+        action_mask: bool[T, A] legal actions.
+        action: int64[T] actions taken.
+        log_prob: float32[T] behaviour log-probabilities of ``action``.
+        value: float32[T] value estimates.
+        reward: float32[T] reward after each decision (the seat's rewards up to its next
+            decision, summed in float64, then rounded once).
+        done: bool[T], True at an episode's last decision.
+    """
+
+    obs: np.ndarray
+    action_mask: np.ndarray
+    action: np.ndarray
+    log_prob: np.ndarray
+    value: np.ndarray
+    reward: np.ndarray
+    done: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.action.shape[0])
+
+    @property
+    def episodes(self) -> int:
+        """Episodes held (terminal decisions)."""
+        return int(self.done.sum())
+
+    @classmethod
+    def empty(cls, obs_dim: int, num_actions: int) -> Rollout:
+        """No decisions."""
+        return cls(np.zeros((0, obs_dim), np.float32), np.zeros((0, num_actions), bool), np.zeros(0, np.int64),
+                   np.zeros(0, np.float32), np.zeros(0, np.float32), np.zeros(0, np.float32), np.zeros(0, bool))  # fmt: skip
+
+    @classmethod
+    def concat(cls, parts: Sequence[Rollout], obs_dim: int, num_actions: int) -> Rollout:
+        """``parts`` one after the other (``obs_dim``, ``num_actions`` size an empty result)."""
+        if not parts:
+            return cls.empty(obs_dim, num_actions)
+        if len(parts) == 1:
+            return parts[0]
+        return cls(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(cls)))
+
+
+@dataclass
+class GameResult:
+    """A finished game.
+
+    Attributes:
+        index: game index within the run.
+        game_id: the simulator's game id.
+        outcome: ``win_seat_<k>`` or ``draw``.
+        winner: winning seat or None.
+        seats: controller key per seat.
+        returns: float[pod_size] each seat's return (sum of its rewards).
+        records: decision records (dicts, action filled in) of the logged seats, in
+            decision order.
+        transitions: seat -> the tracked seat's decisions (one episode, ``Rollout``).
+        decisions: decisions made in the game by all seats.
+        ranking: seats from first place to last (``GameState.ranking``).
+    """
+
+    index: int
+    game_id: str
+    outcome: str
+    winner: int | None
+    seats: list[str]
+    returns: np.ndarray
+    records: list[dict] = field(default_factory=list)
+    transitions: dict[int, Rollout] = field(default_factory=dict)
+    decisions: int = 0
+    ranking: list[int] = field(default_factory=list)
+
+
+def play_games(
+    seatings: list[list[str]],
+    game_seeds: list[int],
+    controllers: dict[str, Controller],
+    *,
+    game: GameSpec,
+    num_envs: int,
+    encoder: Encoder | None = None,
+    generator: torch.Generator,
+    log_seats: Callable[[list[str]], list[int]] | None = None,
+    track_seats: Callable[[list[str]], list[int]] | None = None,
+    budget: int | None = None,
+    indices: Sequence[int] | None = None,
+    engine: Engine = "core",
+) -> Generator[GameResult, None, None]:
+    """Play ``len(seatings)`` games, ``num_envs`` at a time, yielding each as it ends.
+
+    Scripted seats (``heuristic``, ``random``) act at once; the games then wait on a network,
+    and each network answers all the decisions waiting on it with one forward pass, so a batch
+    holds up to ``num_envs`` decisions.
+
+    Args:
+        seatings: per game, the controller key of each seat (length: the game's players).
+        game_seeds: per game, the simulator seed (scripted players derive theirs from it).
+        controllers: controller key -> Controller.
+        game: the game (``ml.game.registry.GameSpec``): its ``num_players`` seats per game,
+            the commander's ``max_turns`` cap.
+        num_envs: games in flight at once (batched inference across them).
+        encoder: the commander's observation encoder shared with the envs (None: a new one).
+        generator: torch RNG for sampling network actions.
+        log_seats: seats whose decisions are logged as records (given the seating).
+        track_seats: seats whose decisions are kept as PPO transitions.
+        budget: tracked-seat decisions after which no new game starts (the games in flight
+            are played to their end, so no decision is wasted); None plays every seating.
+        indices: play only these games of ``seatings`` (a chunk of a stage, ``ml.runtime.compute``); None: all.
+        engine: the commander's ``core`` (compiled) or ``objects`` (its object engine through
+            its AEC env, the core's reference); both give the same results
+            (``GameSpec.batched``). OpenSpiel games have one engine.
+
+    Yields:
+        GameResult, in order of completion (deterministic for fixed inputs).
+
+    Raises:
+        ValueError: a ``net`` controller without a net.
+        ml.model.policy.CheckpointError: a network's input or output size does not fit the game.
+    """
+    if encoder is None and game.is_commander:
+        encoder = game.encoder()
+    for key, ctrl in controllers.items():
+        if ctrl.kind == "net":
+            if ctrl.net is None:
+                raise ValueError(f"controller {key!r} is a net controller without a net")
+            check_shape(ctrl.net, game.obs_dim, game.num_actions, f"the policy of {key!r}")
+    pending = list(range(len(seatings)) if indices is None else indices)[::-1]
+    yield from _play(game.batched(num_envs, encoder, engine), seatings, game_seeds, controllers, pending, generator,
+                     log_seats, track_seats, budget)  # fmt: skip
+
+
+@dataclass
+class _Row:
+    """A game in a row of a batched ``Game`` (per game, not per decision)."""
+
+    row: int
+    index: int
+    seats: list[str]
+    surfaced: bool
+    log_seats: frozenset[int]
+    records: list[dict]
+
+
+class _Tracker:
+    """The tracked seats' decisions of the games in flight, in growing flat arrays.
+
+    Each decision is written once, where it is taken (one block per forward pass), keyed by
+    ``game * num_players + seat`` (``game``: the game's start number in this run); a seat's
+    rewards go to its last decision (``last[row, seat]``, -1 before its first); a finished
+    game's decisions are taken out as its episodes. The arrays are compacted (the finished
+    games' rows dropped) when they fill up, so their size follows the games in flight.
+    """
+
+    CAPACITY = 4096
+    """Decisions the arrays hold at first."""
+
+    def __init__(self, num_rows: int, num_players: int, obs_dim: int, num_actions: int) -> None:
+        capacity = self.CAPACITY
+        self.n = 0
+        self.obs = np.zeros((capacity, obs_dim), np.float32)
+        self.mask = np.zeros((capacity, num_actions), bool)
+        self.action = np.zeros(capacity, np.int64)
+        self.log_prob = np.zeros(capacity, np.float32)
+        self.value = np.zeros(capacity, np.float32)
+        self.reward = np.zeros(capacity, np.float64)
+        self.key = np.zeros(capacity, np.int64)
+        self.last = np.full((num_rows, num_players), -1, np.int64)
+        self.live = np.zeros(capacity, bool)
+        self.dims = (obs_dim, num_actions)
+        self.stride = num_players
+
+    def keys(self, games: np.ndarray, seats: np.ndarray) -> np.ndarray:
+        """int64[k] keys of the seats ``seats`` of the games started as ``games``."""
+        return games * self.stride + seats
+
+    def add(self, keys: np.ndarray, rows: np.ndarray, seats: np.ndarray, obs: np.ndarray, mask: np.ndarray,
+            action: np.ndarray, log_prob: np.ndarray, value: np.ndarray) -> None:  # fmt: skip
+        """Append one decision per entry (k entries; ``rows``/``seats`` int64[k] locate the seat)."""
+        k = len(keys)
+        if self.n + k > len(self.key):
+            self._make_room(k)
+        at = slice(self.n, self.n + k)
+        self.obs[at], self.mask[at], self.action[at] = obs, mask, action
+        self.log_prob[at], self.value[at], self.reward[at], self.key[at] = log_prob, value, 0.0, keys
+        self.live[at] = True
+        self.last[rows, seats] = np.arange(self.n, self.n + k)
+        self.n += k
+
+    def reward_last(self, rows: np.ndarray, rewards: np.ndarray) -> None:
+        """Add ``rewards`` (float64[k, S]) to each seat's last decision in ``rows`` (int64[k])."""
+        last = self.last[rows]
+        hit = (last >= 0) & (rewards != 0.0)
+        if hit.any():
+            self.reward[last[hit]] += rewards[hit]
+
+    def take(self, game: int, row: int, seats: Sequence[int]) -> dict[int, Rollout]:
+        """The episodes (seat -> ``Rollout``) of the finished game started as ``game`` in ``row``; frees the row."""
+        out = {}
+        keys = self.key[: self.n]
+        for seat in seats:
+            at = np.flatnonzero(keys == game * self.stride + seat)
+            if len(at) == 0:
+                out[seat] = Rollout.empty(*self.dims)
+                continue
+            done = np.zeros(len(at), bool)
+            done[-1] = True
+            out[seat] = Rollout(self.obs[at], self.mask[at], self.action[at], self.log_prob[at], self.value[at],
+                                self.reward[at].astype(np.float32), done)  # fmt: skip
+            self.live[at] = False
+        self.last[row] = -1
+        return out
+
+    def _make_room(self, k: int) -> None:
+        keep = np.flatnonzero(self.live[: self.n])
+        need = len(keep) + k
+        if need > len(self.key) // 2:  # grow as well: compaction alone would soon be needed again
+            size = max(2 * len(self.key), 2 * need)
+            for name in ("obs", "mask", "action", "log_prob", "value", "reward", "key", "live"):
+                old = getattr(self, name)
+                grown = np.zeros((size, *old.shape[1:]), old.dtype)
+                grown[: len(keep)] = old[keep]
+                setattr(self, name, grown)
+        else:
+            for name in ("obs", "mask", "action", "log_prob", "value", "reward", "key", "live"):
+                arr = getattr(self, name)
+                arr[: len(keep)] = arr[keep]
+        moved = np.full(self.n, -1, np.int64)
+        moved[keep] = np.arange(len(keep))
+        held = self.last >= 0
+        self.last[held] = moved[self.last[held]]
+        self.live[len(keep) :] = False
+        self.n = len(keep)
+
+
+def _play(
+    batch: Game,
+    seatings: list[list[str]],
+    game_seeds: list[int],
+    controllers: dict[str, Controller],
+    pending: list[int],
+    generator: torch.Generator,
+    log_seats: Callable[[list[str]], list[int]] | None,
+    track_seats: Callable[[list[str]], list[int]] | None,
+    budget: int | None,
+) -> Generator[GameResult, None, None]:
+    """``play_games`` through ``batch``: one batched ``step`` per round of network decisions; per
+    decision, only array operations (a record, where one is written, is the exception). Games
+    whose scripted seats are logged are *surfaced*: their scripted decisions come back one at a
+    time so their records can be written. The games in flight are answered in the order they
+    started (a forward pass's rows, and so its sampled actions, in that order).
+    """
+    n_rows, n_seats = batch.num_games, batch.num_players
+    keys = sorted(controllers)  # controller ids in name order: the order the groups are answered in
+    net_ids = [i for i, k in enumerate(keys) if controllers[k].kind == "net"]
+    ctrl = np.full((n_rows, n_seats), -1, np.int64)  # controller id of each seat of each row
+    tracked = np.zeros((n_rows, n_seats), bool)
+    logged = np.zeros((n_rows, n_seats), bool)
+    returns = np.zeros((n_rows, n_seats), np.float64)
+    started_as = np.full(n_rows, -1, np.int64)  # the start number of the row's game, -1 for a free row
+    tracker = _Tracker(n_rows, n_seats, batch.obs_dim, batch.num_actions)
+    free = list(range(n_rows))[::-1]
+    actions = np.full(n_rows, -1, np.int64)
+    rows: list[_Row] = []  # in start order
+    by_row: list[_Row | None] = [None] * n_rows
+    surfaced_rows = 0
+    n_tracked = started_total = 0
+    while pending or rows:
+        if budget is not None and n_tracked >= budget:
+            pending.clear()  # no new game; the games in flight play on
+        started = False
+        while pending and len(rows) < n_rows:
+            r = _start_row(batch, free.pop(), pending.pop(), seatings, game_seeds, controllers, log_seats)
+            seats = seatings[r.index]
+            ctrl[r.row] = [keys.index(k) for k in seats]
+            tracked[r.row] = False
+            tracked[r.row, list(track_seats(seats) if track_seats else [])] = True
+            logged[r.row] = False
+            logged[r.row, list(r.log_seats)] = True
+            returns[r.row] = 0.0
+            started_as[r.row] = started_total
+            started_total += 1
+            surfaced_rows += r.surfaced
+            rows.append(r)
+            by_row[r.row] = r
+            started = True
+        if started:  # the new games' scripted seats play up to their first answered decision
+            actions[:] = -1
+            batch.step(actions)
+            _collect_rewards_rows(batch, np.asarray([r.row for r in rows], np.int64), returns, tracker)
+        if surfaced_rows:
+            _play_surfaced(batch, rows, actions, returns, tracker)
+        in_play = np.asarray([r.row for r in rows], np.int64)
+        over = batch.done[in_play]
+        if over.any():
+            for i in np.flatnonzero(over).tolist():
+                r = rows[i]
+                free.append(r.row)
+                surfaced_rows -= r.surfaced
+                yield _finish_row(batch, r, returns, tracker, started_as, np.flatnonzero(tracked[r.row]).tolist())
+                started_as[r.row] = -1
+            rows = [r for r, o in zip(rows, over.tolist(), strict=True) if not o]
+            in_play = in_play[~over]
+        if len(in_play) == 0:
+            continue
+        waiting = ctrl[in_play, batch.to_act[in_play].astype(np.int64)]
+        actions[:] = -1
+        for c in net_ids:
+            group = in_play[waiting == c]
+            if len(group):
+                n_tracked += _decide_rows(batch, controllers[keys[c]], group, by_row, generator, actions, tracked,
+                                          logged, tracker, started_as)  # fmt: skip
+        batch.step(actions)
+        _collect_rewards_rows(batch, in_play, returns, tracker)
+
+
+def _start_row(
+    batch: Game,
+    row: int,
+    index: int,
+    seatings: list[list[str]],
+    game_seeds: list[int],
+    controllers: dict[str, Controller],
+    log_seats: Callable[[list[str]], list[int]] | None,
+) -> _Row:
+    seats = seatings[index]
+    scripted = {s: controllers[key].kind for s, key in enumerate(seats) if controllers[key].kind in ("heuristic", "random")}
+    logged = frozenset(log_seats(seats) if log_seats else ())
+    surfaced = bool(logged & scripted.keys())
+    batch.reset(row, int(game_seeds[index]), scripted, surfaced, index=index)
+    return _Row(row, index, seats, surfaced, logged, [])
+
+
+def _collect_rewards_rows(batch: Game, rows: np.ndarray, returns: np.ndarray, tracker: _Tracker) -> None:
+    """Add the last ``step``'s rewards of ``rows`` (int64[k]) to the games' returns and to their
+    seats' last tracked decisions (rewards come at eliminations and game ends only)."""
+    hit = rows[batch.rewards[rows].any(axis=1)]
+    if len(hit):
+        got = batch.rewards[hit]
+        returns[hit] += got
+        tracker.reward_last(hit, got)
+
+
+def _play_surfaced(batch: Game, rows: list[_Row], actions: np.ndarray, returns: np.ndarray, tracker: _Tracker) -> None:
+    """Play the surfaced games' scripted seats (logging their records) until a network is to
+    act or the game ends."""
+    while True:
+        waiting = [r for r in rows if r.surfaced and not batch.done[r.row] and batch.is_scripted(r.row)]
+        if not waiting:
+            return
+        at = np.array([r.row for r in waiting], np.int64)
+        chosen = batch.scripted_actions(at)
+        actions[:] = -1
+        for r, action in zip(waiting, chosen.tolist(), strict=True):
+            if int(batch.to_act[r.row]) in r.log_seats:
+                r.records.append(batch.record(r.row, action))
+            actions[r.row] = action
+        batch.step(actions)
+        _collect_rewards_rows(batch, at, returns, tracker)
+
+
+def _decide_rows(
+    batch: Game,
+    ctrl: Controller,
+    group: np.ndarray,
+    by_row: list[_Row | None],
+    generator: torch.Generator,
+    actions: np.ndarray,
+    tracked: np.ndarray,
+    logged: np.ndarray,
+    tracker: _Tracker,
+    started_as: np.ndarray,
+) -> int:
+    """``_decide`` for the games in ``group`` (int64[k] rows, in start order): one forward pass;
+    their actions go into ``actions`` (applied by the caller's ``step``). Returns the
+    tracked-seat decisions."""
+    assert ctrl.net is not None, "play_games checked that every net controller has a net"
+    batch.observe(group)
+    obs, mask = batch.obs[group], batch.mask[group]
+    chosen, log_probs, values, probs = ctrl.net.act(obs, mask, generator, greedy=ctrl.greedy)
+    seats = batch.to_act[group].astype(np.int64)
+    kept = tracked[group, seats]
+    n_kept = int(kept.sum())
+    if n_kept:
+        at, s = group[kept], seats[kept]
+        tracker.add(tracker.keys(started_as[at], s), at, s, obs[kept], mask[kept], chosen[kept],
+                    log_probs[kept], values[kept])  # fmt: skip
+    for i in np.flatnonzero(logged[group, seats]).tolist():
+        row = int(group[i])
+        rec = batch.record(row, int(chosen[i]))
+        rec["policy"] = [round(float(p), POLICY_DECIMALS) for p in probs[i]]
+        owner = by_row[row]
+        assert owner is not None, "a row in play has its game"
+        owner.records.append(rec)
+    actions[group] = chosen
+    return n_kept
+
+
+def _finish_row(
+    batch: Game, r: _Row, returns: np.ndarray, tracker: _Tracker, started_as: np.ndarray, tracked_seats: list[int]
+) -> GameResult:
+    game_id, result, winner, ranking = batch.result(r.row)
+    episodes = tracker.take(int(started_as[r.row]), r.row, tracked_seats)
+    return GameResult(r.index, game_id, result, winner, r.seats, returns[r.row].copy(), r.records, episodes,
+                      int(batch.decisions[r.row]), ranking)  # fmt: skip
+
+
+def rotated_seatings(n_games: int, pod_size: int, agent: str, others: Callable[[int], Sequence[str]]) -> list[list[str]]:
+    """Seatings with ``agent`` rotated through the seats: game g puts it in seat ``g % pod_size``.
+
+    The one way seats are rotated (self-play, export, gate deals, rating tournaments): over any
+    ``pod_size`` consecutive games the agent sits in every seat once, so no seat's advantage
+    (the first turn) favours or hurts it.
+
+    Args:
+        n_games: games.
+        pod_size: players per pod.
+        agent: controller key of the agent.
+        others: ``game -> controller keys`` of the other ``pod_size - 1`` seats, in seat order;
+            called once per game, in game order (so a caller's RNG draws happen in that order).
+
+    Raises:
+        ValueError: ``others`` gave another number of seats.
+    """
+    out = []
+    for g in range(n_games):
+        seats = list(others(g))
+        if len(seats) != pod_size - 1:
+            raise ValueError(f"game {g}: {len(seats)} other seats in a pod of {pod_size}")
+        seats.insert(g % pod_size, agent)
+        out.append(seats)
+    return out
+
+
+def game_seeds(seed: int, n_games: int) -> list[int]:
+    """``n_games`` distinct simulator seeds drawn from ``seed`` (numpy Generator)."""
+    rng = np.random.default_rng(seed)
+    return [int(x) for x in rng.choice(2**31 - 1, size=n_games, replace=False)]

@@ -1,0 +1,117 @@
+"""Teacher data: games where every seat is the game's teacher, every decision logged.
+
+The teacher is the heuristic player for the commander and, for OpenSpiel games, the player
+``teacher.policy`` names: MCTS, uniform, information-set MCTS or CFR+'s average policy
+(``ml.game.registry.GameSpec.make_player``); all but MCTS write their distribution into each
+record's ``policy``, and ``explore`` makes a share of their moves uniform in these games. All seats' decisions of ``games`` games go to
+one sim batch ``ml-decisions-sim-<batch_id>.jsonl`` (``ml.data.batch_files.BatchWriter``: the file
+appears under its final name when the batch is complete). The games are cut into chunks of
+``compute.chunk_games`` (0: ``TEACHER_CHUNK``) by game index, played by the stage's executor
+(``ml.runtime.compute``: here or on a Ray cluster) and written in game order; one chunk per slot is held
+in memory. Every seat is scripted and each game plays alone, so the chunking, and playing a
+chunk's games at once (one batched step for all of them), change nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ml.base.progress import ProgressBar
+from ml.data.batch_files import BatchWriter
+from ml.game.registry import GameSpec
+from ml.play.rollout import Controller, game_seeds, play_games
+from ml.runtime.compute import LOCAL, Executor, chunk_ranges, chunk_seed
+
+logger = logging.getLogger(__name__)
+
+TEACHER_CHUNK = 32
+"""Games per chunk when ``compute.chunk_games`` is 0 (bounds the records held in memory)."""
+
+
+def _all_seats(seats: list[str]) -> list[int]:
+    return list(range(len(seats)))
+
+
+def _teacher_chunk(task: tuple[int, range], setup: tuple) -> list[tuple[list[dict], str, bool]]:
+    """Play one chunk of teacher games: per game in index order, its records, outcome and whether it was a draw."""
+    k, games = task
+    game, seatings, seeds, seed = setup
+    encoder = game.encoder() if game.is_commander else None
+    runner = play_games(
+        seatings, seeds, {"heuristic": Controller("heuristic")}, num_envs=len(games), encoder=encoder,
+        generator=torch.Generator().manual_seed(chunk_seed(seed, k)), log_seats=_all_seats, game=game, indices=games,
+    )  # fmt: skip
+    played = sorted(runner, key=lambda r: r.index)  # each game plays alone: the chunk's games in flight at once
+    return [(r.records, r.outcome, r.winner is None) for r in played]
+
+
+def write_teacher_batch(
+    out_dir: Path,
+    game: GameSpec,
+    *,
+    batch_id: str,
+    games: int,
+    seed: int,
+    progress: bool = False,
+    executor: Executor = LOCAL,
+    chunk_games: int = 0,
+    explore: float = 0.0,
+) -> dict[str, Any]:
+    """Play ``games`` teacher-only games and write all their decisions as one sim batch.
+
+    Args:
+        out_dir: folder of the batch (created when missing).
+        game: the game (``ml.game.registry.make_game``): ``num_players`` seats per game, the
+            commander's ``max_turns`` cap (a game at the cap is a draw); commander records are
+            encoded with its ``RecordEncoder``, OpenSpiel records carry their own observation.
+        batch_id: the batch file's id (``teacher-s<base seed>``; see ``ml.data.batch_files.batch_filename``).
+        games: games to play (>= 1).
+        seed: seeds the game seeds and the players (``Params.stage_seed("teacher")``).
+        progress: show a progress bar.
+        executor: where the chunks are played (``ml.runtime.compute.make_executor``; the result is the same).
+        chunk_games: games per chunk (0: ``TEACHER_CHUNK``); the result does not depend on it.
+        explore: share of the teacher's moves drawn uniformly in these games (``teacher.explore``;
+            ``cfr`` and ``ismcts`` teachers, whose records keep the teacher's distribution as ``policy``).
+
+    Returns:
+        ``teacher/…`` metrics: ``games``, ``decisions``, ``draw_rate`` (share of games),
+        ``decisions_per_s`` (decisions per second of wall time), ``game`` and ``kind`` (the
+        teacher's name) and, for a PettingZoo game, ``env_version`` (``GameSpec.env_version``).
+
+    Raises:
+        ValueError: a bad batch id.
+        ml.data.batch_files.RecordError: a produced record that does not fit the schema (a bug).
+        ml.runtime.compute.ComputeError: the Ray cluster was lost mid-stage.
+    """
+    if explore:
+        game = dataclasses.replace(game, teacher_explore=explore)
+    seatings = [["heuristic"] * game.num_players for _ in range(games)]
+    game.warm_up()  # a cold compile is not play: outside the rate and the progress bar's ETA
+    started = time.perf_counter()
+    setup = executor.share((game, seatings, game_seeds(seed, games), seed))
+    tasks = list(enumerate(chunk_ranges(games, chunk_games or TEACHER_CHUNK)))
+    with BatchWriter(out_dir, "sim", batch_id) as writer:
+        bar = ProgressBar(total=games, desc="teacher", unit="game", disable=not progress)
+        draws = 0
+        for chunk in executor.imap(_teacher_chunk, tasks, setup):
+            for records, outcome, draw in chunk:
+                writer.write_game(records, outcome)
+                draws += int(draw)
+            bar.update(len(chunk))
+        bar.close()
+    elapsed = time.perf_counter() - started
+    return {
+        "teacher/games": writer.games,
+        "teacher/decisions": writer.decisions,
+        "teacher/draw_rate": draws / games,
+        "teacher/decisions_per_s": writer.decisions / elapsed,
+        "teacher/game": game.name,
+        "teacher/kind": game.teacher_name,
+        **({"teacher/env_version": game.env_version} if game.env_version else {}),
+    }
