@@ -172,6 +172,7 @@ def run(args: argparse.Namespace, lock: FileLock | None) -> int:
     from ml.driver.onnx_cmd import export_command
     from ml.driver.orchestrator import Loop
     from ml.driver.workspace import LoopError, acquire_lock
+    from ml.game.checks import check_params
 
     try:
         loop = Loop(args.repo)
@@ -191,7 +192,7 @@ def run(args: argparse.Namespace, lock: FileLock | None) -> int:
         loop.preflight()
         loop.finish_pending_commit()
         state = loop.load_state()
-        load_params(loop.path("params.yaml"))  # a bad value is named before any dirty-tree complaint
+        load_params(loop.path("params.yaml"), check=check_params)  # a bad value is named before any dirty-tree complaint
         check_cache_cap()
         if args.command is None:  # a run or an override: refused before anything is written
             if foreign := foreign_teacher_files(loop.path(TEACHER_DIR)):

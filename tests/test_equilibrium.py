@@ -116,13 +116,16 @@ def test_information_state_observation_tells_leduc_states_apart() -> None:
 
 
 def test_params_refuse_what_does_not_apply() -> None:
+    """Refused by the params (teacher.explore) or, where the game must be made to know, by ``check_params``."""
+    from ml.game.checks import check_params
+
     with pytest.raises(ParamsError, match=r"teacher\.policy 'cfr' is for OpenSpiel games"):
-        params_from_dict({"teacher": {"policy": "cfr"}})
+        params_from_dict({"teacher": {"policy": "cfr"}}, check=check_params)
     with pytest.raises(ParamsError, match=r"teacher\.explore.*needs a teacher with a distribution"):
         params_from_dict({**KUHN, "teacher": {"policy": "uniform", "explore": 0.2}})
     with pytest.raises(ParamsError, match="more than 200000 histories"):
         params_from_dict({"game": {"name": "openspiel:liars_dice", "pod_size": 2}, "gate": {"target_win_rate": 0.6},
-                          "teacher": {"policy": "cfr"}})  # fmt: skip
+                          "teacher": {"policy": "cfr"}}, check=check_params)  # fmt: skip
     p = params_from_dict({**KUHN, "teacher": {"policy": "cfr"}, "selfplay": {"opponent_mix": {"student": 1.0}}})
     assert (p.teacher.policy, p.selfplay.opponent_mix) == ("cfr", {"student": 1.0})
 

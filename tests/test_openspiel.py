@@ -60,14 +60,19 @@ def test_rewards_outcome_and_ranking() -> None:
 
 
 def test_params_errors() -> None:
+    from ml.game.checks import check_params
+
     with pytest.raises(ParamsError, match=r"game\.pod_size is 4 but openspiel:kuhn_poker has 2 players"):
-        params_from_dict({"game": {"name": "openspiel:kuhn_poker"}})
+        params_from_dict(check=check_params, raw={"game": {"name": "openspiel:kuhn_poker"}})
     with pytest.raises(ParamsError, match="no such OpenSpiel game"):
-        params_from_dict({"game": {"name": "openspiel:nope", "pod_size": 2}})
+        params_from_dict(check=check_params, raw={"game": {"name": "openspiel:nope", "pod_size": 2}, "gate": {"target_win_rate": 0.6}})
     with pytest.raises(ParamsError, match="Unknown parameter 'colour'"):
-        params_from_dict({"game": {"name": "openspiel:kuhn_poker", "pod_size": 2, "openspiel_params": {"colour": 1}}})
+        params_from_dict(
+            check=check_params,
+            raw={"game": {"name": "openspiel:kuhn_poker", "pod_size": 2, "openspiel_params": {"colour": 1}}, "gate": {"target_win_rate": 0.6}},
+        )
     with pytest.raises(ParamsError, match=r"game\.name must be"):
-        params_from_dict({"game": {"name": "chess"}})
+        params_from_dict(check=check_params, raw={"game": {"name": "chess"}})
     p = params_from_dict({"game": {"name": "openspiel:crazy_eights", "pod_size": 4, "openspiel_params": {"players": 4}}})
     spec = make_game(p.game, p.teacher)
     assert (spec.num_players, spec.num_actions, spec.obs_dim) == (4, 58, 319)
@@ -244,10 +249,12 @@ def test_kuhn_eval_reports_chips(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 def test_nash_conv_metrics_for_any_small_zero_sum_game() -> None:
     """train/nash_conv is not a list of poker games: any two-player zero-sum game under the state limit gets it."""
-    from ml.judge.nashconv import NASH_CONV_MAX_STATES, _tree_size, nash_conv_metrics, nash_conv_refusal
+    from ml.game.checks import NASH_CONV_MAX_STATES, nash_conv_refusal
+    from ml.game.openspiel_env import count_histories
+    from ml.judge.nashconv import nash_conv_metrics
 
     small = openspiel("liars_dice", {"numdice": 1, "dice_sides": 3})
-    assert nash_conv_refusal(small) is None and _tree_size(small, NASH_CONV_MAX_STATES) == 1147
+    assert nash_conv_refusal(small) is None and count_histories(small.openspiel_game(), NASH_CONV_MAX_STATES) == 1147
     got = nash_conv_metrics(PolicyNet(small.obs_dim, (8,), small.num_actions), small, None)
     assert set(got) == {"train/nash_conv", "train/nash_conv_uniform"} and got["train/nash_conv"] > 0
     assert nash_conv_metrics(PolicyNet(9 * 3, (8,), 9), openspiel("tic_tac_toe"), None) == {}  # over the limit

@@ -234,7 +234,7 @@ def test_a_file_with_no_sections_is_refused_by_reader_and_writer(tmp_path: Path,
 @pytest.mark.parametrize(
     ("text", "line", "message"),
     [
-        ("teacher:\n  policy: cfr\n", 2, "teacher.policy: teacher.policy 'cfr' is for OpenSpiel games"),
+        ("teacher:\n  policy: cfr\n", 2, "teacher.policy 'cfr' is for OpenSpiel games"),
         (
             "game:\n  name: openspiel:go\n  pod_size: 2\nteacher:\n  policy: cfr\ngate:\n  target_win_rate: 0.6\n",
             5,
@@ -250,10 +250,12 @@ def test_a_file_with_no_sections_is_refused_by_reader_and_writer(tmp_path: Path,
     ],
 )
 def test_options_a_game_cannot_take_are_refused_at_load_naming_the_line(tmp_path: Path, text: str, line: int, message: str):
-    """Refused when params load, before any stage runs (not by the stage that would use them)."""
+    """Refused when params load at a door that starts work (``check_params``: the game made), before any stage runs."""
+    from ml.game.checks import check_params
+
     p = tmp_path / "params.yaml"
     p.write_text(text)
     with pytest.raises(ParamsError) as err:
-        load_params(p)
+        load_params(p, check=check_params)
     said = str(err.value)
     assert said.startswith(f"{p}:{line}: ") and message in said and len(said.splitlines()) == 1, said

@@ -163,7 +163,7 @@ def _forget_user_modules() -> None:
 
 
 def _params(name: str, pod_size: int = 2, **sections: dict) -> dict:
-    return {"game": {"name": name, "pod_size": pod_size}, "gate": {"target_win_rate": 0.6}, **sections}
+    return {"game": {"name": name, "pod_size": pod_size}, "gate": {"target_win_rate": 0.6}, "teacher": {"policy": "random"}, **sections}
 
 
 @pytest.mark.parametrize("name", [CONNECT_FOUR, LEDUC])
@@ -193,6 +193,8 @@ def test_api_and_returns_agree_with_the_env(name: str) -> None:
 
 
 def test_refusals_name_the_param(nim: Path) -> None:
+    from ml.game.checks import check_params
+
     cases = [
         (_params("pettingzoo:no_such_module_xyz:env"), r"game\.name: cannot import 'no_such_module_xyz'"),
         (_params("pettingzoo:tiny_nim:nope"), r"game\.name: module 'tiny_nim' has no 'nope'"),
@@ -207,19 +209,19 @@ def test_refusals_name_the_param(nim: Path) -> None:
             {**_params(NIM), "game": {"name": NIM, "pod_size": 2, "env_kwargs": {"colour": 1}}},
             r"game\.env_kwargs: tiny_nim:env",
         ),
-        (_params(NIM), r"teacher\.policy: 'heuristic': pettingzoo:tiny_nim:env has no built-in teacher"),
+        (_params(NIM, teacher={"policy": "heuristic"}), r"teacher\.policy: 'heuristic': pettingzoo:tiny_nim:env has no built-in teacher"),
         (_params(NIM, teacher={"policy": "tiny_nim:nope"}), r"teacher\.policy: module 'tiny_nim' has no 'nope'"),
         ({"teacher": {"policy": "tiny_nim:teacher"}}, r"teacher\.policy: a <module>:<callable> teacher is for pettingzoo"),
     ]
     for params, message in cases:
         with pytest.raises(ParamsError, match=message) as err:
-            params_from_dict(params)
+            params_from_dict(params, check=check_params)
         assert len(str(err.value).splitlines()) == 1, str(err.value)
     path = nim / "params.yaml"  # from a file, the line names file and line
-    path.write_text("game:\n  name: pettingzoo:tiny_nim:continuous_env\n  pod_size: 2\nteacher:\n  policy: random\n")
+    path.write_text("game:\n  name: pettingzoo:tiny_nim:continuous_env\n  pod_size: 2\nteacher:\n  policy: random\ngate:\n  target_win_rate: 0.6\n")
     with pytest.raises(ParamsError) as err:
-        load_params(path)
-    assert str(err.value).startswith(f"{path}:2: game: game.name: tiny_nim:continuous_env: action space of first is Box")
+        load_params(path, check=check_params)
+    assert str(err.value).startswith(f"{path}:2: game.name: tiny_nim:continuous_env: action space of first is Box")
 
 
 @pytest.mark.parametrize(

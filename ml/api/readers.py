@@ -18,6 +18,7 @@ from git import GitCommandError, InvalidGitRepositoryError, NoSuchPathError, Rep
 from ml.base.io import DataFileError, read_json
 from ml.config.params import Params, ParamsError, load_params
 from ml.driver.state import HISTORY_FILE, RUNTIME_DIR, STATE_FILE, LoopState
+from ml.game.checks import check_params
 from ml.judge.ratings import ELO_FILE
 
 logger = logging.getLogger(__name__)
@@ -104,7 +105,7 @@ class RepoView:
     def params(self) -> Params | None:
         """The validated ``params.yaml``, or None when it is missing or invalid (logged)."""
         try:
-            return load_params(self.path(Path("params.yaml")))
+            return load_params(self.path(Path("params.yaml")), check=check_params)
         except ParamsError as e:
             logger.warning("params.yaml unreadable: %s", e)
             return None

@@ -18,6 +18,7 @@ attempt from ``base.seed``, generation and attempt) plus a fixed per-stage offse
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ from ml.config.sections import (
     TrainParams,
     _Section,
 )
-from ml.config.yaml_file import At, KeyPath, ParamsError, error_lines, message, read_params_text, read_yaml
+from ml.config.yaml_file import At, KeyPath, ParamsError, dotted, error_lines, line_of, message, read_params_text, read_yaml
 
 DEFAULT_PARAMS_PATH = Path("params.yaml")
 
@@ -106,42 +107,20 @@ class Params(_Section):
         return self
 
     @model_validator(mode="after")
-    def _check_teacher(self) -> Params:
-        if self.teacher.policy != "heuristic" and not self.game.name.startswith("pettingzoo:"):
-            # the commander refuses it, a cfr teacher needs a small game
-            from ml.game.registry import make_game  # lazy: loads pyspiel only for OpenSpiel games
-
-            try:
-                make_game(self.game, self.teacher)
-            except ValueError as e:
-                raise At(("teacher", "policy"), f"teacher.policy: {e}") from None
-        return self
-
-    @model_validator(mode="after")
     def _check_game_options(self) -> Params:
-        """``game.observation`` is an OpenSpiel option; ``gate.decide_by: nash_conv`` needs a game whose
-        exact NashConv is computable (``ml.judge.nashconv.nash_conv_refusal``), checked before any stage runs."""
+        """``game.observation`` is an OpenSpiel option, and so is ``gate.decide_by: nash_conv`` (whether the
+        game is small enough is known once it is made: ``ml.game.checks``)."""
         openspiel = self.game.name.startswith("openspiel:")
         if self.game.observation != "observation" and not openspiel:
             raise At(
                 ("game", "observation"),
                 f"game.observation: {self.game.observation} is for OpenSpiel games, not {self.game.name}",
             )
-        if self.gate.decide_by == "nash_conv":
-            if not openspiel:
-                raise At(
-                    ("gate", "decide_by"),
-                    f"gate.decide_by: nash_conv: exact NashConv judges two-player zero-sum OpenSpiel games, not {self.game.name}",
-                )
-            from ml.game.registry import make_game
-            from ml.judge.nashconv import nash_conv_refusal  # lazy: open_spiel's algorithms only when asked
-
-            try:
-                why = nash_conv_refusal(make_game(self.game, self.teacher))
-            except ValueError as e:  # the game itself is refused: game.name says why
-                raise At(("game", "name"), f"game.name: {e}") from None
-            if why:
-                raise At(("gate", "decide_by"), f"gate.decide_by: nash_conv: {why}")
+        if self.gate.decide_by == "nash_conv" and not openspiel:
+            raise At(
+                ("gate", "decide_by"),
+                f"gate.decide_by: nash_conv: exact NashConv judges two-player zero-sum OpenSpiel games, not {self.game.name}",
+            )
         return self
 
     @model_validator(mode="after")
@@ -218,8 +197,13 @@ def with_overrides(raw: dict[str, Any], overrides: dict[str, dict[str, Any]]) ->
     return out
 
 
-def load_params(path: str | Path = DEFAULT_PARAMS_PATH) -> Params:
-    """Read and validate ``params.yaml`` (``params_from_text``).
+Check = Callable[[Params], None]
+"""A check of valid params that raises ``At`` at the key it refuses (``ml.game.checks.check_params``: the
+game made from them). The loader runs it on the params, each profile and each curriculum phase."""
+
+
+def load_params(path: str | Path = DEFAULT_PARAMS_PATH, check: Check | None = None) -> Params:
+    """Read and validate ``params.yaml`` (``params_from_text``), then run ``check`` on it.
 
     Raises:
         ParamsError: missing or unreadable file, bytes that are not UTF-8 or not YAML characters,
@@ -231,10 +215,10 @@ def load_params(path: str | Path = DEFAULT_PARAMS_PATH) -> Params:
         text = read_params_text(path)
     except FileNotFoundError as e:
         raise ParamsError(f"{path}: params file not found") from e
-    return params_from_text(text, str(path))
+    return params_from_text(text, str(path), check)
 
 
-def params_from_text(text: str, source: str = "params") -> Params:
+def params_from_text(text: str, source: str = "params", check: Check | None = None) -> Params:
     """Validate the YAML ``text`` of a params file (``ml.config.yaml_file.read_yaml``); raises ParamsError as
     ``load_params``, and for a file with no sections (empty, blank or only comments: a cut or emptied
     file, which would otherwise run every stage on the code defaults)."""
@@ -243,19 +227,43 @@ def params_from_text(text: str, source: str = "params") -> Params:
         raise ParamsError(
             f"{source}: no sections (the file is empty or holds only comments); restore it: git checkout {source}"
         )
-    return params_from_dict(raw, source, lines)
+    return params_from_dict(raw, source, lines, check)
 
 
-def params_from_dict(raw: dict[str, Any], source: str = "params", lines: dict[KeyPath, int] | None = None) -> Params:
+def params_from_dict(
+    raw: dict[str, Any], source: str = "params", lines: dict[KeyPath, int] | None = None, check: Check | None = None
+) -> Params:
     """Validate a params mapping (as read from YAML), its profiles and curriculum phases included.
 
     Raises:
         ParamsError: as ``load_params``; one line per problem (``ml.config.yaml_file.error_lines``), the
-            line of each where ``lines`` (key path -> line in ``source``, ``params_from_text``) has it.
+            line of each where ``lines`` (key path -> line in ``source``, ``params_from_text``) has it;
+            ``check``'s first refusal as ``<source>:<line>: <its text>`` (in a profile or a phase:
+            ``<source>:<line>: profile '<name>': <its text>``).
     """
     if not isinstance(raw, dict):
         raise ParamsError(f"{source}: top level must be a mapping of sections")
     try:
-        return Params.model_validate(raw)
+        params = Params.model_validate(raw)
     except ValidationError as e:
         raise ParamsError("\n".join(error_lines(e.errors(), source, raw, lines or {}, Params))) from e
+    if check is not None:
+        _run_check(check, params, source, lines or {}, raw)
+    return params
+
+
+def _run_check(check: Check, params: Params, source: str, lines: dict[KeyPath, int], raw: dict[str, Any]) -> None:
+    """``check`` on ``params``, then on each profile's and each phase's params; an ``At`` becomes a ParamsError
+    at its line (in a profile or phase: the line of the overridden key, else of the profile or phase)."""
+    runs: list[tuple[KeyPath, str, Params]] = [((), "", params)]
+    runs += [(("profiles", name), f"profile {name!r}: ", params.overridden(ov)) for name, ov in params.profiles.items()]
+    for i, phase in enumerate(params.curriculum or []):
+        runs.append(
+            (("curriculum", i), f"{dotted(('curriculum', i), raw)}: ", params.overridden(phase_overrides(phase, None)))
+        )
+    for loc, where, run in runs:
+        try:
+            check(run)
+        except At as e:
+            line = line_of(lines, (*loc, *e.loc)) if loc else line_of(lines, e.loc)
+            raise ParamsError(f"{source}:{line}: {where}{e}" if line else f"{source}: {where}{e}") from None

@@ -82,28 +82,6 @@ class GameParams(_Section):
     max_turns: int = Field(30, ge=1, le=32767)
     """Turn cap in rounds, at most 32767 (the core's int16 round counter, ``ml.game.commander.core.MAX_TURNS``); at the cap the game is a draw for the players still in it (commander only)."""
 
-    @model_validator(mode="after")
-    def _check_game(self) -> GameParams:
-        if self.name.startswith("pettingzoo:"):
-            _check_pettingzoo(self)
-        elif self.name != "commander":
-            from ml.game.registry import make_game  # lazy: loads pyspiel only for OpenSpiel games
-
-            make_game(self)
-        return self
-
-
-def _check_pettingzoo(game: GameParams) -> None:
-    """``make_game`` of a PettingZoo game; its refusal is an ``At`` error at the key it names
-    (``name``, ``env_kwargs``, ``pod_size``) and its text starts with ``game.<key>:``."""
-    from ml.game.pettingzoo_env import PettingZooError
-    from ml.game.registry import make_game
-
-    try:
-        make_game(game)
-    except PettingZooError as e:
-        raise At((e.param,), f"game.{e.param}: {e}") from None
-
 
 class TeacherParams(_Section):
     games: int = Field(300, ge=1)
@@ -126,11 +104,7 @@ class TeacherParams(_Section):
     @field_validator("policy")
     @classmethod
     def _known_policy(cls, v: str) -> str:
-        if ":" in v:  # lazy: pettingzoo is imported only for a callable teacher
-            from ml.game.pettingzoo_env import check_teacher_policy
-
-            check_teacher_policy(v)
-        elif v not in TEACHER_POLICIES:
+        if ":" not in v and v not in TEACHER_POLICIES:  # a callable's import is checked with the game (ml.game.checks)
             raise ValueError(f"unknown teacher {v!r}: one of {', '.join(TEACHER_POLICIES)}, or <module>:<callable>")
         return v
 
@@ -289,7 +263,7 @@ class GateParams(_Section):
     decide_by: Literal["tests", "nash_conv"] = "tests"
     """``tests``: the strength, holdout and student checks decide; ``nash_conv``: the candidate student's exact NashConv
     decides (the tests are measured and reported): it must not exceed the current student's by more than
-    ``nash_conv_tolerance`` (games whose tree ``ml.judge.nashconv.nash_conv_refusal`` accepts)."""
+    ``nash_conv_tolerance`` (games whose tree ``ml.game.checks.nash_conv_refusal`` accepts)."""
     nash_conv_tolerance: float = Field(0.0, ge=0)
     """NashConv rise tolerated with ``decide_by: nash_conv`` (the game's utility units, chips in poker)."""
 

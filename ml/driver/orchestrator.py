@@ -56,6 +56,7 @@ from ml.driver.state import (
     write_status,
 )
 from ml.driver.workspace import DVC, OWNED_PATHS, LoopError, Workspace
+from ml.game.checks import check_params
 from ml.game.registry import make_game
 from ml.judge.gate import GateVerdict
 from ml.judge.ratings import format_table, rate_generation
@@ -346,7 +347,7 @@ class Loop(Workspace):
         Raises:
             LoopError: the history cannot be read (``load_history``); nothing is recorded.
         """
-        params = load_params(self.path("params.yaml"))
+        params = load_params(self.path("params.yaml"), check=check_params)
         abort_reason = read_json(self.path("metrics/selfplay.json")).get("selfplay/aborted") if aborted else None
         gate = {} if abort_reason else read_json(self.path("metrics/gate.json"))
         verdict = GateVerdict.from_metrics(gate) if gate else None

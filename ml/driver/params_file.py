@@ -23,6 +23,7 @@ from ruamel.yaml.comments import CommentedSeq
 
 from ml.config.params import BaseParams, Params, ParamsError, attempt_seed, params_from_text
 from ml.config.yaml_file import check_characters, read_params_text, read_yaml, yaml_error
+from ml.game.checks import check_params
 
 DEFAULT_BASE_SEED: int = BaseParams.model_fields["seed"].default
 """``base.seed`` when params.yaml has none (sync partner: ``ml.config.params.BaseParams.seed``)."""
@@ -194,7 +195,7 @@ def check_text(path: Path, text: str) -> None:
     Raises:
         ParamsError: it does not validate; the message names ``path``, the section and the key.
     """
-    params_from_text(text, str(path))
+    params_from_text(text, str(path), check_params)
 
 
 def value_changes(old: str, new: str, source: str = "params.yaml") -> list[str]:

@@ -23,7 +23,6 @@ References:
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections import defaultdict
 from collections.abc import Iterable
@@ -36,47 +35,13 @@ from open_spiel.python import policy as os_policy
 from open_spiel.python.algorithms import exploitability
 
 from ml.data.batch_files import read_records, scan_batches
+from ml.game.checks import nash_conv_refusal
 from ml.game.openspiel_env import ObservationKind, observation_of
 from ml.game.record import OpenSpielRecord
 from ml.game.registry import GameSpec
 from ml.model.policy import PolicyNet
 
 logger = logging.getLogger(__name__)
-
-
-NASH_CONV_MAX_STATES = 100_000
-"""Most game-tree states (histories: chance, decision and terminal nodes) a game may have for the
-gate to decide by exact NashConv (``gate.decide_by: nash_conv``). ``exploitability.nash_conv``
-walks the whole tree for each best response; measured here, leduc_poker's 9,457 states take
-0.18 s for the uniform policy, so the limit keeps one evaluation to a few seconds."""
-
-
-@functools.lru_cache(maxsize=16)
-def _tree_size(game: GameSpec, limit: int) -> int:
-    """States of ``game``'s tree, counted depth first; stops at ``limit + 1`` (the tree is larger)."""
-    stack, seen = [game.openspiel_game().new_initial_state()], 0
-    while stack and seen <= limit:
-        state = stack.pop()
-        seen += 1
-        if state.is_terminal():
-            continue
-        moves = [a for a, _ in state.chance_outcomes()] if state.is_chance_node() else state.legal_actions()
-        stack.extend(state.child(a) for a in moves)
-    return seen
-
-
-def nash_conv_refusal(game: GameSpec, limit: int = NASH_CONV_MAX_STATES) -> str | None:
-    """Why exact NashConv cannot judge ``game``, in one line, or None when it can.
-
-    It can for a two-player zero-sum OpenSpiel game (``GameSpec.zero_sum``: NashConv is then
-    twice the exploitability) whose tree holds at most ``limit`` states (:data:`NASH_CONV_MAX_STATES`).
-    """
-    if not game.zero_sum:
-        return f"{game.name}: exact NashConv judges two-player zero-sum OpenSpiel games only"
-    size = _tree_size(game, limit)
-    if size > limit:
-        return f"{game.name}: the game tree has more than {limit} states (ml.judge.nashconv.NASH_CONV_MAX_STATES); exact NashConv is too slow"
-    return None
 
 
 def nash_conv(net: PolicyNet, game: GameSpec) -> float:

@@ -110,7 +110,9 @@ def stage_setup(
         stream=sys.stderr,
     )
     try:
-        params = load_params(args.params)
+        from ml.game.checks import check_params  # the game is checked where it is made
+
+        params = load_params(args.params, check=check_params)
     except ParamsError as e:
         parser.exit(2, f"error: {e}\n")
     import torch
