@@ -95,18 +95,6 @@ def test_a_stage_imports_no_other_stage_and_no_driver(stage: str) -> None:
     assert not [f for f in files if _covered(f, list(NEVER))], sorted(files)
 
 
-GENERIC = [p for p in sorted((ROOT / "ml").glob("*.py")) if p.name != "__init__.py"]
-"""The generic modules: every ``ml/*.py`` (docs/layering.md)."""
-
-
-@pytest.mark.parametrize("path", GENERIC, ids=lambda p: p.name)
-def test_generic_modules_import_no_game_or_driver_code(path: Path):
-    """Generic modules reach a game only through ``ml/game/registry.py`` and ``ml/game/spec.py``,
-    and never import the driver (docs/layering.md)."""
-    bad = {m for m in _imports(path) if m.startswith(("ml.game.commander", "ml.driver", "ml.api"))}
-    assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
-
-
 def test_only_loop_and_api_import_the_driver():
     users = {
         p.relative_to(ROOT).as_posix()
