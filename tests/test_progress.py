@@ -30,13 +30,13 @@ from ml.base import progress
 from ml.base.progress import (
     LINE_EVERY_ENV,
     PROGRESS_FILE_ENV,
-    DvcOutputFilter,
     ProgressBar,
     counted,
     line_interval_s,
     progress_line,
 )
 from ml.data.decisions import sample_mixture
+from ml.driver.dvc_output import DvcOutputFilter
 from ml.driver.workspace import DVC, LoopError, Workspace
 from ml.judge.stats import stop_reason
 from tests.conftest import ROOT, Pipeline, git, make_project_copy, tiny_params, yaml_text

@@ -34,7 +34,8 @@ from tenacity import (
 
 from ml.base.faults import during, kill_group, seam
 from ml.base.io import atomic_write_json, read_json
-from ml.base.progress import PROGRESS_FILE_ENV, DvcOutputFilter, stage_times
+from ml.base.progress import PROGRESS_FILE_ENV
+from ml.driver.dvc_output import DvcOutputFilter, stage_times
 from ml.driver.state import LOCK_FILE, PROGRESS_FILE, RUNTIME_DIR
 
 logger = logging.getLogger(__name__)
@@ -134,7 +135,7 @@ class Workspace:
 
     def run_timed(self, cmd: list[str]) -> tuple[str, dict[str, float]]:
         """Run ``cmd`` passing its output through as it comes (progress bars included), less
-        DVC's hints and repeated "is empty" warnings (``ml.base.progress.DvcOutputFilter``).
+        DVC's hints and repeated "is empty" warnings (``ml.driver.dvc_output.DvcOutputFilter``).
 
         Returns:
             Its whole output, unfiltered, and the wall seconds of each DVC stage it ran
