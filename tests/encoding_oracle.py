@@ -18,7 +18,6 @@ import numpy as np
 
 from ml.game.commander.actions import MAX_POD
 from ml.game.commander.cards import Card
-from ml.game.commander.combat import board_value, plan_blocks, resolve_damage
 from ml.game.commander.features import (
     BOARD_POWER_SCALE,
     CARD_COUNT_SCALE,
@@ -48,8 +47,10 @@ from ml.game.commander.features import (
 )
 from ml.game.commander.forge_record import cmdr_damage_by_source
 from ml.game.commander.observation import seat_eliminated
-from ml.game.commander.state import COMMANDER_DAMAGE_LETHAL, GameState, Permanent, PlayerState
+from ml.game.commander.pod_rules import COMMANDER_DAMAGE_LETHAL
 from ml.game.record import record_field
+from tests.reference.commander.combat import board_value, plan_blocks, resolve_damage
+from tests.reference.commander.state import GameState, Permanent, PlayerState
 
 
 class SeatView:
@@ -114,7 +115,7 @@ class SeatView:
 
     @classmethod
     def from_player(cls, p: PlayerState) -> SeatView:
-        """The view of a live seat (``ml.game.commander.state.PlayerState``); no copies of its lists."""
+        """The view of a live seat (``tests.reference.commander.state.PlayerState``); no copies of its lists."""
         v = cls.__new__(cls)
         v.seat, v.life, v.mana, v.mana_sources = p.seat, p.life, p.mana, p.mana_sources
         v.cmdr_tax, v.lands = p.commander_tax, p.lands
@@ -162,7 +163,7 @@ def _record_creatures(p: Any, pool: dict[str, Card]) -> list[Permanent]:
     """A record seat's creatures as ``Permanent``s, tapped/sick/commander flags from the record.
 
     ``tapped`` and ``sick`` list names, so copies of one card are told apart by the rules'
-    order (``ml.game.commander.engine``): creatures enter at the end of the battlefield and
+    order (``tests.reference.commander.engine``): creatures enter at the end of the battlefield and
     are all sick until their controller's untap, so the sick copies are the *last* ones;
     an attack taps every copy able to attack, which precede the sick ones, so the tapped
     copies are the *first* ones. Read so, a record gives the live state's flags exactly.

@@ -251,7 +251,7 @@ def test_encoded_cache_keeps_the_recently_used_entries_under_its_cap(tmp_path, e
 
 
 def test_combat_features_follow_the_block_rule_and_tapped_state(encoder):
-    from ml.game.commander.rules import decision_record, new_game
+    from tests.reference.commander.rules import decision_record, new_game
 
     vanilla = sorted(
         (c for c in encoder.pool.values() if c.kind == "creature" and not c.keywords and not c.legendary),

@@ -23,12 +23,11 @@ import numpy as np
 import pytest
 from pettingzoo.test import api_test, seed_test
 
-from ml.game.commander.actions import MACRO_ACTIONS, MAX_POD, NUM_ACTIONS
+from ml.game.commander.actions import MACRO_ACTIONS, MAX_POD, NUM_ACTIONS, IllegalActionError
 from ml.game.commander.env import CommanderPodEnv
-from ml.game.commander.players import HeuristicPlayer, RandomPlayer
-from ml.game.commander.reference_env import ReferencePodEnv
-from ml.game.commander.rules import IllegalActionError
 from ml.game.protocol import PLAYER_SEED_STRIDE
+from tests.reference.commander.players import HeuristicPlayer, RandomPlayer
+from tests.reference.commander.reference_env import ReferencePodEnv
 
 FORGE_KEYS = [
     "game_id",

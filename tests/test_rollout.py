@@ -3,8 +3,6 @@ decision budget stops new games without discarding the games in flight."""
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import pytest
 import torch
@@ -13,6 +11,7 @@ from ml.game.commander.encoding import OBS_DIM
 from ml.game.registry import GameSpec, commander
 from ml.model.policy import PolicyNet
 from ml.play.rollout import Controller, game_seeds, play_games, rotated_seatings
+from tests.reference.commander import objects_game
 
 
 class CountingNet(PolicyNet):
@@ -80,7 +79,8 @@ def _tracked_decisions(outcome: tuple) -> int:
 
 
 def _both_engines(n_games: int, others: list[str], log, monkeypatch, num_envs: int = 8, engines=("objects", "core")) -> list:
-    """The same games through each of ``engines`` (the core must not build an env); their ``_outcome`` lists."""
+    """The same games through each of ``engines`` (``objects``: the tests' object engine, rows of
+    ``ReferencePodEnv``; ``core``: the product's, which must not build an env); their ``_outcome`` lists."""
     torch.manual_seed(0)
     nets = {"agent": PolicyNet(OBS_DIM, (16,)), "frozen": PolicyNet(OBS_DIM, (16,))}
     controllers = {k: Controller("net", net) for k, net in nets.items()}
@@ -88,14 +88,17 @@ def _both_engines(n_games: int, others: list[str], log, monkeypatch, num_envs: i
     seatings = rotated_seatings(n_games, 4, "agent", lambda g: [others[(g + i) % len(others)] for i in range(3)])
     runs = []
     for engine in engines:
-        if engine == "core":
-            monkeypatch.setattr(GameSpec, "make_env", lambda *a: pytest.fail("the core path built an AEC env"))
-            monkeypatch.setattr(GameSpec, "_scriptable_env", lambda *a: pytest.fail("the core path built an AEC env"))
-        runs.append([_outcome(r) for r in play_games(
-            seatings, game_seeds(11, n_games), controllers, game=commander(4, 30), num_envs=num_envs, engine=engine,
-            generator=torch.Generator().manual_seed(5), log_seats=log,
-            track_seats=lambda seats: [s for s, k in enumerate(seats) if k == "agent"],
-        )])  # fmt: skip
+        with monkeypatch.context() as m:
+            if engine == "core":
+                m.setattr(GameSpec, "make_env", lambda *a: pytest.fail("the core path built an AEC env"))
+                m.setattr(GameSpec, "_scriptable_env", lambda *a: pytest.fail("the core path built an AEC env"))
+            else:
+                m.setattr(GameSpec, "batched", objects_game)
+            runs.append([_outcome(r) for r in play_games(
+                seatings, game_seeds(11, n_games), controllers, game=commander(4, 30), num_envs=num_envs,
+                generator=torch.Generator().manual_seed(5), log_seats=log,
+                track_seats=lambda seats: [s for s, k in enumerate(seats) if k == "agent"],
+            )])  # fmt: skip
     return runs
 
 
@@ -144,9 +147,11 @@ def test_teacher_batch_is_byte_identical_through_the_core(tmp_path, monkeypatch)
     from ml.play import teacher
 
     def write(engine: str) -> bytes:
-        monkeypatch.setattr(teacher, "play_games", functools.partial(play_games, engine=engine))
-        out = tmp_path / engine
-        metrics = teacher.write_teacher_batch(out, commander(4, 30), batch_id="teacher-s1", games=12, seed=1, chunk_games=5)
+        with monkeypatch.context() as m:
+            if engine == "objects":
+                m.setattr(GameSpec, "batched", objects_game)
+            out = tmp_path / engine
+            metrics = teacher.write_teacher_batch(out, commander(4, 30), batch_id="teacher-s1", games=12, seed=1, chunk_games=5)
         assert metrics["teacher/decisions"] > 12 * 20
         (batch,) = out.glob("*.jsonl")
         return batch.read_bytes()
@@ -157,9 +162,9 @@ def test_teacher_batch_is_byte_identical_through_the_core(tmp_path, monkeypatch)
 def test_core_describes_actions_as_the_rules_do():
     """``CoreGame.record`` equals ``rules.decision_record`` + ``rules.describe_action`` for every
     legal action (not only the ones played), and rejects an illegal one."""
-    from ml.game.commander import rules
     from ml.game.commander.core.game import CoreGame
-    from ml.game.commander.players import HeuristicPlayer
+    from tests.reference.commander import rules
+    from tests.reference.commander.players import HeuristicPlayer
 
     checked = set()
     for seed in range(6):
@@ -186,8 +191,9 @@ def test_core_describes_actions_as_the_rules_do():
 
 
 def test_core_game_deals_the_decks_asked_for():
-    from ml.game.commander import core, rules
+    from ml.game.commander import core
     from ml.game.commander.core.game import CoreGame
+    from tests.reference.commander import rules
 
     batch = CoreGame(2, 4, 30)
     names = batch.tables.deck_names

@@ -1,6 +1,11 @@
-"""Tests of the Commander pod rules (``ml.game.commander.rules`` with ``engine``/``combat``) and players.
+"""Tests of the Commander pod rules, on the product's core and on the tests' object engine, and of the players.
 
-Checks (scripted positions are built by ``new_game`` and then setting fields):
+Scripted positions are built in the object engine (``tests.reference.commander``: ``new_game``,
+then setting fields); every ``apply_action`` of a scripted test loads the position into a
+one-game core state (``load_core``), steps the action there too, and requires the core's
+state after it to equal the object engine's (``tests/test_core_agreement.py``'s snapshots), so
+each rule asserted below holds on the core. The long random and heuristic games play on the
+object engine alone (the agreement tests play thousands on both). Checks:
 * commander damage: 21 from ONE commander eliminates, 21 spread over two commanders does not;
 * commander tax: cost rises by 2 per cast; a commander that dies returns to the command zone;
 * elimination at 0 life and on drawing from an empty library; an eliminated player's
@@ -19,25 +24,80 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
-from ml.game.commander import engine
-from ml.game.commander.actions import CAST_COMMANDER, CAST_REMOVAL, CAST_WIPE, HOLD_MANA, NUM_ACTIONS, PASS, attack_action
+from ml.game.commander import core
+from ml.game.commander.actions import (
+    CAST_COMMANDER,
+    CAST_REMOVAL,
+    CAST_WIPE,
+    HOLD_MANA,
+    MAX_POD,
+    NUM_ACTIONS,
+    PASS,
+    attack_action,
+)
 from ml.game.commander.cards import load_card_pool, load_decks
-from ml.game.commander.players import HeuristicPlayer, RandomPlayer
-from ml.game.commander.rules import (
+from ml.game.commander.features import PHASES
+from ml.judge.stats import wilson_interval
+from tests.reference.commander import engine
+from tests.reference.commander.players import HeuristicPlayer, RandomPlayer
+from tests.reference.commander.rules import (
     IllegalActionError,
-    apply_action,
     decision_record,
     describe_action,
     legal_action_mask,
     new_game,
     outcome,
 )
-from ml.game.commander.state import GameState, Permanent
-from ml.judge.stats import wilson_interval
+from tests.reference.commander.rules import apply_action as ref_apply_action
+from tests.reference.commander.state import GameState, Permanent
+from tests.test_core_agreement import TABLES, core_snapshot, ref_snapshot
 
 POOL = load_card_pool()
+
+
+def load_core(state: GameState) -> core.CoreState:
+    """A one-game core state holding ``state``'s position (every field ``ref_snapshot`` names,
+    the game's Mersenne Twister, every seat external)."""
+    cid = TABLES.card_id
+    st = core.new_state(1)
+    st.seed[0], st.game_index[0], st.pod[0], st.max_turns[0] = state.seed, 0, state.pod_size, state.max_turns
+    st.turn[0], st.phase[0], st.active[0] = state.turn, PHASES.index(state.phase), state.active_seat
+    st.done[0], st.winner[0] = state.done, -1 if state.winner is None else state.winner
+    st.elim_n[0] = len(state.elimination_order)
+    st.elim_order[0, : st.elim_n[0]] = state.elimination_order
+    st.legal[0, state.legal] = True
+    for p in state.players:
+        s = p.seat
+        st.deck[0, s] = TABLES.deck_names.index(p.deck_name)
+        st.life[0, s], st.mana[0, s], st.mana_sources[0, s], st.casts[0, s] = p.life, p.mana, p.mana_sources, p.commander_casts
+        st.cmdr_dmg[0, s, : state.pod_size] = p.cmdr_dmg
+        st.eliminated[0, s], st.holding[0, s], st.in_cz[0, s] = p.eliminated, p.holding_mana, bool(p.command_zone)
+        st.last_attacker[0, s] = p.last_attacker
+        for zone, n, cards in ((st.lib, st.lib_n, p.library), (st.hand, st.hand_n, p.hand), (st.grave, st.grave_n, p.graveyard),
+                               (st.perm, st.perm_n, [c.card for c in p.permanents]), (st.crt, st.crt_n, [c.card for c in p.creatures])):  # fmt: skip
+            n[0, s] = len(cards)
+            zone[0, s, : len(cards)] = [cid[c.name] for c in cards]
+        for i, c in enumerate(p.creatures):
+            st.crt_tapped[0, s, i], st.crt_sick[0, s, i], st.crt_cmdr[0, s, i] = c.tapped, c.sick, c.is_commander
+    st.rng[0] = state.rng.getstate()[1]
+    assert core_snapshot(st, 0) == ref_snapshot(state)
+    return st
+
+
+def apply_action(state: GameState, action: int) -> None:
+    """The rule on both engines: the core, loaded with ``state``'s position, steps ``action``, the
+    object engine applies it, and the core's state must equal the object state after it."""
+    st = load_core(state)
+    if st.done[0] or not st.legal[0, action]:  # the core refuses it: so must the object engine
+        with pytest.raises(IllegalActionError) as refused:
+            ref_apply_action(state, action)
+        raise refused.value
+    core.step(st, TABLES, np.full(1, action, np.int64), np.zeros((1, MAX_POD), np.float32))
+    ref_apply_action(state, action)
+    assert core_snapshot(st, 0) == ref_snapshot(state)
 
 
 def blank(pod_size: int = 2, seed: int = 0) -> GameState:
@@ -207,7 +267,7 @@ def record_sequence(seed: int, player_seed: int) -> list[str]:
     while not st.done:
         action = players[st.current_seat].act(st)
         out.append(json.dumps({**decision_record(st), "action": describe_action(st, action)}))
-        apply_action(st, action)
+        ref_apply_action(st, action)
     out.append(outcome(st))
     return out
 
@@ -230,10 +290,10 @@ def test_actions_inside_mask_and_illegal_raises(pod_size: int) -> None:
             illegal = [i for i in range(NUM_ACTIONS) if not mask[i]]
             if illegal and seed == 0:
                 with pytest.raises(IllegalActionError, match="legal"):
-                    apply_action(st, illegal[0])
+                    ref_apply_action(st, illegal[0])
             action = player.act(st)
             assert mask[action]
-            apply_action(st, action)
+            ref_apply_action(st, action)
         assert not legal_action_mask(st).any()
 
 
@@ -327,7 +387,7 @@ def test_heuristic_beats_randoms() -> None:
         seat = g % 4
         players = [HeuristicPlayer(g) if i == seat else RandomPlayer(g * 10 + i) for i in range(4)]
         while not st.done:
-            apply_action(st, players[st.current_seat].act(st))
+            ref_apply_action(st, players[st.current_seat].act(st))
         wins += st.winner == seat
     rate = wins / games
     low, high = wilson_interval(wins, games)

@@ -1,9 +1,9 @@
 """A batched ``ml.game.protocol.Game`` over N PettingZoo AEC envs: the protocol at Python speed.
 
-OpenSpiel games (``ml.game.openspiel_env.OpenSpielEnv``, one ``pyspiel`` state per row) play
-through it, and so does the Commander's object engine (``ReferencePodEnv``), the reference
-the compiled core is checked against (``play_games(engine="objects")``,
-``tests/test_rollout.py``). Each row holds one env and the scripted players of its seats
+OpenSpiel games (``ml.game.openspiel_env.OpenSpielEnv``, one ``pyspiel`` state per row) and
+PettingZoo envs (``ml.game.pettingzoo_env.PettingZooEnv``) play through it; the tests also run
+the Commander's object engine through it (``tests/reference/commander``), the oracle the
+compiled core is checked against (``tests/test_rollout.py``). Each row holds one env and the scripted players of its seats
 (``GameSpec.make_player(kind, seed * PLAYER_SEED_STRIDE + seat)``); ``step`` applies each
 row's action with ``env.step``, then lets the row's scripted seats act on ``env.state``
 until a caller-answered seat is to act, stepping terminated agents out (the AEC dead-step
@@ -27,7 +27,7 @@ from ml.game.spec import ScriptedPlayer
 
 class RecordingEnv(Protocol):
     """A PettingZoo AEC env with the record methods the loop needs (``CommanderPodEnv``,
-    ``ReferencePodEnv``, ``OpenSpielEnv``).
+    ``OpenSpielEnv``, ``PettingZooEnv``).
 
     Attributes:
         agents, agent_selection, rewards, terminations, truncations: the AEC API's; agents
@@ -62,7 +62,7 @@ class RecordingEnv(Protocol):
 
 
 class ScriptableEnv(RecordingEnv, Protocol):
-    """A :class:`RecordingEnv` whose game state the scripted players act on (``ReferencePodEnv``, ``OpenSpielEnv``)."""
+    """A :class:`RecordingEnv` whose game state the scripted players act on (``OpenSpielEnv``, ``PettingZooEnv``)."""
 
     @property
     def state(self) -> Any:

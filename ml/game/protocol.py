@@ -3,8 +3,7 @@
 ``ml.play.rollout.play_games`` plays every game through it (``ml.game.registry.GameSpec.batched``);
 implementations: ``ml.game.commander.core.game.CoreGame`` (the compiled Commander core, arrays
 stepped by numba kernels) and ``ml.game.env_game.EnvGame`` (rows of PettingZoo AEC envs at
-Python speed: OpenSpiel games over ``pyspiel`` states, and the Commander's object engine, the
-core's reference in the tests).
+Python speed: OpenSpiel games over ``pyspiel`` states, PettingZoo envs).
 
 A game of the batch lives in a *row* (0..N-1). Rows are dealt with :meth:`Game.reset`, then
 stepped together with :meth:`Game.step`: the seat to act in each row plays the action given

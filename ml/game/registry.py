@@ -11,13 +11,12 @@ kinds ``heuristic`` (the game's teacher) and ``random``, and the record encoder.
 ============ ======================================= ========================================
 env          ``CommanderPodEnv`` (one core game)     ``OpenSpielEnv`` (``ml.game.openspiel_env``)
 batched      ``CoreGame`` (``ml.game.commander.core``) ``EnvGame`` (rows of envs, ``ml.game.env_game``)
-objects      ``EnvGame`` of ``ReferencePodEnv``      the same as batched
 obs_dim      ``ml.game.commander.encoding.OBS_DIM``                 the game's observation tensor size
 num_actions  ``ml.game.commander.actions.NUM_ACTIONS``              ``num_distinct_actions()``
-heuristic    ``HeuristicPlayer`` (Forge-like)        ``teacher.policy``: ``MCTSPlayer`` (MCTS, random
+heuristic    the core's heuristic seat (Forge-like)  ``teacher.policy``: ``MCTSPlayer`` (MCTS, random
                                                      rollouts), ``UniformTeacher``, ``ISMCTSPlayer``
                                                      or ``CFRPlayer`` (``ml.game.openspiel_env``)
-random       ``RandomPlayer``                        ``UniformPlayer``
+random       the core's random seat                  ``UniformPlayer``
 encoder      ``RecordEncoder`` (reads ``players``)   ``ObservationEncoder`` (reads ``observation``)
 ============ ======================================= ========================================
 
@@ -50,10 +49,6 @@ if TYPE_CHECKING:
     from ml.game.env_game import RecordingEnv, ScriptableEnv
     from ml.game.protocol import Game
     from ml.game.record import OpenSpielRecord
-
-Engine = Literal["core", "objects"]
-"""How the commander plays (``GameSpec.batched``): ``core``, its compiled core, or ``objects``, its
-object engine through ``ReferencePodEnv`` (the core's reference in the tests). OpenSpiel games have one."""
 
 ObservationKind = Literal["observation", "information_state"]
 """What a seat of an OpenSpiel game observes (``game.observation``; ``ml.game.openspiel_env.observation_of``)."""
@@ -248,38 +243,39 @@ class GameSpec:
 
         return CommanderPodEnv(pod_size=self.num_players, max_turns=self.max_turns, encoder=encoder)
 
-    def _scriptable_env(self, encoder: Encoder | None) -> ScriptableEnv:
-        """A fresh env the rows of ``EnvGame`` hold: ``OpenSpielEnv``, or the commander's object
-        engine ``ReferencePodEnv`` (the core's reference), or ``PettingZooEnv``."""
+    def _scriptable_env(self) -> ScriptableEnv:
+        """A fresh env the rows of ``EnvGame`` hold: ``OpenSpielEnv`` or ``PettingZooEnv``."""
         if self.is_pettingzoo:
             return self._pettingzoo_env()
-        if self.is_openspiel:
-            from ml.game.openspiel_env import OpenSpielEnv
+        from ml.game.openspiel_env import OpenSpielEnv
 
-            return OpenSpielEnv(self.openspiel_game(), self.name, self.observation)
-        from ml.game.commander.reference_env import ReferencePodEnv
+        return OpenSpielEnv(self.openspiel_game(), self.name, self.observation)
 
-        return ReferencePodEnv(pod_size=self.num_players, max_turns=self.max_turns, encoder=encoder)
+    def batched(self, num_games: int, encoder: Encoder | None = None) -> Game:
+        """The game as a batched ``ml.game.protocol.Game`` of ``num_games`` rows: the commander's
+        compiled core (``CoreGame``, its scripted seats played inside its ``step``), or rows of
+        AEC envs (``ml.game.env_game.EnvGame``: OpenSpiel states, PettingZoo envs) with the
+        scripted players of :meth:`make_player`.
 
-    def batched(self, num_games: int, encoder: Encoder | None = None, engine: Engine = "core") -> Game:
-        """The game as a batched ``ml.game.protocol.Game`` of ``num_games`` rows.
+        Args:
+            num_games: rows (games in flight).
+            encoder: the commander's: the one its core implements (``RecordEncoder``) or None;
+                ignored by other games (their records carry their observation).
 
-        ``engine="core"``: the commander's compiled core (``CoreGame``) where it applies (the
-        ``encoder`` is the one it implements, ``RecordEncoder``, or None for it); otherwise, and
-        for ``engine="objects"``, rows of AEC envs (``ml.game.env_game.EnvGame``: OpenSpiel
-        states, or the commander's object engine ``ReferencePodEnv``, the core's reference,
-        with the object players of :meth:`make_player`).
+        Raises:
+            ValueError: a commander ``encoder`` other than ``RecordEncoder`` (the core encodes
+                live games with the compiled encoder only).
         """
-        if engine == "core" and self.is_commander:
+        if self.is_commander:
+            from ml.game.commander.core.game import CoreGame
             from ml.game.commander.encoding import RecordEncoder
 
-            if encoder is None or type(encoder) is RecordEncoder:
-                from ml.game.commander.core.game import CoreGame
-
-                return CoreGame(num_games, self.num_players, self.max_turns)
+            if encoder is not None and type(encoder) is not RecordEncoder:
+                raise ValueError(f"the commander's core plays with its RecordEncoder, not {type(encoder).__name__}")
+            return CoreGame(num_games, self.num_players, self.max_turns)
         from ml.game.env_game import EnvGame
 
-        return EnvGame(lambda: self._scriptable_env(encoder), self.make_player, num_games, self.num_players, self.obs_dim,
+        return EnvGame(self._scriptable_env, self.make_player, num_games, self.num_players, self.obs_dim,
                        self.num_actions)  # fmt: skip
 
     def warm_up(self) -> None:
@@ -293,35 +289,34 @@ class GameSpec:
             warm_up()
 
     def make_player(self, kind: str, seed: int) -> ScriptedPlayer:
-        """The scripted player behind a controller kind: ``heuristic`` (the game's teacher,
-        ``teacher_policy``) or ``random``.
+        """The scripted player behind a controller kind of an OpenSpiel or PettingZoo game:
+        ``heuristic`` (the game's teacher, ``teacher_policy``) or ``random``. The commander has
+        none: its scripted seats play inside its core (``CoreGame``; ``seat_kind``).
 
         Raises:
-            ValueError: another kind; a ``cfr`` teacher on a game too large for it.
+            ValueError: another kind; the commander; a ``cfr`` teacher on a game too large for it.
         """
         if kind not in ("heuristic", "random"):
             raise ValueError(f"no scripted player of kind {kind!r}; use heuristic or random")
+        if self.is_commander:
+            raise ValueError("the commander's scripted seats play inside its core (CoreGame), not as player objects")
         if self.is_pettingzoo:  # the teacher is teacher.policy (ml.game.pettingzoo_env.make_teacher)
             from ml.game.pettingzoo_env import RANDOM_POLICY, make_teacher
 
             return make_teacher(self.teacher_policy if kind == "heuristic" else RANDOM_POLICY, seed)
-        if self.is_openspiel:
-            from ml.game import openspiel_env as ose
+        from ml.game import openspiel_env as ose
 
-            if kind == "random":
-                return ose.UniformPlayer(seed)
-            game = self.openspiel_game()
-            if self.teacher_policy == "uniform":
-                return ose.UniformTeacher(seed, self.num_actions)
-            if self.teacher_policy == "cfr":
-                return ose.CFRPlayer(game, seed, self.cfr_iterations, self.teacher_explore)
-            if self.teacher_policy == "ismcts":
-                return ose.ISMCTSPlayer(game, seed, self.mcts_simulations, self.mcts_rollouts, self.mcts_uct_c,
-                                        self.teacher_explore)  # fmt: skip
-            return ose.MCTSPlayer(game, seed, self.mcts_simulations, self.mcts_rollouts, self.mcts_uct_c)
-        from ml.game.commander.players import HeuristicPlayer, RandomPlayer
-
-        return HeuristicPlayer(seed) if kind == "heuristic" else RandomPlayer(seed)
+        if kind == "random":
+            return ose.UniformPlayer(seed)
+        game = self.openspiel_game()
+        if self.teacher_policy == "uniform":
+            return ose.UniformTeacher(seed, self.num_actions)
+        if self.teacher_policy == "cfr":
+            return ose.CFRPlayer(game, seed, self.cfr_iterations, self.teacher_explore)
+        if self.teacher_policy == "ismcts":
+            return ose.ISMCTSPlayer(game, seed, self.mcts_simulations, self.mcts_rollouts, self.mcts_uct_c,
+                                    self.teacher_explore)  # fmt: skip
+        return ose.MCTSPlayer(game, seed, self.mcts_simulations, self.mcts_rollouts, self.mcts_uct_c)
 
     def encoder(self) -> Encoder:
         """A new record encoder of this game (``RecordEncoder`` or ``ObservationEncoder``)."""

@@ -5,8 +5,9 @@ seats, every decision logged), PPO self-play (one learning seat, transitions kep
 exporter (the agent's decisions logged) and the gate's evaluation pods. Every game plays
 through the typed batched ``ml.game.protocol.Game`` of its ``GameSpec.batched``: the
 Commander's compiled core (scripted seats play inside its ``step``), or rows of AEC envs
-(``ml.game.env_game.EnvGame``: OpenSpiel states, and the Commander's object engine, which
-gives the same results, transitions and records as the core: ``tests/test_rollout.py``).
+(``ml.game.env_game.EnvGame``: OpenSpiel states, PettingZoo envs). The tests play the same
+games through the Commander's object engine (``tests/reference/commander``) and check the
+results, transitions and records against the core's (``tests/test_rollout.py``).
 All network-controlled decisions pending across the concurrent
 games are answered by one forward pass per network (scripted seats act at once, so the games
 wait on networks only). The controller kind
@@ -36,7 +37,7 @@ import torch
 
 from ml.game.protocol import Game
 from ml.game.record import POLICY_DECIMALS
-from ml.game.registry import Engine, GameSpec
+from ml.game.registry import GameSpec
 from ml.game.spec import Encoder
 from ml.model.policy import PolicyNet, check_shape
 
@@ -152,7 +153,6 @@ def play_games(
     track_seats: Callable[[list[str]], list[int]] | None = None,
     budget: int | None = None,
     indices: Sequence[int] | None = None,
-    engine: Engine = "core",
 ) -> Generator[GameResult, None, None]:
     """Play ``len(seatings)`` games, ``num_envs`` at a time, yielding each as it ends.
 
@@ -174,15 +174,13 @@ def play_games(
         budget: tracked-seat decisions after which no new game starts (the games in flight
             are played to their end, so no decision is wasted); None plays every seating.
         indices: play only these games of ``seatings`` (a chunk of a stage, ``ml.runtime.compute``); None: all.
-        engine: the commander's ``core`` (compiled) or ``objects`` (its object engine through
-            its AEC env, the core's reference); both give the same results
-            (``GameSpec.batched``). OpenSpiel games have one engine.
 
     Yields:
         GameResult, in order of completion (deterministic for fixed inputs).
 
     Raises:
-        ValueError: a ``net`` controller without a net.
+        ValueError: a ``net`` controller without a net; a commander ``encoder`` other than its
+            ``RecordEncoder`` (``GameSpec.batched``).
         ml.model.policy.CheckpointError: a network's input or output size does not fit the game.
     """
     if encoder is None and game.is_commander:
@@ -193,7 +191,7 @@ def play_games(
                 raise ValueError(f"controller {key!r} is a net controller without a net")
             check_shape(ctrl.net, game.obs_dim, game.num_actions, f"the policy of {key!r}")
     pending = list(range(len(seatings)) if indices is None else indices)[::-1]
-    yield from _play(game.batched(num_envs, encoder, engine), seatings, game_seeds, controllers, pending, generator,
+    yield from _play(game.batched(num_envs, encoder), seatings, game_seeds, controllers, pending, generator,
                      log_seats, track_seats, budget)  # fmt: skip
 
 

@@ -1,2 +1,3 @@
-"""The built-in Commander pod simulator: rules, cards and decks (``data/``), players, the
-PettingZoo AEC environment, the macro-action space and the observation encoder."""
+"""The built-in Commander pod simulator: cards and decks (``data/``), the compiled rules engine
+(``core/``: rules, scripted players, observation encoder), its PettingZoo AEC environment, the
+macro-action space, the observation features and the record models."""

@@ -15,6 +15,8 @@ A land drop is not a policy decision (played automatically) and has no index her
 
 from __future__ import annotations
 
+MIN_POD = 2
+"""Smallest pod (shared/docs/commander-pod.md "Players and decks": 2 to 6)."""
 MAX_POD = 6
 """Largest pod size supported (casual pods, shared/docs/forge-decision-format.md "players")."""
 
@@ -50,6 +52,10 @@ KIND_OF_ACTION: dict[int, str] = {
 """Card kind (``ml/game/commander/data/cards.yaml``) cast by each cast macro action other than the commander."""
 ACTION_OF_KIND: dict[str, int] = {kind: action for action, kind in KIND_OF_ACTION.items()}
 """Cast macro action of each card kind (the inverse of ``KIND_OF_ACTION``)."""
+
+
+class IllegalActionError(ValueError):
+    """An action outside the legal-action mask, or any action after the game ended."""
 
 
 def attack_action(offset: int) -> int:

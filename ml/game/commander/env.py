@@ -2,8 +2,8 @@
 
 ``CommanderPodEnv`` is a thin single-game view over one row of ``CoreGame``
 (``ml.game.commander.core.game``, the numba core every stage plays through). From the same
-seed and the same actions it gives what the object engine's ``ReferencePodEnv``
-(``ml.game.commander.reference_env``) gives: observations, masks, rewards, terminations,
+seed and the same actions it gives what the tests' object engine's ``ReferencePodEnv``
+(``tests/reference/commander/reference_env.py``) gives: observations, masks, rewards, terminations,
 truncations, records and results (``tests/test_env.py``).
 
 ==================== ================================================================
@@ -14,15 +14,15 @@ Agents               ``player_0 .. player_{pod_size-1}`` (seat index)
 Observation          Dict(observation: Box(float32[obs_dim]), action_mask: Box(int8[NUM_ACTIONS]))
 Observation values   the core's encoder (``core.encode``, the one ``RecordEncoder`` encodes records
                      with) when the encoder is ``RecordEncoder`` or None; any other encoder gets the seat's
-                     decision record (``core.decision_record``, equal to ``rules.decision_record``)
+                     decision record (``core.decision_record``)
 Rewards              zero-sum: winner +1, every other seat -1/(n-1) (given when eliminated)
 Termination          elimination, or the game's win; truncation: the turn-cap draw
 Scripted choices     ``scripted_action()``: the teacher's (``heuristic``) or uniform random
                      (``random``) choice of the seat to act, the kind per seat set by
                      ``reset(options={"scripted": {seat: kind}})`` (default: every seat
-                     ``heuristic``); drawn as ``HeuristicPlayer``/``RandomPlayer`` seeded
-                     ``seed * PLAYER_SEED_STRIDE + seat`` draw when asked at each of the seat's
-                     decisions. No ``GameState``: ``ReferencePodEnv.state`` is the object one.
+                     ``heuristic``), from the seat's own generator seeded
+                     ``seed * PLAYER_SEED_STRIDE + seat``, drawn when asked at each of the seat's
+                     decisions. No ``state`` object: the game is the core's arrays.
 Core                 ``env.core``: the one-row ``CoreGame`` (row 0) holding the game's arrays
 ==================== ================================================================
 
@@ -44,10 +44,9 @@ from collections.abc import Mapping
 import numpy as np
 
 from ml.game.commander import core
-from ml.game.commander.actions import NUM_ACTIONS
+from ml.game.commander.actions import NUM_ACTIONS, IllegalActionError
 from ml.game.commander.core.game import SCRIPTED_KINDS, CoreGame
 from ml.game.commander.pod_env import PodEnvBase
-from ml.game.commander.rules import IllegalActionError
 from ml.game.spec import Encoder
 
 _ROW = np.zeros(1, np.int64)  # the view's one row of the core
@@ -188,9 +187,9 @@ class CommanderPodEnv(PodEnvBase):
         """The scripted choice of the seat to act, by the kind ``reset`` gave it (``heuristic``:
         the teacher, ``random``: uniform over the legal actions), from the seat's own generator.
 
-        Asked at each of a seat's decisions, the choices are those of
-        ``GameSpec.make_player(kind, seed * PLAYER_SEED_STRIDE + seat).act(state)`` on the same
-        game of ``ReferencePodEnv``; it does not step.
+        Asked at each of a seat's decisions, the choices are those the core's scripted seats
+        make inside ``CoreGame.step`` (the tests' object players ``HeuristicPlayer`` and
+        ``RandomPlayer`` seeded ``seed * PLAYER_SEED_STRIDE + seat`` make the same); it does not step.
 
         Raises:
             ValueError: the game is over, or the seat to act has no scripted kind.
@@ -205,7 +204,7 @@ class CommanderPodEnv(PodEnvBase):
     # ------------------------------------------------------------------ records
 
     def decision_record(self) -> dict:
-        """Forge-format record of the decision the current agent is about to make (``rules.decision_record``)."""
+        """Forge-format record of the decision the current agent is about to make (``core.decision_record``)."""
         g = self.core
         return core.decision_record(g.st, g.tables, 0)
 
@@ -218,5 +217,5 @@ class CommanderPodEnv(PodEnvBase):
         return self.core.describe_action(0, action)
 
     def game_result(self) -> tuple[str, str, int | None, list[int]]:
-        """``(game_id, outcome, winner, ranking)`` of the finished game (``GameState.ranking``'s order)."""
+        """``(game_id, outcome, winner, ranking)`` of the finished game (``CoreGame.result``)."""
         return self.core.result(0)

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from ml.game.commander.actions import MAX_POD
 
-PHASES = ("main_1", "combat", "main_2", "end")
+PHASES: tuple[str, ...] = ("main_1", "combat", "main_2", "end")
+"""Phases that appear in records (shared/docs/forge-decision-format.md ``phase``), in the order of
+the ``phase_*`` features and of the core's phase codes."""
 KINDS = ("land", "creature", "removal", "draw", "ramp", "wipe", "unknown")
 
 # Scales, each named for what it divides. Sources: starting life 40, commander-damage lethal 21

@@ -15,7 +15,7 @@ from pydantic import Field, ValidatorFunctionWrapHandler, field_validator, model
 
 from ml.game.commander.actions import ACTION_INDEX, MACRO_ACTIONS, MAX_POD, NUM_ACTIONS
 from ml.game.commander.cards import DECK_SIZE
-from ml.game.commander.state import COMMANDER_DAMAGE_LETHAL, COMMANDER_TAX_STEP, STARTING_LIFE
+from ml.game.commander.pod_rules import COMMANDER_DAMAGE_LETHAL, COMMANDER_TAX_STEP, STARTING_LIFE
 from ml.game.record import (
     FieldProblem,
     RecordModel,

@@ -1,6 +1,7 @@
-"""What both PettingZoo AEC envs of the Commander pod share: spaces, agents, seeding and the
-per-game bookkeeping of the AEC API (``CommanderPodEnv``, the view of the compiled core, and
-``ReferencePodEnv``, the object engine's env the tests check it against)."""
+"""What the PettingZoo AEC envs of the Commander pod share: spaces, agents, seeding and the
+per-game bookkeeping of the AEC API (``CommanderPodEnv``, the view of the compiled core; the
+tests' object-engine env ``tests.reference.commander.reference_env.ReferencePodEnv`` is one
+too, the oracle ``CommanderPodEnv`` is checked against)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,7 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import AECEnv
 
-from ml.game.commander.actions import MAX_POD, NUM_ACTIONS
-from ml.game.commander.rules import MIN_POD
+from ml.game.commander.actions import MAX_POD, MIN_POD, NUM_ACTIONS
 from ml.game.spec import Encoder, ResetSeeds
 
 

@@ -3,10 +3,11 @@
 The compiled code is ``kernels.py`` (numba ``njit``, ``cache=True``; ``NUMBA_DISABLE_JIT=1``
 runs the same code as plain Python). This module is the Python face: the card and deck
 tables, allocation, and thin wrappers that check shapes and dtypes once per batched call.
-The object engine (``rules.py`` and friends) is the reference: from the same seed the core
-deals the same game (it carries Python's Mersenne Twister per game and per scripted seat),
-and from the same actions it reaches the same states, masks, observations, rewards and
-scripted choices (``tests/test_core_agreement.py``).
+The core is the product's one rules engine. The tests keep a Python object engine as its
+oracle (``tests/reference/commander``): from the same seed the core deals the same game (it
+carries Python's Mersenne Twister per game and per scripted seat), and from the same actions
+it reaches the same states, masks, observations, rewards and scripted choices
+(``tests/test_core_agreement.py``).
 
 Typical use (N games, 4 seats, seat 0 played by a network, the rest by the heuristic)::
 
@@ -29,8 +30,7 @@ from ml.game.commander.actions import MAX_POD, NUM_ACTIONS
 from ml.game.commander.cards import DECK_SIZE, KEYWORDS, KINDS, Card, Deck, load_card_pool, load_decks
 from ml.game.commander.core import kernels
 from ml.game.commander.core.kernels import CoreState, RecordView, Tables
-from ml.game.commander.features import OBS_DIM
-from ml.game.commander.state import PHASES
+from ml.game.commander.features import OBS_DIM, PHASES
 
 __all__ = [
     "OBS_DIM",

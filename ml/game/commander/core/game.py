@@ -1,10 +1,10 @@
 """The Commander core as a batched ``ml.game.protocol.Game``: rows of Commander pods.
 
-From the same seed a row deals the game the object engine's ``ReferencePodEnv.reset(seed=seed)``
-deals (game index 0, so the same ``game_id``), its scripted seats choose as
-``HeuristicPlayer(seed * 7 + seat)`` and ``RandomPlayer(seed * 7 + seat)`` would, and its
-observations, masks, rewards, records and results equal the env's
-(``tests/test_core_agreement.py``, ``tests/test_rollout.py``). ``ml.game.commander.env.CommanderPodEnv``
+From the same seed a row deals the game the tests' object engine (``tests/reference/commander``)
+deals in ``ReferencePodEnv.reset(seed=seed)`` (game index 0, so the same ``game_id``), its
+scripted seats choose as that engine's ``HeuristicPlayer(seed * 7 + seat)`` and
+``RandomPlayer(seed * 7 + seat)`` would, and its observations, masks, rewards, records and
+results equal that env's (``tests/test_core_agreement.py``, ``tests/test_rollout.py``). ``ml.game.commander.env.CommanderPodEnv``
 is the AEC view of one row.
 """
 
@@ -21,18 +21,36 @@ from ml.game.commander.actions import (
     CAST_REMOVAL,
     FIRST_ATTACK,
     HOLD_MANA,
+    MACRO_ACTIONS,
     MAX_POD,
+    MIN_POD,
     NUM_ACTIONS,
     PASS,
+    IllegalActionError,
 )
 from ml.game.commander.core import kernels
 from ml.game.commander.core.warmup import warm_up
 from ml.game.commander.features import OBS_DIM
-from ml.game.commander.rules import IllegalActionError, action_object
 from ml.game.protocol import PLAYER_SEED_STRIDE
 
 SCRIPTED_KINDS = {"heuristic": core.SEAT_HEURISTIC, "random": core.SEAT_RANDOM}
 """Controller kind -> the core's ``seat_kind`` code."""
+RAW_MAX_CHARS = 200
+"""Forge's ``action.raw`` is at most 200 characters (shared/docs/forge-decision-format.md)."""
+
+
+def action_object(kind: str, card: str, target: str, raw: str, action: int) -> dict:
+    """A record's ``action`` object (shared/docs/forge-decision-format.md "Record"):
+    ``{"type", "card", "target", "raw", "macro_action", "action_idx"}``, ``raw`` cut to
+    ``RAW_MAX_CHARS``, ``macro_action`` named from ``action`` (an index into ``MACRO_ACTIONS``)."""
+    return {
+        "type": kind,
+        "card": card,
+        "target": target,
+        "raw": raw[:RAW_MAX_CHARS],
+        "macro_action": MACRO_ACTIONS[action],
+        "action_idx": int(action),
+    }
 
 
 class CoreGame:
@@ -43,9 +61,9 @@ class CoreGame:
     """
 
     def __init__(self, num_games: int, pod_size: int, max_turns: int) -> None:
-        if num_games < 1 or not 2 <= pod_size <= MAX_POD or not 1 <= max_turns <= core.MAX_TURNS:
+        if num_games < 1 or not MIN_POD <= pod_size <= MAX_POD or not 1 <= max_turns <= core.MAX_TURNS:
             raise ValueError(
-                f"CoreGame needs num_games >= 1, pod_size in 2..{MAX_POD}, max_turns in 1..{core.MAX_TURNS}; "
+                f"CoreGame needs num_games >= 1, pod_size in {MIN_POD}..{MAX_POD}, max_turns in 1..{core.MAX_TURNS}; "
                 f"got {num_games}, {pod_size}, {max_turns}"
             )
         self.num_games, self.num_players = num_games, pod_size
@@ -117,7 +135,7 @@ class CoreGame:
 
         The kernels write float32 rewards; the rows where they are nonzero (an elimination or the
         game's end) get the float64 values of ``kernels._rewards``' formula here, so each equals the
-        Python float ``ReferencePodEnv`` gives.
+        Python float the tests' ``ReferencePodEnv`` gives.
         """
         self._elim0[:] = self.st.elim_n
         applied = core.step(self.st, self.tables, actions, self._rewards32)
@@ -164,13 +182,13 @@ class CoreGame:
         return self._choice[rows].copy()
 
     def record(self, row: int, action: int) -> dict:
-        """``rules.decision_record`` with ``action`` set to ``rules.describe_action`` (before ``step``)."""
+        """``core.decision_record`` of ``row`` with ``action`` set to :meth:`describe_action` (before ``step``)."""
         rec = core.decision_record(self.st, self.tables, row)
         rec["action"] = self.describe_action(row, action)
         return rec
 
     def describe_action(self, row: int, action: int) -> dict:
-        """``rules.describe_action`` of ``action`` by the seat to act in ``row``, from the arrays.
+        """The record's ``action`` object (:func:`action_object`) of ``action`` by the seat to act in ``row``.
 
         Raises:
             IllegalActionError: the game is over or ``action`` is not legal now.
@@ -209,7 +227,8 @@ class CoreGame:
         return action_object(kind, card, target, raw, action)
 
     def result(self, row: int) -> tuple[str, str, int | None, list[int]]:
-        """``(game_id, outcome, winner, ranking)`` as ``ReferencePodEnv.game_result`` gives them."""
+        """``(game_id, outcome, winner, ranking)``: ranking is the winner, then the seats still in (by
+        life, higher first, then seat), then the eliminated, last out first."""
         st, g = self.st, row
         winner = int(st.winner[g])
         n = int(st.pod[g])

@@ -4,13 +4,18 @@ All kernels of the core live here because numba's cache entry of a function is k
 file that defines it: an edit to a callee in another file would not be seen (house style
 7.10). Constant tables (cards, decks) are arguments (:class:`Tables`); the few module
 constants the kernels freeze are written out below and checked at import against the
-modules they mirror (``actions``, ``features``, ``state``, ``combat``, ``players``,
-``rules``), so a change there fails the import instead of running a stale cache.
+modules they mirror (``actions``, ``features``, ``pod_rules``, ``cards``), so a change there
+fails the import instead of running a stale cache. The rules' own numbers (mulligans, the
+threat bonus, the heuristic player's thresholds) are defined here.
 
-Semantics are those of the object engine (``engine.py``, ``rules.py``, ``combat.py``,
-``players.py``), statement for statement, including the order of every random draw: each game and each scripted seat owns a Mersenne Twister state (MT19937, the
-generator of Python's ``random``, seeded the way ``random.Random(int)`` seeds it), so the
-core deals the same games as ``rules.new_game`` from the same seed. The encoder
+These kernels are the product's one rules engine (spec: ``shared/docs/commander-pod.md``).
+The tests hold a Python object engine with the same semantics, statement for statement,
+including the order of every random draw (``tests/reference/commander``, the oracle of
+``tests/test_core_agreement.py``): each game and each scripted seat owns a Mersenne Twister
+state (MT19937, the generator of Python's ``random``, seeded the way ``random.Random(int)``
+seeds it), so the core deals the same games as the oracle's ``rules.new_game`` from the
+same seed (the kernels' docstrings name the oracle's function each one mirrors: ``engine.*``,
+``rules.*``, ``combat.*``, ``players.*``). The encoder
 (:func:`encode_kernel`) is the project's one observation encoder, of live games and of
 decision records alike (the layout in ``observation.py``; records reach it as arrays through
 ``observation.record_arrays`` and :class:`RecordView`); ``tests/test_encoding.py`` checks it
@@ -51,11 +56,8 @@ import numpy as np
 from numba import njit
 
 from ml.game.commander import actions as _actions
-from ml.game.commander import combat as _combat_mod
 from ml.game.commander import features as _features
-from ml.game.commander import players as _players
-from ml.game.commander import rules as _rules
-from ml.game.commander import state as _state
+from ml.game.commander import pod_rules as _pod_rules
 from ml.game.commander.cards import DECK_SIZE, KEYWORDS, KINDS
 
 # ---------------------------------------------------------------------------- frozen constants
@@ -70,10 +72,33 @@ MAIN_1, COMBAT, MAIN_2, END = 0, 1, 2, 3
 LAND, CREATURE, REMOVAL, DRAW, RAMP, WIPE, UNKNOWN = 0, 1, 2, 3, 4, 5, 6
 KW_FLYING, KW_HASTE, KW_TRAMPLE, KW_DEATHTOUCH, KW_LIFELINK, KW_VIGILANCE = 1, 2, 4, 8, 16, 32
 STARTING_LIFE, HAND_SIZE, TAX_STEP, LETHAL_CMDR = 40, 7, 2, 21
-MULL_MIN, MULL_MAX, MAX_MULL = 2, 5, 2
+
+# Rules defined here, by the core (the one rules engine; shared/docs/commander-pod.md).
+MULL_MIN, MULL_MAX = 2, 5
+"""Opening hands outside this land range are mulliganed (Forge AI keep rule, approximately)."""
+MAX_MULL = 2
+"""Free redraws at most (Commander free mulligan, rule 103.5c; no bottoming modelled)."""
 THREAT_BONUS = 6
-EARLY_MANA, REMOVAL_MIN_THREAT, WIPE_POWER_GAP, WIPE_COUNT_GAP = 6, 9, 8, 3
-SWAP_PROB, LOSS_WEIGHT, RETALIATE_BONUS = 0.15, 1.5, 10.0
+"""Extra threat of a commander (the threat rule): its damage counts toward the 21-point loss (rule 903.10a)."""
+
+# The heuristic player (the teacher; shared/docs/commander-pod.md "Players (policies)").
+EARLY_MANA = 6
+"""Ramp takes priority over creatures while the seat has fewer mana sources (Forge AI ramps early)."""
+REMOVAL_MIN_THREAT = 9
+"""Smallest threat worth a removal spell before creatures (e.g. a 3/3 with one keyword)."""
+WIPE_POWER_GAP = 8
+"""Cast a wipe when an opponent's board power exceeds ours by this much (clearly behind)."""
+WIPE_COUNT_GAP = 3
+"""... and opponents' creatures outnumber ours by this many."""
+SWAP_PROB = 0.15
+"""Seeded tie-break noise: probability of preferring card draw over a creature (varied data)."""
+LOSS_WEIGHT = 1.5
+"""Attack score: weight of our creatures' value lost against damage dealt (life points)."""
+RETALIATE_BONUS = 10.0
+"""Attack score bonus for the opponent that attacked us last (its removal already points at us)."""
+DANGER_FRACTION = 1.0
+"""Keep blockers when one opponent's counterattack could deal this fraction of our life (the
+kernels compare with the life itself: a value other than 1.0 fails the import)."""
 
 # Observation layout (``features.py``): global block, seat blocks, hand block.
 OBS_DIM, GLOBAL_DIM, SEAT_DIM, SEATS_START, HAND_START = 229, 7, 34, 7, 211
@@ -93,16 +118,12 @@ def _check_frozen() -> None:
         "actions": ((CAST_CREATURE, CAST_REMOVAL, CAST_DRAW, CAST_RAMP, CAST_WIPE, CAST_COMMANDER, HOLD_MANA, PASS, FIRST_ATTACK),
                     (a.CAST_CREATURE, a.CAST_REMOVAL, a.CAST_DRAW, a.CAST_RAMP, a.CAST_WIPE, a.CAST_COMMANDER, a.HOLD_MANA, a.PASS, a.FIRST_ATTACK)),
         "kind of cast action": (tuple(KINDS[i + 1] for i in range(5)), tuple(a.KIND_OF_ACTION[i] for i in range(5))),
-        "phases": (("main_1", "combat", "main_2", "end"), _state.PHASES),
+        "phases": (("main_1", "combat", "main_2", "end"), f.PHASES),
         "kinds": (("land", "creature", "removal", "draw", "ramp", "wipe"), KINDS),
         "keywords": (("flying", "haste", "trample", "deathtouch", "lifelink", "vigilance"), KEYWORDS),
-        "state": ((STARTING_LIFE, HAND_SIZE, TAX_STEP, LETHAL_CMDR),
-                  (_state.STARTING_LIFE, _state.HAND_SIZE, _state.COMMANDER_TAX_STEP, _state.COMMANDER_DAMAGE_LETHAL)),
-        "mulligan": ((MULL_MIN, MULL_MAX, MAX_MULL), (_rules.MULLIGAN_MIN_LANDS, _rules.MULLIGAN_MAX_LANDS, _rules.MAX_MULLIGANS)),
-        "threat": (THREAT_BONUS, _combat_mod.COMMANDER_THREAT_BONUS),
-        "heuristic": ((EARLY_MANA, REMOVAL_MIN_THREAT, WIPE_POWER_GAP, WIPE_COUNT_GAP, SWAP_PROB, LOSS_WEIGHT, RETALIATE_BONUS, 1.0),
-                      (_players.EARLY_MANA_SOURCES, _players.REMOVAL_MIN_THREAT, _players.WIPE_POWER_GAP, _players.WIPE_COUNT_GAP,
-                       _players.SWAP_PROB, _players.LOSS_WEIGHT, _players.RETALIATE_BONUS, _players.DANGER_FRACTION)),
+        "pod rules": ((STARTING_LIFE, HAND_SIZE, TAX_STEP, LETHAL_CMDR),
+                      (_pod_rules.STARTING_LIFE, _pod_rules.HAND_SIZE, _pod_rules.COMMANDER_TAX_STEP, _pod_rules.COMMANDER_DAMAGE_LETHAL)),
+        "danger fraction": (1.0, DANGER_FRACTION),
         "dims": ((OBS_DIM, GLOBAL_DIM, SEAT_DIM, SEATS_START, HAND_START), (f.OBS_DIM, f.GLOBAL_DIM, f.SEAT_DIM, f.SEATS_START, f.HAND_START)),
         "global": ((0, 1, 2, 3, G_TURN, G_POD, G_LIVING), tuple(f.G[k] for k in (*(f"phase_{p}" for p in f.PHASES), "turn", "pod_size", "living_players"))),
         "seat": (tuple(range(F_CMDR_FROM + 6)), tuple(f.S[k] for k in f.SEAT_FEATURE_NAMES)),
@@ -583,7 +604,7 @@ def _gather_kept(st, T, g, s, scr):
     return nk
 
 
-# ---------------------------------------------------------------------------- zones and turn flow (engine.py)
+# ---------------------------------------------------------------------------- zones and turn flow
 
 
 @helper
@@ -1101,7 +1122,7 @@ def reset_kernel(st, T, which, seeds, game_index, pods, max_turns, deck_choice, 
         _advance(st, T, g)
 
 
-# ---------------------------------------------------------------------------- scripted players (players.py)
+# ---------------------------------------------------------------------------- scripted players
 
 
 @kernel

@@ -66,12 +66,14 @@ def encode_a_record() -> float:
     """Encode one decision record through the records' path (``observation.encode_records``: the live
     games' compiled encoder, loaded or compiled on first use); returns the seconds it took. The policy
     endpoint calls it at start, so no request pays numba's load."""
-    from ml.game.commander import rules
     from ml.game.commander.observation import encode_records
 
     started = time.perf_counter()
-    record = rules.decision_record(rules.new_game(0, 4, 30, 0))
-    encode_records([record], core.load_tables(), np.zeros((1, core.OBS_DIM), np.float32))
+    tables = core.load_tables()
+    st = core.new_state(1)
+    core.reset(st, tables, np.zeros(1, np.int64), 4, 30)
+    record = core.decision_record(st, tables, 0)
+    encode_records([record], tables, np.zeros((1, core.OBS_DIM), np.float32))
     return time.perf_counter() - started
 
 

@@ -1,7 +1,7 @@
 """Game-state containers of the built-in Commander pod (no rules here, see ``rules.py``).
 
-Plain classes with ``__slots__`` and small lists: the rules engine is on the PPO self-play hot
-path, so nothing here hashes strings or iterates over sets (PYTHONHASHSEED independence).
+Plain classes with ``__slots__`` and small lists; nothing here hashes strings or iterates over
+sets (PYTHONHASHSEED independence: the oracle deals and plays as the core does).
 """
 
 from __future__ import annotations
@@ -9,17 +9,7 @@ from __future__ import annotations
 import random
 
 from ml.game.commander.cards import Card
-
-STARTING_LIFE = 40
-"""Commander starting life (shared/docs/commander-pod.md "Players and decks"; Commander rule 903.7)."""
-HAND_SIZE = 7
-"""Opening hand and end-of-turn maximum hand size (shared/docs/commander-pod.md "Turn")."""
-COMMANDER_TAX_STEP = 2
-"""Extra mana per previous cast of the commander from the command zone (Commander rule 903.8)."""
-COMMANDER_DAMAGE_LETHAL = 21
-"""Combat damage from a single commander that eliminates (Commander rule 903.10a)."""
-PHASES: tuple[str, ...] = ("main_1", "combat", "main_2", "end")
-"""Phases that appear in records (shared/docs/forge-decision-format.md ``phase``)."""
+from ml.game.commander.pod_rules import COMMANDER_TAX_STEP, STARTING_LIFE
 
 
 class Permanent:

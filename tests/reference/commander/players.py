@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import random
 
-from ml.game.commander import engine
 from ml.game.commander.actions import (
     CAST_COMMANDER,
     CAST_CREATURE,
@@ -23,25 +22,20 @@ from ml.game.commander.actions import (
     FIRST_ATTACK,
     PASS,
 )
-from ml.game.commander.combat import board_value, plan_blocks, resolve_damage, threat
-from ml.game.commander.state import COMMANDER_DAMAGE_LETHAL, GameState, Permanent, PlayerState
-
-EARLY_MANA_SOURCES = 6
-"""Ramp takes priority over creatures while the seat has fewer mana sources (Forge AI ramps early)."""
-REMOVAL_MIN_THREAT = 9
-"""Smallest ``combat.threat`` worth a removal spell before creatures (e.g. a 3/3 with one keyword)."""
-WIPE_POWER_GAP = 8
-"""Cast a wipe when an opponent's board power exceeds ours by this much (clearly behind)."""
-WIPE_COUNT_GAP = 3
-"""... and opponents' creatures outnumber ours by this many."""
-SWAP_PROB = 0.15
-"""Seeded tie-break noise: probability of preferring card draw over a creature (varied data)."""
-LOSS_WEIGHT = 1.5
-"""Attack score: weight of our creatures' value lost against damage dealt (life points)."""
-RETALIATE_BONUS = 10.0
-"""Attack score bonus for the opponent that attacked us last (its removal already points at us)."""
-DANGER_FRACTION = 1.0
-"""Keep blockers when one opponent's counterattack could deal this fraction of our life."""
+from ml.game.commander.core.kernels import (
+    DANGER_FRACTION,
+    LOSS_WEIGHT,
+    REMOVAL_MIN_THREAT,
+    RETALIATE_BONUS,
+    SWAP_PROB,
+    WIPE_COUNT_GAP,
+    WIPE_POWER_GAP,
+)
+from ml.game.commander.core.kernels import EARLY_MANA as EARLY_MANA_SOURCES
+from ml.game.commander.pod_rules import COMMANDER_DAMAGE_LETHAL
+from tests.reference.commander import engine
+from tests.reference.commander.combat import board_value, plan_blocks, resolve_damage, threat
+from tests.reference.commander.state import GameState, Permanent, PlayerState
 
 
 class RandomPlayer:

@@ -16,7 +16,6 @@ import logging
 
 import numpy as np
 
-from ml.game.commander import engine
 from ml.game.commander.actions import (
     CAST_COMMANDER,
     CAST_REMOVAL,
@@ -24,26 +23,21 @@ from ml.game.commander.actions import (
     HOLD_MANA,
     MACRO_ACTIONS,
     MAX_POD,
+    MIN_POD,
     NUM_ACTIONS,
     PASS,
+    IllegalActionError,
 )
 from ml.game.commander.cards import load_card_pool, load_decks
-from ml.game.commander.state import HAND_SIZE, GameState, PlayerState
+from ml.game.commander.core.game import action_object
+from ml.game.commander.core.kernels import MAX_MULL as MAX_MULLIGANS
+from ml.game.commander.core.kernels import MULL_MAX as MULLIGAN_MAX_LANDS
+from ml.game.commander.core.kernels import MULL_MIN as MULLIGAN_MIN_LANDS
+from ml.game.commander.pod_rules import HAND_SIZE
+from tests.reference.commander import engine
+from tests.reference.commander.state import GameState, PlayerState
 
 logger = logging.getLogger(__name__)
-
-MIN_POD = 2
-"""Smallest pod (shared/docs/commander-pod.md "Players and decks": 2 to 6)."""
-MULLIGAN_MIN_LANDS, MULLIGAN_MAX_LANDS = 2, 5
-"""Opening hands outside this land range are mulliganed (Forge AI keep rule, approximately)."""
-MAX_MULLIGANS = 2
-"""Free redraws at most (Commander free mulligan, rule 103.5c; no bottoming modelled)."""
-RAW_MAX_CHARS = 200
-"""Forge's ``action.raw`` is at most 200 characters (shared/docs/forge-decision-format.md)."""
-
-
-class IllegalActionError(ValueError):
-    """An action outside the legal-action mask, or any action after the game ended."""
 
 
 # ---------------------------------------------------------------------------- setup
@@ -276,16 +270,3 @@ def describe_action(state: GameState, action: int) -> dict:
             target = f"seat {owner.seat}"
             raw += f" targeting {victim.card.name} ({target})"
     return action_object(kind, card, target, raw, action)
-
-
-def action_object(kind: str, card: str, target: str, raw: str, action: int) -> dict:
-    """A record's ``action`` object (``describe_action``; the batched core builds it the same way):
-    ``raw`` is cut to ``RAW_MAX_CHARS``, ``macro_action`` named from ``action``."""
-    return {
-        "type": kind,
-        "card": card,
-        "target": target,
-        "raw": raw[:RAW_MAX_CHARS],
-        "macro_action": MACRO_ACTIONS[action],
-        "action_idx": int(action),
-    }

@@ -13,10 +13,9 @@ remaining creatures until it is not. Flying attackers can only be blocked by fly
 
 from __future__ import annotations
 
-from ml.game.commander.state import COMMANDER_DAMAGE_LETHAL, Permanent
-
-COMMANDER_THREAT_BONUS = 6
-"""Extra threat of a commander: its damage counts toward the 21-point loss (rule 903.10a)."""
+from ml.game.commander.core.kernels import THREAT_BONUS as COMMANDER_THREAT_BONUS
+from ml.game.commander.pod_rules import COMMANDER_DAMAGE_LETHAL
+from tests.reference.commander.state import Permanent
 
 
 def threat(perm: Permanent) -> int:

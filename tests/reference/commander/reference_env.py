@@ -3,12 +3,12 @@
 ``ReferencePodEnv`` plays through the object engine (``rules.py``, ``state.py``'s
 ``GameState``, acted on by ``players.py``); the product plays through the compiled core
 (``ml.game.commander.core``), and its AEC env is the N=1 view over it,
-``ml.game.commander.env.CommanderPodEnv``. This env stays as the oracle of the agreement tests
-(``tests/test_env.py``, ``tests/test_core_agreement.py``) and of ``engine="objects"``
-(``GameSpec.batched``, ``tests/test_rollout.py``); nothing in the product plays through it.
+``ml.game.commander.env.CommanderPodEnv``. This env is the oracle of the agreement tests
+(``tests/test_env.py``, ``tests/test_core_agreement.py``) and, in rows of an ``EnvGame``
+(:func:`tests.reference.commander.objects_game`), of ``tests/test_rollout.py``.
 
 ==================== ================================================================
-Import               ``from ml.game.commander.reference_env import ReferencePodEnv``
+Import               ``from tests.reference.commander.reference_env import ReferencePodEnv``
 Actions              Discrete(NUM_ACTIONS), the macro actions of ``ml.game.commander.actions``
 Parallel API         no (``is_parallelizable: False``)
 Agents               ``player_0 .. player_{pod_size-1}`` (seat index)
@@ -34,11 +34,11 @@ import logging
 
 import numpy as np
 
-from ml.game.commander import rules
 from ml.game.commander.actions import NUM_ACTIONS
 from ml.game.commander.pod_env import PodEnvBase
-from ml.game.commander.state import GameState
 from ml.game.spec import Encoder
+from tests.reference.commander import rules
+from tests.reference.commander.state import GameState
 
 logger = logging.getLogger(__name__)
 
