@@ -125,8 +125,8 @@ def strength_accept_rate(p: float, rho: float, seed: int, by_game: bool = False)
     for _ in range(GATES):
         deals = beta_deals(p, rho, 0.0, rng)
         r = sequential_test(games_as_deals(deals) if by_game else deals, test, min_games=40, max_games=1000)
-        accepted += r["decision"] == "H1"
-        games += r["played"]
+        accepted += r.decision == "H1"
+        games += r.played
     return accepted / GATES, games / GATES
 
 
@@ -147,9 +147,9 @@ def student_reject_rate(make_deals, seed: int, max_games: int = 2000) -> tuple[f
     rejected, games, truncated = 0, 0, 0
     for _ in range(GATES):
         r = student_non_inferiority(make_deals(rng), POD, 0.05, alpha=0.05, beta=0.05, min_games=200, max_games=max_games)
-        rejected += r["regression"]
-        games += r["played"]
-        truncated += not r["decided_early"]
+        rejected += r.regression
+        games += r.played
+        truncated += not r.decided_early
     return rejected / GATES, games / GATES, truncated / GATES
 
 
@@ -192,12 +192,12 @@ def test_student_check_sees_the_fall_back_of_issue_16():
 
 def test_student_check_stops_early_and_truncates_to_the_nearer_bound():
     equal = student_non_inferiority(iter([[True, False, False, False]] * 1000), POD, 0.05, min_games=200)
-    assert equal["decision"] == "H1" and equal["decided_early"] and not equal["regression"] and equal["games"] == 400
+    assert equal.decision == "H1" and equal.decided_early and not equal.regression and equal.games == 400
     stalled = student_non_inferiority(iter([[None] * 4] * 1000), POD, 0.05, min_games=200, max_games=2000)
-    assert stalled["played"] == 2000 and stalled["games"] == 0 and not stalled["decided_early"]
-    assert not stalled["regression"]  # no decisive game in 2000: LLR 0, no evidence of a fall back
+    assert stalled.played == 2000 and stalled.games == 0 and not stalled.decided_early
+    assert not stalled.regression  # no decisive game in 2000: LLR 0, no evidence of a fall back
     for min_games in (48, 200):  # all losses reach H0 after 46 games; student_min_games holds the decision back
         lost = student_non_inferiority(iter([[False] * 4] * 1000), POD, 0.05, min_games=min_games)
-        assert lost["regression"] and lost["decided_early"] and lost["games"] == min_games
+        assert lost.regression and lost.decided_early and lost.games == min_games
     with pytest.raises(ValueError):
         student_non_inferiority(iter([]), POD, 0.3)
