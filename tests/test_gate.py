@@ -99,6 +99,40 @@ def test_mcnemar_flags_only_a_real_drop():
     assert not mcnemar_regression(current, worse, margin=0.15).regression  # inside the margin
 
 
+def test_mcnemar_p_value_is_the_exact_binomial_tail():
+    """McNemar's exact one-sided p-value on a sweep of discordant pairs (b only the current student
+    right, c only the candidate), against the binomial tail ``P(X >= b), X ~ Binomial(b + c, 1/2)``
+    summed by hand, no continuity correction; no discordant pair gives 1.0."""
+    for b, c in [(0, 0), (0, 1), (1, 0), (1, 1), (3, 0), (0, 7), (5, 5), (9, 2), (2, 9), (30, 10), (60, 61), (200, 150)]:
+        current = np.array([True] * b + [False] * c + [True] * 20)
+        candidate = np.array([False] * b + [True] * c + [True] * 20)
+        r = mcnemar_regression(current, candidate, margin=0.0)
+        n = b + c
+        tail = sum(math.comb(n, i) for i in range(b, n + 1)) / 2**n if n else 1.0
+        assert r.p_value == pytest.approx(tail, rel=1e-12, abs=1e-300), (b, c)
+        assert f"{r.p_value:.3g}" == f"{tail:.3g}"
+        assert (r.only_current, r.only_candidate, r.drop) == (b, c, pytest.approx((b - c) / (n + 20)))
+        assert r.regression == (b > c and tail < 0.05)
+
+
+def test_verdict_metrics_read_back_as_the_drivers_gate_verdict():
+    from ml.judge.gate import GateVerdict
+
+    holdout, student, batch = _passing_checks()
+    weak = sequential_test(iter([[False] * 4] * 100), SPRT(0.25, 0.35), 8, 400)
+    metrics = verdict(weak, holdout, student, batch).metrics()
+    read = GateVerdict.from_metrics(metrics)
+    assert (read.accepted, read.failed, read.eval_games, read.win_rate, read.sprt_decision) == (
+        False, ["strength"], weak.games, weak.win_rate, "H0",
+    )  # fmt: skip
+    assert read.win_rate_low == weak.win_rate_low and read.holdout_accuracy_current == 0.8 and read.mean_return is None
+    assert metrics["gate/batch"] == {
+        "games": 10, "decisions": 100, "action_entropy_bits": 1.0, "action_counts": {"attack": 100},
+        "reward": {"mean": None, "std": None, "min": None, "max": None},
+        "episode_return": {"mean": None, "std": None, "min": None, "max": None},
+    }  # fmt: skip
+
+
 def test_ungated_verdict_accepts_but_reports():
     holdout, student, batch = _passing_checks()
     weak = sequential_test(iter([[False] * 4] * 100), SPRT(0.25, 0.35), 8, 400)

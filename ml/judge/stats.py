@@ -12,7 +12,7 @@ References:
     McNemar, Q. (1947), "Note on the sampling error of the difference between correlated
     proportions or percentages", Psychometrika 12(2).
     Wilson, E. B. (1927), "Probable inference, the law of succession, and statistical
-    inference", JASA 22(158). Computed with ``scipy.stats.binomtest(...).proportion_ci``.
+    inference", JASA 22(158).
     Rao, J. N. K. and Scott, A. J. (1992), "A simple method for the analysis of clustered
     binary data", Biometrics 48(2): the design effect of a clustered proportion and the
     effective sample size ``n / d``. Kish, L. (1965), "Survey Sampling", section 5.4
@@ -22,6 +22,17 @@ References:
     mean with the variance estimated as the test goes (:class:`ReturnSPRT`). Student (1908),
     "The probable error of a mean", Biometrika 6(1): the t interval of a mean
     (:meth:`ReturnTally.interval`, ``scipy.stats.t``).
+
+Through scipy: the exact McNemar test is ``scipy.stats.binomtest(b, b + c, 0.5,
+alternative="greater").pvalue``; :func:`wilson_interval` (whole counts) is
+``binomtest(k, n).proportion_ci(method="wilson")``. The intervals by deal use the closed form
+of :func:`wilson_bounds` instead, because their sample size is the Rao-Scott effective one,
+``n / d``, a fraction, and ``binomtest`` takes integers only (``TypeError: k must be an
+integer``, scipy 1.17). On whole counts the two agree to 3.4e-16 (every k of n <= 200 and of
+n in {500, 1000, 2000, 4000}, at confidence 0.8 to 0.99: ``tests/test_deals.py``), scipy with
+no continuity correction and the same k = 0 and k = n ends. Speed (one call, k = 37, n = 120):
+``proportion_ci`` 817 us, the closed form 99 us (mostly ``norm.ppf``), 8x; the gate asks
+once per test, after its last deal.
 
 Zero-sum games (``ml.game.registry.GameSpec.zero_sum``) are judged in their own currency:
 the unit is a deal's mean return (chips) of the candidate over its seats, and
