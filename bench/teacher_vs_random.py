@@ -40,12 +40,9 @@ def main() -> None:
     print("pod | heuristic vs random, 95% by deal | draws | random vs random (parity) | games")
     for n in sorted(set(args.pods)):
         kw = dict(games=args.games, game=commander(n, args.max_turns), num_envs=16, seed=args.seed)
-        h = pod_win_rate(heuristic, rand, progress=True, label=f"heuristic, pod {n}", **kw)
-        r = pod_win_rate(rand, rand, progress=True, label=f"random, pod {n}", **kw)
-        print(
-            f"{n} | {h['win_rate']:.3f} [{h['low']:.3f}, {h['high']:.3f}] | {h['draws'] / h['games']:.3f} | "
-            f"{r['win_rate']:.3f} | {h['games']}"
-        )
+        h = pod_win_rate(heuristic, rand, label=f"heuristic, pod {n}", **kw)
+        r = pod_win_rate(rand, rand, label=f"random, pod {n}", **kw)
+        print(f"{n} | {h.win_rate:.3f} [{h.low:.3f}, {h.high:.3f}] | {h.draws / h.games:.3f} | {r.win_rate:.3f} | {h.games}")
     print(f"target for 4-player pods: {TARGET:.2f}")
 
 

@@ -40,33 +40,35 @@ def main(argv: list[str] | None = None) -> int:
     from ml.base.io import DataFileError
     from ml.data.encoded_cache import CacheConfigError, default_cache_dir
     from ml.game.registry import make_game
-    from ml.judge.gate import GateError, run_gate
+    from ml.judge.gate import GateError, GateInputs, run_gate
     from ml.learn.curves import open_curves
     from ml.model.policy import load_policy, save_policy
     from ml.runtime.compute import ComputeError, open_executor
 
     curves = open_curves(args.plots)
-    record: dict = {}
     try:
-        cache_dir = default_cache_dir()
+        inputs = GateInputs(
+            args.model, args.student, args.candidate, teacher_dir=args.teacher, forge_dir=args.forge, pool_dir=args.pool,
+            cache_dir=default_cache_dir(), num_envs=params.selfplay.num_envs, seed=params.stage_seed("gate"),
+            train_seed=load_policy(args.student)[1].get("train_seed", params.stage_seed("train")),
+            device=params.base.torch_device,
+        )  # fmt: skip
         with open_executor(params.compute, params.base.torch_threads) as executor:
-            candidate_student, metrics = run_gate(
-                args.model, args.student, args.candidate, params.gate, params.train, make_game(params.game, params.teacher),
-                teacher_dir=args.teacher, forge_dir=args.forge, pool_dir=args.pool,
-                num_envs=params.selfplay.num_envs, seed=params.stage_seed("gate"),
-                train_seed=load_policy(args.student)[1].get("train_seed", params.stage_seed("train")),
-                device=params.base.torch_device, progress=args.progress, on_deal=curves.log if curves else None,
-                executor=executor, cache_dir=cache_dir, record=record,
+            candidate_student, report = run_gate(
+                inputs, params.gate, params.train, make_game(params.game, params.teacher), progress=args.progress,
+                on_deal=curves.log if curves else None, executor=executor,
             )  # fmt: skip
     except (GateError, ComputeError, DataFileError, CacheConfigError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     save_policy(
-        candidate_student, args.out_student, {"role": "candidate_student", "generation": params.run.generation, **record}
+        candidate_student,
+        args.out_student,
+        {"role": "candidate_student", "generation": params.run.generation, **report.candidate_record},
     )
     if curves:
         curves.close()
-    write_metrics(args.metrics, metrics, args, "gate", episodes=metrics["gate/episodes"])  # both checks' pods
+    write_metrics(args.metrics, report.metrics(), args, "gate", episodes=report.episodes)  # both checks' pods
     return 0
 
 

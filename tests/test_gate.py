@@ -15,8 +15,8 @@ import math
 import numpy as np
 import pytest
 
-from ml.judge.gate import verdict
-from ml.judge.stats import SPRT, mcnemar_regression, sequential_test, student_non_inferiority
+from ml.judge.gate import BatchQuality, InChips, NashConvCheck, Summary, verdict
+from ml.judge.stats import SPRT, McNemarResult, mcnemar_regression, sequential_test, student_non_inferiority
 
 POD = 4
 TARGET = 0.35
@@ -32,9 +32,12 @@ def pl_deals(strength: float, rng: np.random.Generator):
 
 
 def _passing_checks():
-    holdout = {"regression": False, "drop": 0.0, "p_value": 1.0, "accuracy_current": 0.8, "accuracy_candidate": 0.8}
+    holdout = McNemarResult(
+        regression=False, drop=0.0, p_value=1.0, only_current=0, only_candidate=0, accuracy_current=0.8, accuracy_candidate=0.8
+    )
     student = student_non_inferiority(iter([[True, False, False, False]] * 200), POD, 0.05)
-    return holdout, student, {"games": 10}
+    none = Summary(None, None, None, None)
+    return holdout, student, BatchQuality(10, 100, 1.0, {"attack": 100}, none, none)
 
 
 def gate_accept_rate(p_first: float, seed: int) -> tuple[float, float]:
@@ -46,8 +49,8 @@ def gate_accept_rate(p_first: float, seed: int) -> tuple[float, float]:
     accepted, games = 0, 0
     for _ in range(RUNS):
         strength_fig = sequential_test(pl_deals(strength, rng), test, min_games=40, max_games=1000)
-        accepted += verdict(strength_fig, holdout, student, batch)["gate/accepted"]
-        games += strength_fig["games"]
+        accepted += verdict(strength_fig, holdout, student, batch).accepted
+        games += strength_fig.games
     return accepted / RUNS, games / RUNS
 
 
@@ -74,11 +77,11 @@ def test_sprt_bounds_and_llr_by_hand():
 def test_sprt_stops_early_on_clear_cases():
     test = SPRT(0.25, 0.35)
     strong = sequential_test(iter([[True] * 4] * 100), test, min_games=8, max_games=400)
-    assert strong["decision"] == "H1" and strong["decided_early"] and strong["games"] == 12
+    assert strong.decision == "H1" and strong.decided_early and strong.games == 12
     weak = sequential_test(iter([[False] * 4] * 100), test, min_games=8, max_games=400)
-    assert weak["decision"] == "H0" and weak["games"] < 30
+    assert weak.decision == "H0" and weak.games < 30
     undecided = sequential_test(iter([[True, False, False, False]] * 100), test, min_games=8, max_games=40)
-    assert undecided["games"] == 40 and undecided["decision"] == "H0" and not undecided["decided_early"]
+    assert undecided.games == 40 and undecided.decision == "H0" and not undecided.decided_early
 
 
 def test_mcnemar_flags_only_a_real_drop():
@@ -87,19 +90,54 @@ def test_mcnemar_flags_only_a_real_drop():
     same = current.copy()
     same[np.flatnonzero(current)[:100]] = False  # 100 decisions lost, 100 gained: a tie
     same[np.flatnonzero(~current)[:100]] = True
-    assert not mcnemar_regression(current, same, margin=0.01)["regression"]
+    assert not mcnemar_regression(current, same, margin=0.01).regression
     worse = current.copy()
     worse[np.flatnonzero(current)[:400]] = False  # 10 points lost
     r = mcnemar_regression(current, worse, margin=0.05)
-    assert r["regression"] and r["drop"] == pytest.approx(0.1) and r["p_value"] < 1e-6
-    assert not mcnemar_regression(current, worse, margin=0.15)["regression"]  # inside the margin
+    assert r.regression and r.drop == pytest.approx(0.1) and r.p_value < 1e-6
+    assert (r.only_current, r.only_candidate, r.accuracy_current) == (400, 0, pytest.approx(current.mean()))
+    assert not mcnemar_regression(current, worse, margin=0.15).regression  # inside the margin
+
+
+def test_mcnemar_p_value_is_the_exact_binomial_tail():
+    """McNemar's exact one-sided p-value on a sweep of discordant pairs (b only the current student
+    right, c only the candidate), against the binomial tail ``P(X >= b), X ~ Binomial(b + c, 1/2)``
+    summed by hand, no continuity correction; no discordant pair gives 1.0."""
+    for b, c in [(0, 0), (0, 1), (1, 0), (1, 1), (3, 0), (0, 7), (5, 5), (9, 2), (2, 9), (30, 10), (60, 61), (200, 150)]:
+        current = np.array([True] * b + [False] * c + [True] * 20)
+        candidate = np.array([False] * b + [True] * c + [True] * 20)
+        r = mcnemar_regression(current, candidate, margin=0.0)
+        n = b + c
+        tail = sum(math.comb(n, i) for i in range(b, n + 1)) / 2**n if n else 1.0
+        assert r.p_value == pytest.approx(tail, rel=1e-12, abs=1e-300), (b, c)
+        assert f"{r.p_value:.3g}" == f"{tail:.3g}"
+        assert (r.only_current, r.only_candidate, r.drop) == (b, c, pytest.approx((b - c) / (n + 20)))
+        assert r.regression == (b > c and tail < 0.05)
+
+
+def test_verdict_metrics_read_back_as_the_drivers_gate_verdict():
+    from ml.judge.gate import GateVerdict
+
+    holdout, student, batch = _passing_checks()
+    weak = sequential_test(iter([[False] * 4] * 100), SPRT(0.25, 0.35), 8, 400)
+    metrics = verdict(weak, holdout, student, batch).metrics()
+    read = GateVerdict.from_metrics(metrics)
+    assert (read.accepted, read.failed, read.eval_games, read.win_rate, read.sprt_decision) == (
+        False, ["strength"], weak.games, weak.win_rate, "H0",
+    )  # fmt: skip
+    assert read.win_rate_low == weak.win_rate_low and read.holdout_accuracy_current == 0.8 and read.mean_return is None
+    assert metrics["gate/batch"] == {
+        "games": 10, "decisions": 100, "action_entropy_bits": 1.0, "action_counts": {"attack": 100},
+        "reward": {"mean": None, "std": None, "min": None, "max": None},
+        "episode_return": {"mean": None, "std": None, "min": None, "max": None},
+    }  # fmt: skip
 
 
 def test_ungated_verdict_accepts_but_reports():
     holdout, student, batch = _passing_checks()
     weak = sequential_test(iter([[False] * 4] * 100), SPRT(0.25, 0.35), 8, 400)
-    gated = verdict(weak, holdout, student, batch)
-    ungated = verdict(weak, holdout, student, batch, gated=False)
+    gated = verdict(weak, holdout, student, batch).metrics()
+    ungated = verdict(weak, holdout, student, batch, gated=False).metrics()
     assert not gated["gate/accepted"] and ungated["gate/accepted"]
     assert gated["gate/reasons"] == ungated["gate/reasons"] != []
 
@@ -107,35 +145,34 @@ def test_ungated_verdict_accepts_but_reports():
 def test_verdict_rejects_a_student_that_falls_back():
     holdout, student, batch = _passing_checks()
     strong = sequential_test(iter([[True] * 4] * 5), SPRT(0.25, 0.35), 8, 400)
-    assert not student["regression"] and verdict(strong, holdout, student, batch)["gate/accepted"]
+    assert not student.regression and verdict(strong, holdout, student, batch).accepted
     fallen_back = student_non_inferiority(iter([[False] * 4] * 200), POD, 0.05)
-    rejected = verdict(strong, holdout, fallen_back, batch)
-    assert fallen_back["regression"] and rejected["gate/failed"] == ["student"] and not rejected["gate/accepted"]
+    rejected = verdict(strong, holdout, fallen_back, batch).metrics()
+    assert fallen_back.regression and rejected["gate/failed"] == ["student"] and not rejected["gate/accepted"]
     assert rejected["gate/reasons"][0].startswith("the student trained with the batch falls back: win rate 0.000")
     assert rejected["gate/student_sprt_llr"] <= rejected["gate/student_sprt_bounds"][0]
 
 
-def _return_checks(strength_mean: float, student_mean: float) -> tuple[dict, dict]:
+def _return_checks(strength_mean: float, student_mean: float) -> tuple[InChips, InChips]:
     """A return-SPRT strength figure and a return non-inferiority figure on constant deals (zero-sum game, two seats)."""
     from ml.judge.deals import FirstPlaces
-    from ml.judge.gate import _first_places
     from ml.judge.stats import ReturnSPRT, return_non_inferiority, sequential_mean_test
 
     deals = [[strength_mean + 1.0, strength_mean - 1.0]] * 200
     strength = sequential_mean_test(iter(deals), ReturnSPRT(0.0, 0.5), 4, 200)
     student = return_non_inferiority(iter([[student_mean + 1.0, student_mean - 1.0]] * 200), 0.0, 0.25, min_deals=4)
-    firsts = _first_places(FirstPlaces(), 0.95)
-    return {**strength, **firsts}, {**student, **firsts}
+    firsts = FirstPlaces().figures(0.95)
+    return InChips(strength, firsts), InChips(student, firsts)
 
 
 def test_verdict_in_chips():
     holdout, _, batch = _passing_checks()
     strength, student = _return_checks(1.0, 0.0)
-    accepted = verdict(strength, holdout, student, batch)
+    accepted = verdict(strength, holdout, student, batch).metrics()
     assert accepted["gate/accepted"] and accepted["gate/mean_return"] == pytest.approx(1.0)
-    assert accepted["gate/student_mean_return"] == pytest.approx(0.0) and accepted["gate/eval_deals"] == strength["deals"]
+    assert accepted["gate/student_mean_return"] == pytest.approx(0.0) and accepted["gate/eval_deals"] == strength.test.deals
     weak, fallen = _return_checks(0.0, -1.0)
-    rejected = verdict(weak, holdout, fallen, batch)
+    rejected = verdict(weak, holdout, fallen, batch).metrics()
     assert rejected["gate/failed"] == ["strength", "student"] and not rejected["gate/accepted"]
     assert rejected["gate/reasons"][0].startswith("strength: the SPRT on mean return accepted H0 (par), LLR")
     assert "mean return -1.000" in rejected["gate/reasons"][1] and "chips per game" in rejected["gate/reasons"][1]
@@ -145,16 +182,16 @@ def test_verdict_decided_by_nash_conv():
     """With decide_by nash_conv only the NashConv check (and an empty batch) decide; the others are reported."""
     holdout, _, batch = _passing_checks()
     weak, fallen = _return_checks(0.0, -1.0)
-    better = verdict(weak, holdout, fallen, batch, nash_conv={"current": 0.50, "candidate": 0.45, "tolerance": 0.0})
+    better = verdict(weak, holdout, fallen, batch, nash_conv=NashConvCheck(0.50, 0.45, 0.0)).metrics()
     assert better["gate/accepted"] and better["gate/failed"] == ["strength", "student"] and better["gate/reasons"] == []
     assert len(better["gate/not_deciding"]) == 2 and better["gate/nash_conv_candidate"] == 0.45
     strong, equal = _return_checks(1.0, 0.0)
-    worse = verdict(strong, holdout, equal, batch, nash_conv={"current": 0.50, "candidate": 0.56, "tolerance": 0.05})
+    worse = verdict(strong, holdout, equal, batch, nash_conv=NashConvCheck(0.50, 0.56, 0.05)).metrics()
     assert not worse["gate/accepted"] and worse["gate/failed"] == ["nash_conv"]
     assert worse["gate/reasons"] == [
         "NashConv: the student trained with the batch has 0.5600, the current one 0.5000; the rise exceeds the tolerance 0.05"
     ]
-    inside = verdict(strong, holdout, equal, batch, nash_conv={"current": 0.50, "candidate": 0.54, "tolerance": 0.05})
+    inside = verdict(strong, holdout, equal, batch, nash_conv=NashConvCheck(0.50, 0.54, 0.05)).metrics()
     assert inside["gate/accepted"]
 
 
@@ -171,10 +208,9 @@ def test_gate_refuses_a_test_the_game_cannot_take(tmp_path, game: str, gate: dic
 
     from ml.config.sections import GateParams, TrainParams
     from ml.game.registry import commander, openspiel
-    from ml.judge.gate import GateError, run_gate
+    from ml.judge.gate import GateError, GateInputs, run_gate
 
     spec = commander() if game == "commander" else openspiel(game)
     missing = Path(tmp_path / "nothing")
     with pytest.raises(GateError, match=message.replace(".", r"\.").replace("(", r"\(")):
-        run_gate(missing, missing, missing, GateParams(**gate), TrainParams(), spec, teacher_dir=missing, forge_dir=None,
-                 pool_dir=missing, num_envs=1, seed=0, train_seed=0)  # fmt: skip
+        run_gate(GateInputs(missing, missing, missing, missing, None, missing), GateParams(**gate), TrainParams(), spec)

@@ -22,6 +22,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -262,9 +263,9 @@ def test_counted_counts_the_last_item_a_consumer_takes():
 
 
 def test_stop_reason_names_the_decision_and_the_games():
-    early = {"decision": "H1", "decided_early": True, "played": 120}
+    early = SimpleNamespace(decision="H1", decided_early=True, played=120)
     assert stop_reason(early, 1600) == "decided early: SPRT accepted H1 after 120 of 1600 games"
-    late = {"decision": "H0", "decided_early": False, "played": 1600}
+    late = SimpleNamespace(decision="H0", decided_early=False, played=1600)
     assert stop_reason(late, 1600) == "budget reached: 1600 of 1600 games, undecided, counted as H0"
 
 

@@ -44,7 +44,7 @@ def accept_rate(mean: float, seed: int, test: ReturnSPRT, **kw) -> tuple[float, 
     """Share of RUNS sequential tests that accept H1, and mean deals per decision."""
     rng = np.random.default_rng(seed)
     results = [sequential_mean_test(poker_deals(mean, rng), test, **kw) for _ in range(RUNS)]
-    return float(np.mean([r["decision"] == "H1" for r in results])), float(np.mean([r["deals"] for r in results]))
+    return float(np.mean([r.decision == "H1" for r in results])), float(np.mean([r.deals for r in results]))
 
 
 def test_return_sprt_false_accept_rate_at_the_null():
@@ -67,8 +67,8 @@ def test_return_non_inferiority_error_rates():
     rng = np.random.default_rng(3)
     worse = [return_non_inferiority(poker_deals(-margin, rng), 0.0, margin, min_deals=30, max_deals=4000) for _ in range(RUNS)]
     equal = [return_non_inferiority(poker_deals(0.0, rng), 0.0, margin, min_deals=30, max_deals=4000) for _ in range(RUNS)]
-    false_accept = np.mean([not r["regression"] for r in worse])
-    false_reject = np.mean([r["regression"] for r in equal])
+    false_accept = np.mean([not r.regression for r in worse])
+    false_reject = np.mean([r.regression for r in equal])
     print(f"student by return: false accept {false_accept:.3f}, false reject {false_reject:.3f} over {RUNS} each")
     assert false_accept <= 0.08 and false_reject <= 0.08
 
@@ -95,11 +95,11 @@ def test_llr_bounds_and_interval_by_hand():
 def test_identical_deals_decide_and_truncation():
     test = ReturnSPRT(0.0, 0.5)
     ties = sequential_mean_test(iter([[0.0, 0.0]] * 100), test, min_deals=5, max_deals=100)
-    assert ties["decision"] == "H0" and ties["decided_early"] and ties["deals"] == 5
+    assert ties.decision == "H0" and ties.decided_early and ties.deals == 5
     wins = sequential_mean_test(iter([[1.0, 1.0]] * 100), test, min_deals=5, max_deals=100)
-    assert wins["decision"] == "H1" and wins["deals"] == 5 and wins["played"] == 10
+    assert wins.decision == "H1" and wins.deals == 5 and wins.played == 10
     halfway = [[0.25 + d, 0.25 - d] for d in (1.0, -1.0)] * 50  # mean exactly between H0 and H1: never decided
     undecided = sequential_mean_test(iter(halfway), test, min_deals=5, max_deals=40)
-    assert undecided["deals"] == 40 and not undecided["decided_early"] and undecided["decision"] == "H0"
+    assert undecided.deals == 40 and not undecided.decided_early and undecided.decision == "H0"
     nearer = sequential_mean_test(iter(halfway), test, min_deals=5, max_deals=40, truncation="nearer")
-    assert nearer["decision"] == "H1"  # LLR exactly 0: Wald's rule takes H1 at a tie of the likelihoods
+    assert nearer.decision == "H1"  # LLR exactly 0: Wald's rule takes H1 at a tie of the likelihoods

@@ -127,5 +127,5 @@ def final_report(
             Controller("net", student, greedy=True), Controller("net", bot, greedy=True), games=games,
             game=game, num_envs=num_envs, seed=seed + i, executor=executor,
         )  # fmt: skip
-        rows.append({"bot": name, **row})
+        rows.append({"bot": name, **row.row()})
     return rows

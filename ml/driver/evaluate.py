@@ -100,18 +100,19 @@ def evaluate(loop: Loop, games: int, out: Path | None) -> int:
                 print(f"loop.py eval: {e}", file=sys.stderr)
                 return 2
             measured = Controller("net", net, greedy=True)
-            row = pod_win_rate(
+            shown = sys.stderr.isatty()
+            row: dict[str, object] = {**pod_win_rate(
                 measured, Controller("heuristic"), games=games, game=game, num_envs=params.selfplay.num_envs,
-                seed=params.stage_seed("eval"), progress=sys.stderr.isatty(), label=f"eval {path.stem}", executor=executor,
-            )  # fmt: skip
+                seed=params.stage_seed("eval"), label=f"eval {path.stem}" if shown else None, executor=executor,
+            ).row()}  # fmt: skip
             if game.zero_sum:  # chips against the previous accepted student, on the same deals
-                against = {} if previous is None else pod_win_rate(
+                against = None if previous is None else pod_win_rate(
                     measured, previous, games=games, game=game, num_envs=params.selfplay.num_envs, seed=params.stage_seed("eval"),
-                    progress=sys.stderr.isatty(), label=f"eval {path.stem} vs previous", executor=executor,
+                    label=f"eval {path.stem} vs previous" if shown else None, executor=executor,
                 )  # fmt: skip
                 row.update(
-                    previous_return=against.get("mean_return"), previous_low=against.get("return_low"),
-                    previous_high=against.get("return_high"),
+                    previous_return=against and against.mean_return, previous_low=against and against.return_low,
+                    previous_high=against and against.return_high,
                 )  # fmt: skip
                 previous = measured
             fig = accepted.get(int(path.stem[3:]), {}).get("figures", {}) if path.stem[3:].isdigit() else {}

@@ -8,16 +8,16 @@ the deal, not the game, is the unit of the intervals (``ml.judge.stats.DealTally
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import count, islice
-from typing import Any
 
 import numpy as np
 import torch
 
 from ml.base.progress import ProgressBar
 from ml.game.registry import GameSpec
-from ml.judge.stats import DealTally, ReturnTally
+from ml.game.spec import Encoder
+from ml.judge.stats import DealTally, FirstPlaceFigures, ReturnTally
 from ml.play.rollout import Controller, play_games, rotated_seatings
 from ml.runtime.compute import LOCAL, Executor, chunk_seed
 
@@ -37,7 +37,11 @@ class Deal:
     returns: list[float]
 
 
-def _deal_chunk(task: tuple[list[int], int], setup: tuple) -> list[Deal]:
+_Setup = tuple[dict[str, Controller], int, Encoder | None, GameSpec]
+"""What every chunk of :func:`duplicate_deals` shares: the controllers by role, games at once, encoder, game."""
+
+
+def _deal_chunk(task: tuple[list[int], int], setup: _Setup) -> list[Deal]:
     """Play one chunk of duplicate deals (``duplicate_deals``)."""
     deal_seeds, torch_seed = task
     controllers, num_envs, encoder, game = setup
@@ -69,7 +73,7 @@ def duplicate_deals(
     game: GameSpec,
     num_envs: int,
     seed: int,
-    encoder: Any = None,
+    encoder: Encoder | None = None,
     deals_per_chunk: int = 16,
     executor: Executor = LOCAL,
 ) -> Iterator[Deal]:
@@ -99,22 +103,35 @@ def duplicate_deals(
     Raises:
         ml.runtime.compute.ComputeError: the Ray cluster was lost mid-stage.
     """
-    setup = executor.share(({"candidate": candidate, "opponent": opponent}, num_envs, encoder, game))
+    setup: _Setup = ({"candidate": candidate, "opponent": opponent}, num_envs, encoder, game)
+    shared = executor.share(setup)
 
     def tasks() -> Iterator[tuple[list[int], int]]:
         rng = np.random.default_rng(seed)
         for k in count():
             yield [int(x) for x in rng.integers(0, 2**31 - 1, size=deals_per_chunk)], chunk_seed(seed, k)
 
-    for chunk in executor.imap(_deal_chunk, tasks(), setup):
+    for chunk in executor.imap(_deal_chunk, tasks(), shared):
         yield from chunk
 
 
-def duplicate_deal_outcomes(candidate: Controller, opponent: Controller, **kw: Any) -> Iterator[list[bool | None]]:
-    """The first places of :func:`duplicate_deals` (same arguments): per deal, a
+def duplicate_deal_outcomes(
+    candidate: Controller,
+    opponent: Controller,
+    *,
+    game: GameSpec,
+    num_envs: int,
+    seed: int,
+    deals_per_chunk: int = 16,
+    executor: Executor = LOCAL,
+) -> Iterator[list[bool | None]]:
+    """The first places of :func:`duplicate_deals` (the same arguments, a new encoder): per deal, a
     ``list[bool | None]`` of length ``game.num_players`` (True: the candidate's first place,
     False: another's, None: a draw)."""
-    return (deal.firsts for deal in duplicate_deals(candidate, opponent, **kw))
+    deals = duplicate_deals(
+        candidate, opponent, game=game, num_envs=num_envs, seed=seed, deals_per_chunk=deals_per_chunk, executor=executor
+    )
+    return (deal.firsts for deal in deals)
 
 
 @dataclass
@@ -123,6 +140,55 @@ class FirstPlaces:
 
     tally: DealTally = field(default_factory=DealTally)
     draws: int = 0
+
+    def figures(self, confidence: float = 0.95) -> FirstPlaceFigures:
+        """The first places counted so far, with their ``confidence`` interval by deal."""
+        low, high = self.tally.interval(confidence)
+        t = self.tally
+        return FirstPlaceFigures(
+            games=t.trials, wins=t.successes, draws=self.draws, win_rate=t.rate, win_rate_low=low, win_rate_high=high
+        )
+
+
+@dataclass(frozen=True)
+class PodRate:
+    """What :func:`pod_win_rate` measured: the candidate's first places, and its chips in a zero-sum game.
+
+    Attributes:
+        games: games played (whole deals). wins: first places of the candidate. draws: drawn
+            games. deals: deals played.
+        win_rate: ``wins / games``, a share in [0, 1]; ``low``/``high`` its 95% interval by deal
+            (Wilson on the Rao-Scott effective sample size, ``ml.judge.stats.DealTally``).
+        design_effect: Rao-Scott design effect ``d >= 1`` of the rate.
+        zero_sum: the game is zero-sum (``GameSpec.zero_sum``): the return figures are measured.
+        mean_return: mean return per game (chips, by deal; None unless ``zero_sum``).
+        return_low, return_high: its 95% t interval by deal (``ml.judge.stats.ReturnTally``;
+            None unless ``zero_sum``, and with one deal).
+    """
+
+    games: int
+    wins: int
+    draws: int
+    deals: int
+    win_rate: float
+    low: float
+    high: float
+    design_effect: float
+    zero_sum: bool = False
+    mean_return: float | None = None
+    return_low: float | None = None
+    return_high: float | None = None
+
+    def row(self) -> dict[str, int | float | None]:
+        """The table row of ``loop.py eval`` and the bot report: every attribute but ``zero_sum``, the
+        return figures only in a zero-sum game, in the order above."""
+        row: dict[str, int | float | None] = {
+            "games": self.games, "wins": self.wins, "draws": self.draws, "deals": self.deals,
+            "win_rate": self.win_rate, "low": self.low, "high": self.high, "design_effect": self.design_effect,
+        }  # fmt: skip
+        if self.zero_sum:
+            row.update(mean_return=self.mean_return, return_low=self.return_low, return_high=self.return_high)
+        return row
 
 
 def returns_of(deals: Iterator[Deal], firsts: FirstPlaces) -> Iterator[list[float]]:
@@ -142,40 +208,36 @@ def pod_win_rate(
     game: GameSpec,
     num_envs: int,
     seed: int,
-    progress: bool = False,
-    label: str = "",
+    label: str | None = None,
     executor: Executor = LOCAL,
-) -> dict:
+) -> PodRate:
     """First places of ``candidate`` in pods of ``game`` (``ml.game.registry.GameSpec``) against
     ``game.num_players - 1`` copies of ``opponent``.
 
     Seat-rotated duplicate deals (``duplicate_deal_outcomes``): ``games`` is rounded
     down to whole deals of ``game.num_players`` games (at least one deal); a draw is no first
     place. ``executor`` (``ml.runtime.compute``) plays the deals, here or on a Ray cluster, with the same figures.
-    ``progress`` shows a bar labelled ``label`` on stderr that is cleared when the deals are done.
+    A ``label`` shows a progress bar so labelled on stderr, cleared when the deals are done
+    (None: no bar).
 
     Returns:
-        ``games``, ``wins``, ``draws``, ``deals``, ``win_rate``, ``low``, ``high`` (95% interval
-        by deal: Wilson on the Rao-Scott effective sample size, ``ml.judge.stats.DealTally``) and
-        ``design_effect``; for a zero-sum game (``GameSpec.zero_sum``) also ``mean_return``
-        with ``return_low``/``return_high`` (chips per game, 95% t interval by deal,
-        ``ml.judge.stats.ReturnTally``; None with one deal).
+        The first places, and the chips of a zero-sum game (:class:`PodRate`).
     """
     deals = duplicate_deals(
         candidate, opponent, game=game, num_envs=num_envs, seed=seed, encoder=None, executor=executor,
     )  # fmt: skip
     n_deals = max(1, games // game.num_players)
     firsts, chips = FirstPlaces(), ReturnTally()
-    bar = ProgressBar(islice(deals, n_deals), total=n_deals, desc=label, unit="deal", disable=not progress, leave=False)
+    bar = ProgressBar(islice(deals, n_deals), total=n_deals, desc=label or "", unit="deal", disable=label is None, leave=False)
     for returns in returns_of(bar, firsts):  # the bar is cleared when done: the caller prints its row of a table next
         chips.add(sum(returns) / len(returns))
     tally, draws = firsts.tally, firsts.draws
     low, high = tally.interval()
-    out: dict[str, Any] = {
-        "games": tally.trials, "wins": tally.successes, "draws": draws, "deals": tally.deals,
-        "win_rate": tally.rate, "low": low, "high": high, "design_effect": tally.design_effect(),
-    }  # fmt: skip
-    if game.zero_sum:
-        r_low, r_high = chips.interval() if chips.deals > 1 else (None, None)  # one deal: no spread
-        out.update(mean_return=chips.mean, return_low=r_low, return_high=r_high)
-    return out
+    rate = PodRate(
+        games=tally.trials, wins=tally.successes, draws=draws, deals=tally.deals, win_rate=tally.rate, low=low, high=high,
+        design_effect=tally.design_effect(),
+    )  # fmt: skip
+    if not game.zero_sum:
+        return rate
+    r_low, r_high = chips.interval() if chips.deals > 1 else (None, None)  # one deal: no spread
+    return replace(rate, zero_sum=True, mean_return=chips.mean, return_low=r_low, return_high=r_high)

@@ -38,9 +38,10 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -51,7 +52,13 @@ from ml.game.registry import GameSpec
 from ml.judge.deals import FirstPlaces, duplicate_deal_outcomes, duplicate_deals, returns_of
 from ml.judge.stats import (
     SPRT,
+    FirstPlaceFigures,
+    McNemarResult,
+    MeanTestResult,
+    NonInferiority,
+    ReturnNonInferiority,
     ReturnSPRT,
+    SequentialResult,
     mcnemar_regression,
     return_non_inferiority,
     sequential_mean_test,
@@ -72,21 +79,42 @@ class GateError(ValueError):
     """The gate's input is not what it needs (the message names the folder and what it found)."""
 
 
-class _PodArgs(TypedDict):
-    """The pod settings :func:`run_gate` passes to every :func:`duplicate_deal_outcomes`."""
+@dataclass(frozen=True)
+class Summary:
+    """Mean, standard deviation (``ddof = 0``), minimum and maximum of a figure (None: no values)."""
 
-    game: GameSpec
-    num_envs: int
-    executor: Executor
+    mean: float | None
+    std: float | None
+    min: float | None
+    max: float | None
 
 
-def batch_quality(batch: Path) -> dict:
-    """Data-quality figures of a PPO batch file.
+@dataclass(frozen=True)
+class BatchQuality:
+    """Data-quality figures of a PPO batch file (:func:`batch_quality`; logged, never deciding).
 
-    Returns:
-        ``games``, ``decisions``, ``action_entropy_bits`` (Shannon entropy of the macro
-        action distribution, bits; OpenSpiel games: of the moves by ``action.raw``), ``action_counts``, and mean/std/min/max of ``reward``
-        (per decision) and ``episode_return`` (per game).
+    Attributes:
+        games: games in the batch. decisions: decisions in it.
+        action_entropy_bits: Shannon entropy of the macro-action distribution (bits; OpenSpiel
+            games: of the moves by ``action.raw``).
+        action_counts: decisions per macro action, by name.
+        reward: :class:`Summary` of ``reward`` per decision (the game's reward units).
+        episode_return: :class:`Summary` of ``episode_return`` per game.
+    """
+
+    games: int
+    decisions: int
+    action_entropy_bits: float
+    action_counts: dict[str, int]
+    reward: Summary
+    episode_return: Summary
+
+
+def batch_quality(batch: Path) -> BatchQuality:
+    """Data-quality figures of the PPO batch file ``batch`` (:class:`BatchQuality`).
+
+    Raises:
+        ml.data.batch_files.RecordError: a malformed batch line.
     """
     actions: Counter[str] = Counter()
     rewards: list[float] = []
@@ -101,20 +129,13 @@ def batch_quality(batch: Path) -> dict:
     total = sum(actions.values())
     entropy = -sum(c / total * math.log2(c / total) for c in actions.values()) if total else 0.0
 
-    def summary(xs: list[float]) -> dict:
+    def summary(xs: list[float]) -> Summary:
         if not xs:
-            return {"mean": None, "std": None, "min": None, "max": None}
+            return Summary(None, None, None, None)
         a = np.asarray(xs)
-        return {"mean": float(a.mean()), "std": float(a.std()), "min": float(a.min()), "max": float(a.max())}
+        return Summary(float(a.mean()), float(a.std()), float(a.min()), float(a.max()))
 
-    return {
-        "games": games,
-        "decisions": total,
-        "action_entropy_bits": entropy,
-        "action_counts": dict(sorted(actions.items())),
-        "reward": summary(rewards),
-        "episode_return": summary(returns),
-    }
+    return BatchQuality(games, total, entropy, dict(sorted(actions.items())), summary(rewards), summary(returns))
 
 
 def strength_test(cfg: GateParams, game: GameSpec) -> Literal["first_place", "mean_return"]:
@@ -138,125 +159,239 @@ def _deal_budget(min_games: int, max_games: int, pod_size: int) -> tuple[int, in
     return min(max(2, -(-min_games // pod_size)), most), most
 
 
-def _first_places(firsts: FirstPlaces, confidence: float) -> dict[str, Any]:
-    """The first-place figures of a return test's deals (reported beside the mean return)."""
-    t = firsts.tally
-    low, high = t.interval(confidence)
-    return {
-        "games": t.trials,
-        "wins": t.successes,
-        "draws": firsts.draws,
-        "win_rate": t.rate,
-        "win_rate_low": low,
-        "win_rate_high": high,
-    }
+T = TypeVar("T", MeanTestResult, ReturnNonInferiority)
+
+
+@dataclass(frozen=True)
+class InChips(Generic[T]):
+    """A return test (zero-sum game) and the first places of the same deals, reported beside it.
+
+    Attributes:
+        test: the return test (:class:`ml.judge.stats.MeanTestResult` for the strength check,
+            :class:`ml.judge.stats.ReturnNonInferiority` for the student check).
+        first_places: the first places of its deals (all games, draws included as trials).
+    """
+
+    test: T
+    first_places: FirstPlaceFigures
+
+
+Strength = SequentialResult | InChips[MeanTestResult]
+"""Check (a): the SPRT on first places, or, in a zero-sum game, on the mean return."""
+Student = NonInferiority | InChips[ReturnNonInferiority]
+"""Check (c): the non-inferiority test on first places, or, in a zero-sum game, on the mean return."""
+
+
+@dataclass(frozen=True)
+class NashConvCheck:
+    """The deciding check of ``gate.decide_by: nash_conv``.
+
+    Attributes:
+        current, candidate: the two students' exact NashConv (``ml.judge.nashconv.nash_conv``;
+            the game's utility units).
+        tolerance: the rise of the candidate's NashConv over the current one's that is allowed.
+    """
+
+    current: float
+    candidate: float
+    tolerance: float
+
+
+def _firsts(result: Strength | Student) -> FirstPlaceFigures:
+    """The first places of a check: the sequential test's own, or those beside a return test."""
+    return result.first_places if isinstance(result, InChips) else result
+
+
+def _sequential(result: Strength | Student) -> SequentialResult | MeanTestResult:
+    """The sequential test of a check (on first places or on the mean return)."""
+    return result.test if isinstance(result, InChips) else result
+
+
+def _student_test(student: Student) -> NonInferiority | ReturnNonInferiority:
+    """The non-inferiority test of check (c) (on first places or on the mean return)."""
+    return student.test if isinstance(student, InChips) else student
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The gate's verdict and the figures of its checks (:func:`verdict`).
+
+    Attributes:
+        accepted: whether the batch joins the pool.
+        gated: whether the deciding checks decide (``gate.gated``; False: accepted whatever they say).
+        reasons: why it was (or, ungated, would have been) rejected: the deciding checks that failed.
+        failed: names of the failed checks (strength, holdout, student, nash_conv, empty).
+        not_deciding: reasons of the failed checks that do not decide.
+        strength, holdout, student, batch, nash_conv: the checks' results, as :func:`verdict` took them.
+    """
+
+    accepted: bool
+    gated: bool
+    reasons: tuple[str, ...]
+    failed: tuple[str, ...]
+    not_deciding: tuple[str, ...]
+    strength: Strength
+    holdout: McNemarResult
+    student: Student
+    batch: BatchQuality
+    nash_conv: NashConvCheck | None
+
+    def metrics(self) -> dict[str, object]:
+        """The ``gate/…`` metrics of the verdict (``metrics/gate.json``, read back by :meth:`GateVerdict.from_metrics`)."""
+        firsts, test = _firsts(self.strength), _sequential(self.strength)
+        s_firsts, s_test = _firsts(self.student), _sequential(self.student)
+        out: dict[str, object] = {
+            "gate/accepted": self.accepted,
+            "gate/gated": self.gated,
+            "gate/reasons": list(self.reasons),
+            "gate/failed": list(self.failed),
+            "gate/not_deciding": list(self.not_deciding),
+            "gate/eval_games": firsts.games,
+            "gate/wins": firsts.wins,
+            "gate/win_rate": firsts.win_rate,
+            "gate/win_rate_low": firsts.win_rate_low,
+            "gate/win_rate_high": firsts.win_rate_high,
+            "gate/sprt_llr": test.llr,
+            "gate/sprt_decision": test.decision,
+            "gate/sprt_decided_early": test.decided_early,
+            "gate/sprt_bounds": [test.llr_lower, test.llr_upper],
+            "gate/holdout_accuracy_current": self.holdout.accuracy_current,
+            "gate/holdout_accuracy_candidate": self.holdout.accuracy_candidate,
+            "gate/holdout_accuracy_drop": self.holdout.drop,
+            "gate/holdout_mcnemar_p": self.holdout.p_value,
+            "gate/student_win_rate": s_firsts.win_rate,
+            "gate/student_win_rate_low": s_firsts.win_rate_low,
+            "gate/student_win_rate_high": s_firsts.win_rate_high,
+            "gate/student_games": s_firsts.games,
+            "gate/student_draws": s_firsts.draws,
+            "gate/student_sprt_llr": s_test.llr,
+            "gate/student_sprt_bounds": [s_test.llr_lower, s_test.llr_upper],
+            "gate/student_sprt_decided_early": s_test.decided_early,
+            "gate/batch": asdict(self.batch),
+        }
+        if isinstance(self.strength, InChips) and isinstance(self.student, InChips):
+            strength, student = self.strength.test, self.student.test
+            out.update({
+                "gate/mean_return": strength.mean_return, "gate/return_low": strength.return_low,
+                "gate/return_high": strength.return_high, "gate/eval_deals": strength.deals,
+                "gate/student_mean_return": student.mean_return, "gate/student_return_low": student.return_low,
+                "gate/student_return_high": student.return_high, "gate/student_deals": student.deals,
+            })  # fmt: skip
+        if self.nash_conv is not None:
+            out.update({"gate/nash_conv_current": self.nash_conv.current, "gate/nash_conv_candidate": self.nash_conv.candidate})
+        return out
+
+
+def _strength_reason(strength: Strength) -> str:
+    if isinstance(strength, InChips):
+        s = strength.test
+        how = (
+            "the SPRT on mean return accepted H0 (par)" if s.decided_early else "the SPRT on mean return reached max games undecided"
+        )
+        return (
+            f"strength: {how}, LLR {s.llr:.2f} after {s.deals} deals ({s.played} games), "
+            f"mean return {s.mean_return:+.3f} [{s.return_low:+.3f}, {s.return_high:+.3f}] chips per game"
+        )
+    how = "the SPRT accepted H0 (parity)" if strength.decided_early else "the SPRT reached max games undecided"
+    return f"strength: {how}, LLR {strength.llr:.2f} after {strength.games} games, win rate {strength.win_rate:.3f}"
+
+
+def _student_reason(student: Student) -> str:
+    if isinstance(student, InChips):
+        s = student.test
+        return (
+            f"the student trained with the batch falls back: mean return {s.mean_return:+.3f} "
+            f"[{s.return_low:+.3f}, {s.return_high:+.3f}] chips per game over {s.deals} deals "
+            f"against the current student, the SPRT accepted {s.par - s.margin:+.3f} (par minus the margin)"
+        )
+    return (
+        f"the student trained with the batch falls back: win rate {student.win_rate:.3f} [{student.win_rate_low:.3f}, {student.win_rate_high:.3f}] "
+        f"over {student.games} decisive games, the SPRT accepted {student.parity - student.margin:.3f} (parity {student.parity:.3f} minus the margin)"
+    )
 
 
 def verdict(
-    strength: dict, holdout: dict, student: dict, batch: dict, gated: bool = True, nash_conv: dict | None = None
-) -> dict:
-    """Combine the checks into the gate's verdict and figures.
+    strength: Strength,
+    holdout: McNemarResult,
+    student: Student,
+    batch: BatchQuality,
+    gated: bool = True,
+    nash_conv: NashConvCheck | None = None,
+) -> Verdict:
+    """Combine the checks into the gate's verdict.
 
     Args:
-        strength: ``sequential_test`` result of the PPO agent against heuristic teachers (a),
-            or, in a zero-sum game, ``sequential_mean_test``'s with the same deals' first-place
-            figures (``games``, ``wins``, ``win_rate``, ``win_rate_low``/``high``).
-        holdout: ``mcnemar_regression`` result plus ``accuracy_current``/``accuracy_candidate`` (b).
-        student: ``student_non_inferiority`` result (candidate student vs current student), or
-            ``return_non_inferiority``'s with the first-place figures.
-        batch: ``batch_quality`` figures (c, logged).
+        strength: check (a), the PPO agent against the opponents: ``sequential_test``'s result,
+            or, in a zero-sum game, ``sequential_mean_test``'s with the same deals' first places (:class:`InChips`).
+        holdout: check (b), ``mcnemar_regression``'s result.
+        student: check (c), the candidate student against the current one: ``student_non_inferiority``'s
+            result, or ``return_non_inferiority``'s with the first places (:class:`InChips`).
+        batch: ``batch_quality`` figures (d, logged).
         gated: when False the figures are reported but the batch is accepted whatever they say
-            (``gate/reasons`` then lists what would have rejected it).
-        nash_conv: with ``gate.decide_by: nash_conv``, ``current`` and ``candidate`` (the two
-            students' exact NashConv) and ``tolerance``; then only this check and an empty batch
-            decide, and the other checks' failures are reported in ``gate/not_deciding``.
+            (``reasons`` then lists what would have rejected it).
+        nash_conv: with ``gate.decide_by: nash_conv``, the two students' exact NashConv; then only
+            this check and an empty batch decide, and the other checks' failures are in ``not_deciding``.
 
     Returns:
-        ``gate/…`` metrics including ``gate/accepted`` (bool), ``gate/reasons`` (list of
-        str), ``gate/failed`` (names of failed checks: strength, holdout, student, nash_conv,
-        empty) and ``gate/not_deciding`` (reasons of failed checks that do not decide).
+        The :class:`Verdict`.
     """
     reasons: dict[str, str] = {}
-    by_return = "mean_return" in strength
-    if strength["decision"] != "H1":
-        if by_return:
-            how = (
-                "the SPRT on mean return accepted H0 (par)"
-                if strength["decided_early"]
-                else "the SPRT on mean return reached max games undecided"
-            )
-            reasons["strength"] = (
-                f"strength: {how}, LLR {strength['llr']:.2f} after {strength['deals']} deals ({strength['played']} games), "
-                f"mean return {strength['mean_return']:+.3f} [{strength['return_low']:+.3f}, {strength['return_high']:+.3f}] chips per game"
-            )
-        else:
-            how = "the SPRT accepted H0 (parity)" if strength["decided_early"] else "the SPRT reached max games undecided"
-            reasons["strength"] = (
-                f"strength: {how}, LLR {strength['llr']:.2f} after {strength['games']} games, win rate {strength['win_rate']:.3f}"
-            )
-    if holdout["regression"]:
-        reasons["holdout"] = (
-            f"holdout accuracy drop {holdout['drop']:.4f} is a regression (McNemar p = {holdout['p_value']:.3g})"
-        )
-    if student["regression"] and "mean_return" in student:
-        reasons["student"] = (
-            f"the student trained with the batch falls back: mean return {student['mean_return']:+.3f} "
-            f"[{student['return_low']:+.3f}, {student['return_high']:+.3f}] chips per game over {student['deals']} deals "
-            f"against the current student, the SPRT accepted {student['par'] - student['margin']:+.3f} (par minus the margin)"
-        )
-    elif student["regression"]:
-        reasons["student"] = (
-            f"the student trained with the batch falls back: win rate {student['win_rate']:.3f} [{student['win_rate_low']:.3f}, {student['win_rate_high']:.3f}] "
-            f"over {student['games']} decisive games, the SPRT accepted {student['parity'] - student['margin']:.3f} (parity {student['parity']:.3f} minus the margin)"
-        )
-    if nash_conv is not None and nash_conv["candidate"] > nash_conv["current"] + nash_conv["tolerance"]:
+    if _sequential(strength).decision != "H1":
+        reasons["strength"] = _strength_reason(strength)
+    if holdout.regression:
+        reasons["holdout"] = f"holdout accuracy drop {holdout.drop:.4f} is a regression (McNemar p = {holdout.p_value:.3g})"
+    if _student_test(student).regression:
+        reasons["student"] = _student_reason(student)
+    if nash_conv is not None and nash_conv.candidate > nash_conv.current + nash_conv.tolerance:
         reasons["nash_conv"] = (
-            f"NashConv: the student trained with the batch has {nash_conv['candidate']:.4f}, the current one "
-            f"{nash_conv['current']:.4f}; the rise exceeds the tolerance {nash_conv['tolerance']:g}"
+            f"NashConv: the student trained with the batch has {nash_conv.candidate:.4f}, the current one "
+            f"{nash_conv.current:.4f}; the rise exceeds the tolerance {nash_conv.tolerance:g}"
         )
-    if batch["games"] == 0:
+    if batch.games == 0:
         reasons["empty"] = "the batch holds no games"
     deciding = {"nash_conv", "empty"} if nash_conv is not None else {"strength", "holdout", "student", "empty"}
-    deciding_reasons = [r for k, r in reasons.items() if k in deciding]
-    out = {
-        "gate/accepted": not deciding_reasons or not gated,
-        "gate/gated": gated,
-        "gate/reasons": deciding_reasons,
-        "gate/failed": list(reasons),
-        "gate/not_deciding": [r for k, r in reasons.items() if k not in deciding],
-        "gate/eval_games": strength["games"],
-        "gate/wins": strength["wins"],
-        "gate/win_rate": strength["win_rate"],
-        "gate/win_rate_low": strength["win_rate_low"],
-        "gate/win_rate_high": strength["win_rate_high"],
-        "gate/sprt_llr": strength["llr"],
-        "gate/sprt_decision": strength["decision"],
-        "gate/sprt_decided_early": strength["decided_early"],
-        "gate/sprt_bounds": [strength["llr_lower"], strength["llr_upper"]],
-        "gate/holdout_accuracy_current": holdout["accuracy_current"],
-        "gate/holdout_accuracy_candidate": holdout["accuracy_candidate"],
-        "gate/holdout_accuracy_drop": holdout["drop"],
-        "gate/holdout_mcnemar_p": holdout["p_value"],
-        "gate/student_win_rate": student["win_rate"],
-        "gate/student_win_rate_low": student["win_rate_low"],
-        "gate/student_win_rate_high": student["win_rate_high"],
-        "gate/student_games": student["games"],
-        "gate/student_draws": student["draws"],
-        "gate/student_sprt_llr": student["llr"],
-        "gate/student_sprt_bounds": [student["llr_lower"], student["llr_upper"]],
-        "gate/student_sprt_decided_early": student["decided_early"],
-        "gate/batch": batch,
-    }
-    if by_return:
-        out.update({
-            "gate/mean_return": strength["mean_return"], "gate/return_low": strength["return_low"],
-            "gate/return_high": strength["return_high"], "gate/eval_deals": strength["deals"],
-            "gate/student_mean_return": student["mean_return"], "gate/student_return_low": student["return_low"],
-            "gate/student_return_high": student["return_high"], "gate/student_deals": student["deals"],
-        })  # fmt: skip
-    if nash_conv is not None:
-        out.update({"gate/nash_conv_current": nash_conv["current"], "gate/nash_conv_candidate": nash_conv["candidate"]})
-    return out
+    deciding_reasons = tuple(r for k, r in reasons.items() if k in deciding)
+    return Verdict(
+        accepted=not deciding_reasons or not gated, gated=gated, reasons=deciding_reasons, failed=tuple(reasons),
+        not_deciding=tuple(r for k, r in reasons.items() if k not in deciding), strength=strength, holdout=holdout,
+        student=student, batch=batch, nash_conv=nash_conv,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class GateReport:
+    """What :func:`run_gate` found: the verdict and how it was reached.
+
+    Attributes:
+        verdict: the :class:`Verdict`.
+        strength_test: what checks (a) and (c) tested (:func:`strength_test`).
+        candidate_batch: file name of the candidate PPO batch.
+        sampled_share: the candidate student's sampled share of each data source (fractions).
+        candidate_record: the candidate student's training record (``ml.learn.supervised.build_and_train``):
+            its checkpoint metadata, so that the next generation's train stage can take it instead of training again.
+    """
+
+    verdict: Verdict
+    strength_test: Literal["first_place", "mean_return"]
+    candidate_batch: str
+    sampled_share: Mapping[str, float]
+    candidate_record: Mapping[str, object]
+
+    @property
+    def episodes(self) -> int:
+        """Games played by checks (a) and (c) together."""
+        return _sequential(self.verdict.strength).played + _sequential(self.verdict.student).played
+
+    def metrics(self) -> dict[str, object]:
+        """``metrics/gate.json``: the verdict's ``gate/…`` metrics, then ``gate/strength_test``, ``gate/episodes``,
+        ``gate/candidate_batch`` and ``gate/candidate_sampled_share``."""
+        return {
+            **self.verdict.metrics(),
+            "gate/strength_test": self.strength_test,
+            "gate/episodes": self.episodes,
+            "gate/candidate_batch": self.candidate_batch,
+            "gate/candidate_sampled_share": self.sampled_share,
+        }
 
 
 class GateVerdict(BaseModel):
@@ -296,7 +431,7 @@ class GateVerdict(BaseModel):
     return_high: float | None = None
 
     @classmethod
-    def from_metrics(cls, metrics: dict[str, Any]) -> GateVerdict:
+    def from_metrics(cls, metrics: Mapping[str, object]) -> GateVerdict:
         """The verdict in ``metrics`` (``metrics/gate.json``).
 
         Raises:
@@ -306,62 +441,66 @@ class GateVerdict(BaseModel):
         return cls.model_validate({k: v for k, v in fields.items() if k in cls.model_fields})
 
 
+@dataclass(frozen=True)
+class GateInputs:
+    """What :func:`run_gate` reads, and the run's seeds and settings.
+
+    Attributes:
+        model: the PPO agent's checkpoint.
+        student: the current student's checkpoint (trained without the candidate batch).
+        candidate_dir: folder holding the candidate PPO batch.
+        teacher_dir: folder of teacher batches (holds the holdout).
+        forge_dir: folder of imported Forge files (``data/forge``), or None.
+        pool_dir: folder of accepted PPO batches.
+        cache_dir: folder of the encoded-batch cache (``ml.data.encoded_cache.EncodedCache``), or None.
+        num_envs: games played at once (batched).
+        seed: the gate's seed (``Params.stage_seed("gate")``; ``seed + 1`` for check (c)).
+        train_seed: the training seed of the current student (its checkpoint's ``train_seed``).
+        device: torch device of the training.
+    """
+
+    model: Path
+    student: Path
+    candidate_dir: Path
+    teacher_dir: Path
+    forge_dir: Path | None
+    pool_dir: Path
+    cache_dir: Path | None = None
+    num_envs: int = 1
+    seed: int = 0
+    train_seed: int = 0
+    device: str = "cpu"
+
+
 def run_gate(
-    model: Path,
-    student: Path,
-    candidate_dir: Path,
+    inputs: GateInputs,
     cfg: GateParams,
     train: TrainParams,
     game: GameSpec,
     *,
-    teacher_dir: Path,
-    forge_dir: Path | None,
-    pool_dir: Path,
-    num_envs: int,
-    seed: int,
-    train_seed: int,
-    device: str = "cpu",
     progress: bool = False,
     on_deal: Callable[[int, dict[str, float]], None] | None = None,
     executor: Executor = LOCAL,
-    cache_dir: Path | None = None,
-    record: dict[str, Any] | None = None,
-) -> tuple[PolicyNet, dict[str, Any]]:
+) -> tuple[PolicyNet, GateReport]:
     """The whole gate: checks (a) to (d) of the module docstring, then the verdict.
 
     Args:
-        model: the PPO agent's checkpoint.
-        student: the current student's checkpoint (trained without the candidate batch).
-        candidate_dir: folder holding the candidate PPO batch.
+        inputs: the checkpoints and folders read, the seeds and settings (:class:`GateInputs`).
         cfg: the ``gate`` section of params (``ml.config.params.GateParams``).
         train: the ``train`` section; the candidate student is trained like the current one
-            (``ml.learn.supervised.build_and_train``) with ``candidate_dir`` added to the pool.
+            (``ml.learn.supervised.build_and_train``) with ``inputs.candidate_dir`` added to the pool.
         game: the game (``ml.game.registry.make_game``): ``num_players`` seats per pod (parity
             is ``1 / num_players``), the commander's ``max_turns`` cap.
-        teacher_dir: folder of teacher batches (holds the holdout).
-        forge_dir: folder of imported Forge files (``data/forge``), or None.
-        pool_dir: folder of accepted PPO batches.
-        num_envs: games played at once (batched).
-        seed: the gate's seed (``Params.stage_seed("gate")``; ``seed + 1`` for check (c)).
-        train_seed: the training seed (``Params.stage_seed("train")``, as the current student).
-        device: torch device of the training.
         progress: show progress bars.
         on_deal: the SPRT's path, deal by deal (``ml.judge.stats.sequential_test``).
         executor: where the pods of (a) and (c) are played (``ml.runtime.compute``; the figures are the same).
-        cache_dir: folder of the encoded-batch cache (``ml.data.encoded_cache.EncodedCache``), or None.
-        record: if given, filled with the candidate student's training record
-            (``ml.learn.supervised.build_and_train``): its checkpoint metadata, so that the next
-            generation's train stage can take it instead of training again.
 
     Returns:
-        ``(candidate_student, metrics)``: the student trained with the batch, and the
-        ``gate/…`` metrics of ``verdict`` plus ``gate/strength_test`` (``first_place`` or
-        ``mean_return``, :func:`strength_test`), ``gate/episodes`` (games of both checks' pods),
-        ``gate/candidate_batch`` (file name) and ``gate/candidate_sampled_share`` (the
-        candidate student's sampled source shares).
+        ``(candidate_student, report)``: the student trained with the batch, and the
+        :class:`GateReport` (its ``metrics()`` are ``metrics/gate.json``).
 
     Raises:
-        GateError: ``candidate_dir`` does not hold exactly one PPO batch (nothing read else);
+        GateError: ``inputs.candidate_dir`` does not hold exactly one PPO batch (nothing read else);
             ``gate.strength_test: mean_return`` in a game that is not zero-sum; ``gate.decide_by:
             nash_conv`` in a game whose exact NashConv is refused (``ml.judge.nashconv.nash_conv_refusal``).
         ml.model.policy.CheckpointError: a checkpoint that cannot be read.
@@ -375,66 +514,63 @@ def run_gate(
         refusal = nash_conv_refusal(game)
         if refusal is not None:
             raise GateError(f"gate.decide_by: nash_conv: {refusal}")
-    batches = scan_batches(candidate_dir, sources=("ppo",))
+    batches = scan_batches(inputs.candidate_dir, sources=("ppo",))
     if len(batches) != 1:
-        raise GateError(f"{candidate_dir}: expected exactly one PPO batch, found {len(batches)}")
-    agent, _ = load_policy(model)
-    current, _ = load_policy(student)
-    pods: _PodArgs = {"game": game, "num_envs": num_envs, "executor": executor}
-    pod_size = game.num_players
+        raise GateError(f"{inputs.candidate_dir}: expected exactly one PPO batch, found {len(batches)}")
+    agent, _ = load_policy(inputs.model)
+    current, _ = load_policy(inputs.student)
+    seed, num_envs, pod_size = inputs.seed, inputs.num_envs, game.num_players
     # progress bars (lines when stderr is no terminal) count the deals the test takes, its last one included
     shown = ProgressBar(total=-(-cfg.max_games // pod_size), desc="gate: strength", unit="deal", disable=not progress)
+    strength: Strength
     if test == "mean_return":
         firsts = FirstPlaces()
-        deals = duplicate_deals(Controller("net", agent), Controller(cfg.opponent), seed=seed, **pods)
-        strength = sequential_mean_test(
+        deals = duplicate_deals(Controller("net", agent), Controller(cfg.opponent), game=game, num_envs=num_envs, seed=seed, executor=executor)
+        by_return = sequential_mean_test(
             returns_of(counted(deals, shown), firsts), ReturnSPRT(game.par_return, game.par_return + cfg.target_return, cfg.alpha, cfg.beta),
             *_deal_budget(cfg.min_games, cfg.max_games, pod_size), cfg.confidence, on_deal,
         )  # fmt: skip
-        strength = {**strength, **_first_places(firsts, cfg.confidence)}
+        strength = InChips(by_return, firsts.figures(cfg.confidence))
     else:
         sprt = SPRT(1.0 / pod_size, cfg.target_win_rate, cfg.alpha, cfg.beta)
-        deals_firsts = duplicate_deal_outcomes(Controller("net", agent), Controller(cfg.opponent), seed=seed, **pods)
+        deals_firsts = duplicate_deal_outcomes(
+            Controller("net", agent), Controller(cfg.opponent), game=game, num_envs=num_envs, seed=seed, executor=executor
+        )
         strength = sequential_test(counted(deals_firsts, shown), sprt, cfg.min_games, cfg.max_games, cfg.confidence, on_deal)
-    shown.finish(stop_reason(strength, cfg.max_games))  # a bar stopped at 7% says the test decided
+    shown.finish(stop_reason(_sequential(strength), cfg.max_games))  # a bar stopped at 7% says the test decided
+    record: dict[str, Any] = {}
     candidate, train_metrics, holdout = build_and_train(
-        train, game, teacher_dir, forge_dir, [pool_dir, candidate_dir], seed=train_seed, device=device, progress=progress,
-        cache_dir=cache_dir, record=record,
+        train, game, inputs.teacher_dir, inputs.forge_dir, [inputs.pool_dir, inputs.candidate_dir], seed=inputs.train_seed,
+        device=inputs.device, progress=progress, cache_dir=inputs.cache_dir, record=record,
     )  # fmt: skip
     correct_current = holdout.correct(predict(current, holdout))  # a partial label: any allowed action is right
     correct_candidate = holdout.correct(predict(candidate, holdout))
     paired = mcnemar_regression(correct_current, correct_candidate, cfg.max_accuracy_drop, cfg.alpha)
-    paired.update(accuracy_current=float(correct_current.mean()), accuracy_candidate=float(correct_candidate.mean()))
     n_deals = max(1, -(-cfg.student_games // pod_size))
     shown_deals = ProgressBar(total=n_deals, desc="gate: student", unit="deal", disable=not progress)
     students = (Controller("net", candidate, greedy=True), Controller("net", current, greedy=True))
+    non_inferior: Student
     if test == "mean_return":
         firsts = FirstPlaces()
         fewest, most = _deal_budget(cfg.student_min_games, cfg.student_games, pod_size)
-        non_inferior = return_non_inferiority(
-            returns_of(counted(duplicate_deals(*students, seed=seed + 1, **pods), shown_deals), firsts), game.par_return,
-            cfg.student_margin_return, alpha=cfg.alpha, beta=cfg.beta, confidence=cfg.confidence,
-            min_deals=fewest, max_deals=most,
+        student_deals = duplicate_deals(*students, game=game, num_envs=num_envs, seed=seed + 1, executor=executor)
+        by_return_student = return_non_inferiority(
+            returns_of(counted(student_deals, shown_deals), firsts), game.par_return, cfg.student_margin_return,
+            alpha=cfg.alpha, beta=cfg.beta, confidence=cfg.confidence, min_deals=fewest, max_deals=most,
         )  # fmt: skip
-        non_inferior = {**non_inferior, **_first_places(firsts, cfg.confidence)}
+        non_inferior = InChips(by_return_student, firsts.figures(cfg.confidence))
     else:
+        student_firsts = duplicate_deal_outcomes(*students, game=game, num_envs=num_envs, seed=seed + 1, executor=executor)
         non_inferior = student_non_inferiority(
-            counted(duplicate_deal_outcomes(*students, seed=seed + 1, **pods), shown_deals), pod_size, cfg.student_margin,
-            alpha=cfg.alpha, beta=cfg.beta, min_games=cfg.student_min_games, max_games=cfg.student_games, confidence=cfg.confidence,
+            counted(student_firsts, shown_deals), pod_size, cfg.student_margin, alpha=cfg.alpha, beta=cfg.beta,
+            min_games=cfg.student_min_games, max_games=cfg.student_games, confidence=cfg.confidence,
         )  # fmt: skip
-    shown_deals.finish(stop_reason(non_inferior, cfg.student_games))
+    shown_deals.finish(stop_reason(_student_test(non_inferior), cfg.student_games))
     exact = None
     if cfg.decide_by == "nash_conv":
         from ml.judge.nashconv import nash_conv
 
-        exact = {
-            "current": nash_conv(current, game),
-            "candidate": nash_conv(candidate, game),
-            "tolerance": cfg.nash_conv_tolerance,
-        }
-    metrics = verdict(strength, paired, non_inferior, batch_quality(batches[0]), gated=cfg.gated, nash_conv=exact)
-    metrics["gate/strength_test"] = test
-    metrics["gate/episodes"] = strength["played"] + non_inferior["played"]
-    metrics["gate/candidate_batch"] = batches[0].name
-    metrics["gate/candidate_sampled_share"] = train_metrics["train/sampled_share"]
-    return candidate, metrics
+        exact = NashConvCheck(nash_conv(current, game), nash_conv(candidate, game), cfg.nash_conv_tolerance)
+    judged = verdict(strength, paired, non_inferior, batch_quality(batches[0]), gated=cfg.gated, nash_conv=exact)
+    report = GateReport(judged, test, batches[0].name, train_metrics["train/sampled_share"], record)
+    return candidate, report
