@@ -26,13 +26,15 @@ import pytest
 import torch
 
 from ml.config.params import ParamsError, params_from_dict
+from ml.config.sections import SelfplayParams
 from ml.config.yaml_file import safe_yaml
 from ml.data.batch_files import read_records, scan_batches
 from ml.game.openspiel_env import _decision_states, cfr_average_policy, observation_of
 from ml.game.registry import openspiel
 from ml.judge.nashconv import nash_conv_metrics
-from ml.learn.ppo import PPOConfig, train_ppo
-from ml.learn.supervised import build_and_train
+from ml.learn.ppo import SelfplayMetrics, train_ppo
+from ml.learn.settings import RunSettings
+from ml.learn.supervised import TrainingData, build_and_train
 from ml.model.policy import PolicyNet
 from ml.play.teacher import write_teacher_batch
 from tests.conftest import ROOT
@@ -99,7 +101,7 @@ def test_student_of_the_cfr_teacher_is_near_an_equilibrium(tmp_path: Path) -> No
     cfg = p.train.model_copy(
         update={"epochs": 15, "samples_per_epoch": 20000, "hidden_sizes": (128, 128), "source_weights": {"sim": 1.0}}
     )
-    net, _, _ = build_and_train(cfg, game, tmp_path / "t", None, [tmp_path / "pool"], seed=1, progress=False)
+    net, _, _ = build_and_train(cfg, game, TrainingData(tmp_path / "t", (tmp_path / "pool",)), RunSettings(1))
     metrics = nash_conv_metrics(net, game, tmp_path / "t")
     assert metrics["train/nash_conv"] < 0.05  # measured 0.007; the MCTS teacher's students: about 1 (test_openspiel)
 
@@ -141,11 +143,11 @@ def _kl_to(net: PolicyNet, magnet: PolicyNet, game) -> float:
     return float(np.mean(kls))
 
 
-def _ppo(student: PolicyNet, game, **over) -> tuple[PolicyNet, dict]:
+def _ppo(student: PolicyNet, game, **over) -> tuple[PolicyNet, SelfplayMetrics]:
     knobs = {"total_steps": 1200, "num_envs": 4, "rollout_steps": 400, "lr": 3e-3, "gamma": 1.0, "gae_lambda": 0.95,
              "clip_coef": 0.2, "ent_coef": 0.0, "vf_coef": 0.5, "max_grad_norm": 0.5, "update_epochs": 4,
              "minibatch_size": 128, "opponent_mix": {"random": 1.0}, "workers": 1, "rollout_chunks": 1}  # fmt: skip
-    return train_ppo(student, {}, PPOConfig(**{**knobs, **over}), game=game, seed=3, progress=False)
+    return train_ppo(student, {}, SelfplayParams(**{**knobs, **over}), game, RunSettings(3))
 
 
 def test_magnet_keeps_the_agent_near_the_student() -> None:

@@ -34,7 +34,8 @@ from ml.config.params import SelfplayParams  # noqa: E402
 from ml.config.sections import ComputeParams  # noqa: E402
 from ml.game.registry import commander  # noqa: E402
 from ml.judge.deals import duplicate_deal_outcomes  # noqa: E402
-from ml.learn.ppo import PPOConfig, train_ppo  # noqa: E402
+from ml.learn.ppo import train_ppo  # noqa: E402
+from ml.learn.settings import RunSettings  # noqa: E402
 from ml.model.policy import PolicyNet  # noqa: E402
 from ml.play.collect import Collector, CollectSettings  # noqa: E402
 from ml.play.export import export_batch  # noqa: E402
@@ -81,7 +82,6 @@ def _nets(seed: int) -> tuple[PolicyNet, dict[str, PolicyNet]]:
 
 SELFPLAY = SelfplayParams(total_steps=400, num_envs=4, rollout_steps=200, minibatch_size=64, update_epochs=1, workers=1,
                           rollout_chunks=4, opponent_mix={"heuristic": 0.5, "frozen": 0.25, "self": 0.25})  # fmt: skip
-CFG = PPOConfig(**SELFPLAY.model_dump(exclude={"frozen_names"}))
 
 
 def _episodes(chunks) -> list:
@@ -95,9 +95,9 @@ def _episodes(chunks) -> list:
 def test_selfplay_on_the_cluster_gives_the_local_checkpoint(cluster) -> None:
     _, _, executor = cluster
     student, frozen = _nets(1)
-    local_net, local_m = train_ppo(student, frozen, CFG, game=commander(4, 30), seed=7, progress=False)
+    local_net, local_m = train_ppo(student, frozen, SELFPLAY, commander(4, 30), RunSettings(7))
     seen: list[int] = []
-    ray_net, ray_m = train_ppo(student, frozen, CFG, game=commander(4, 30), seed=7, progress=False, executor=executor)
+    ray_net, ray_m = train_ppo(student, frozen, SELFPLAY, commander(4, 30), RunSettings(7), executor=executor)
     for k, v in local_net.state_dict().items():
         assert torch.equal(v, ray_net.state_dict()[k]), k
     for k in ("selfplay/decisions", "selfplay/episodes", "selfplay/train_win_rate", "selfplay/pg_loss", "selfplay/v_loss"):

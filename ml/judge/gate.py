@@ -59,7 +59,8 @@ from ml.judge.stats import (
     stop_reason,
     student_non_inferiority,
 )
-from ml.learn.supervised import build_and_train, predict
+from ml.learn.settings import RunSettings
+from ml.learn.supervised import TrainingData, build_and_train, predict
 from ml.model.policy import PolicyNet, load_policy
 from ml.play.rollout import Controller
 from ml.runtime.compute import LOCAL, Executor
@@ -398,8 +399,8 @@ def run_gate(
         strength = sequential_test(counted(deals_firsts, shown), sprt, cfg.min_games, cfg.max_games, cfg.confidence, on_deal)
     shown.finish(stop_reason(strength, cfg.max_games))  # a bar stopped at 7% says the test decided
     candidate, train_metrics, holdout = build_and_train(
-        train, game, teacher_dir, forge_dir, [pool_dir, candidate_dir], seed=train_seed, device=device, progress=progress,
-        cache_dir=cache_dir, record=record,
+        train, game, TrainingData(teacher_dir, (pool_dir, candidate_dir), forge_dir, cache_dir), RunSettings(train_seed, device, progress),
+        record=record,
     )  # fmt: skip
     correct_current = holdout.correct(predict(current, holdout))  # a partial label: any allowed action is right
     correct_candidate = holdout.correct(predict(candidate, holdout))

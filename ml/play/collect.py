@@ -20,7 +20,7 @@ from __future__ import annotations
 import bisect
 import multiprocessing as mp
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -183,7 +183,7 @@ class Collector:
     def __init__(
         self,
         net: PolicyNet,
-        frozen: dict[str, PolicyNet],
+        frozen: Mapping[str, PolicyNet],
         settings: CollectSettings,
         workers: int,
         chunks: int,
