@@ -31,7 +31,12 @@ import torch
 ray = pytest.importorskip("ray", reason='Ray is not installed: pip install -e ".[ray]" (.ci/run installs it)')
 
 from ml.config.params import SelfplayParams  # noqa: E402
-from ml.config.sections import ComputeParams  # noqa: E402
+from ml.config.sections import (  # noqa: E402
+    ComputeParams,
+    ExportParams,
+    RunParams,
+    TeacherParams,
+)
 from ml.game.registry import commander  # noqa: E402
 from ml.judge.deals import duplicate_deal_outcomes  # noqa: E402
 from ml.learn.ppo import train_ppo  # noqa: E402
@@ -39,7 +44,7 @@ from ml.learn.settings import RunSettings  # noqa: E402
 from ml.model.policy import PolicyNet  # noqa: E402
 from ml.play.collect import Collector, CollectSettings  # noqa: E402
 from ml.play.export import export_batch  # noqa: E402
-from ml.play.rollout import Controller  # noqa: E402
+from ml.play.rollout import Controller, StagePlay  # noqa: E402
 from ml.play.teacher import write_teacher_batch  # noqa: E402
 from ml.runtime.compute import ComputeError, make_executor  # noqa: E402
 from tests.conftest import ROOT, tiny_params, wait_for, yaml_text  # noqa: E402
@@ -111,10 +116,9 @@ def test_batches_and_gate_pods_on_the_cluster_are_the_local_ones(cluster, tmp_pa
     net, _ = _nets(2)
     for name, ex in (("local", None), ("ray", executor)):
         kw = {} if ex is None else {"executor": ex}
-        write_teacher_batch(tmp_path / name, game, batch_id="t", games=10, seed=3, chunk_games=3, **kw)
-        export_batch(net, tmp_path / name, batch_id="gen000-a1", model_version="gen-000-a1", generation=0, games=12,
-                     only_wins=False, game=game, num_envs=4, seed=5, progress=False,
-                     chunk_games=5, **kw)  # fmt: skip
+        write_teacher_batch(tmp_path / name, game, TeacherParams(games=10), "t", StagePlay(3, chunk_games=3, **kw))
+        export_batch(net, tmp_path / name, ExportParams(games=12, only_wins=False), RunParams(), game,
+                     StagePlay(5, chunk_games=5, **kw), num_envs=4)  # fmt: skip
     files = sorted(p.name for p in (tmp_path / "local").iterdir())
     assert len(files) == 2
     for f in files:

@@ -18,7 +18,7 @@ import torch
 from ml.base.progress import ProgressBar
 from ml.game.registry import GameSpec
 from ml.judge.stats import DealTally, ReturnTally
-from ml.play.rollout import Controller, play_games, rotated_seatings
+from ml.play.rollout import Controller, Pods, play_games, rotated_seatings
 from ml.runtime.compute import LOCAL, Executor, chunk_seed
 
 
@@ -47,7 +47,7 @@ def _deal_chunk(task: tuple[list[int], int], setup: tuple) -> list[Deal]:
     seatings = rotated_seatings(len(seeds), pod_size, "candidate", lambda g: ["opponent"] * (pod_size - 1))
     results = sorted(
         play_games(
-            seatings, seeds, controllers, game=game, num_envs=num_envs, encoder=encoder,
+            Pods(seatings, seeds), controllers, game=game, num_envs=num_envs, encoder=encoder,
             generator=torch.Generator().manual_seed(torch_seed),
         ),
         key=lambda r: r.index,
