@@ -41,15 +41,17 @@ def workload() -> dict[str, float | str]:
     from ml.game.commander.encoding import OBS_DIM
     from ml.game.registry import commander
     from ml.model.policy import PolicyNet
-    from ml.learn.ppo import PPOConfig, train_ppo
-    from ml.learn.supervised import StudentConfig, train_student
+    from ml.config.sections import SelfplayParams, TrainParams
+    from ml.learn.ppo import train_ppo
+    from ml.learn.settings import RunSettings
+    from ml.learn.supervised import train_student
 
     torch.set_num_threads(1)
     data = synthetic(50_000)
-    cfg = StudentConfig(epochs=1, batch_size=256, lr=1e-3, hidden_sizes=(256, 256), samples_per_epoch=60_000,
-                        source_weights={"sim": 1.0, "ppo": 0.5}, value_coef=0.5)  # fmt: skip
+    cfg = TrainParams(epochs=1, batch_size=256, lr=1e-3, hidden_sizes=(256, 256), samples_per_epoch=60_000,
+                      source_weights={"sim": 1.0, "ppo": 0.5}, value_coef=0.5)  # fmt: skip
     t = time.process_time()
-    train_student(data, data.subset(np.arange(1000)), cfg, seed=0, progress=False)
+    train_student(data, data.subset(np.arange(1000)), cfg, RunSettings(0))
     supervised = time.process_time() - t
     update = [0.0]
     ppo_update = ml.learn.ppo.ppo_update
@@ -61,12 +63,12 @@ def workload() -> dict[str, float | str]:
         return out
 
     ml.learn.ppo.ppo_update = timed
-    pc = PPOConfig(total_steps=6000, num_envs=16, rollout_steps=3000, lr=3e-4, gamma=0.995, gae_lambda=0.95, clip_coef=0.2,
-                   ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5, update_epochs=4, minibatch_size=512,
-                   opponent_mix={"heuristic": 1.0}, workers=1, rollout_chunks=8)  # fmt: skip
+    pc = SelfplayParams(total_steps=6000, num_envs=16, rollout_steps=3000, lr=3e-4, gamma=0.995, gae_lambda=0.95, clip_coef=0.2,
+                        ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5, update_epochs=4, minibatch_size=512,
+                        opponent_mix={"heuristic": 1.0}, workers=1, rollout_chunks=8)  # fmt: skip
     torch.manual_seed(0)
     t = time.process_time()
-    train_ppo(PolicyNet(OBS_DIM, (256, 256)), {}, pc, game=commander(4, 30), seed=0, progress=False)
+    train_ppo(PolicyNet(OBS_DIM, (256, 256)), {}, pc, commander(4, 30), RunSettings(0))
     ppo = time.process_time() - t
     return {"capability": str(torch.backends.cpu.get_cpu_capability()), "supervised": supervised, "ppo": ppo,
             "update": update[0], "collect": ppo - update[0]}  # fmt: skip

@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib
-import inspect
 import json
 import os
 import shutil
@@ -64,16 +63,18 @@ def _seed_lines(tmp: Path, source: str, code: Path) -> list[tuple[str, str, str]
     game = make_game(params.game, params.teacher)
     out = tmp / f"seed-{source}"
     if source == "ppo":
+        from ml.config.sections import ExportParams, RunParams
         from ml.model.policy import PolicyNet
         from ml.play.export import export_batch
+        from ml.play.rollout import StagePlay
 
         net = PolicyNet(game.obs_dim, (64,), game.num_actions)
-        export_batch(net, out, batch_id="seed", model_version="gen-000-a1", generation=0, games=48, only_wins=True,
-                     game=game, num_envs=8, seed=1, progress=False)  # fmt: skip
+        export_batch(net, out, ExportParams(games=48), RunParams(), game, StagePlay(1), num_envs=8)
     else:
+        from ml.play.rollout import StagePlay
         from ml.play.teacher import write_teacher_batch
 
-        write_teacher_batch(out, game, batch_id="seed", games=24, seed=1)
+        write_teacher_batch(out, game, params.teacher.model_copy(update={"games": 24}), "seed", StagePlay(1))
     (path,) = out.glob("*.jsonl")
     lines = []
     for line in path.read_text(encoding="utf-8").splitlines():
@@ -220,6 +221,7 @@ class Run:
         import ml.learn.supervised as supervised
         from ml.config.params import load_params
         from ml.game.registry import make_game
+        from ml.learn.settings import RunSettings
         from ml.model.policy import PolicyNet
 
         params = load_params(self.root / "params.yaml")
@@ -233,14 +235,14 @@ class Run:
             PolicyNet(train.obs.shape[1], (8,), train.action_mask.shape[1]),
             {"train/sampled_share": {}},
         )
-        kwargs = {}
-        if "cache_dir" in inspect.signature(supervised.build_and_train).parameters:
-            kwargs["cache_dir"] = self.root / ".dvc/tmp/encoded"
         cwd = os.getcwd()
         os.chdir(self.root)
         try:
             s = time.perf_counter()
-            supervised.build_and_train(cfg, game, self.root / "data/teacher", None, pool_dirs, seed=1, **kwargs)
+            data = supervised.TrainingData(
+                self.root / "data/teacher", tuple(pool_dirs), cache_dir=self.root / ".dvc/tmp/encoded"
+            )
+            supervised.build_and_train(cfg, game, data, RunSettings(1))
             return time.perf_counter() - s
         finally:
             os.chdir(cwd)

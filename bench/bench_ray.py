@@ -28,7 +28,8 @@ import torch
 from ml.config.params import SelfplayParams
 from ml.config.sections import ComputeParams
 from ml.game.registry import commander
-from ml.learn.ppo import PPOConfig, train_ppo
+from ml.learn.ppo import train_ppo
+from ml.learn.settings import RunSettings
 from ml.model.policy import PolicyNet
 from ml.play.collect import Collector, CollectSettings
 from ml.runtime.compute import make_executor
@@ -40,11 +41,11 @@ def _noop(task: int, *shared: object) -> int:
     return task
 
 
-def selfplay(cfg: PPOConfig, executor=None) -> tuple[float, dict]:
+def selfplay(cfg: SelfplayParams, executor=None) -> tuple[float, dict]:
     game = commander()
     torch.manual_seed(0)
     student = PolicyNet(game.obs_dim, (256, 256), game.num_actions)
-    net, m = train_ppo(student, {}, cfg, game=game, seed=3, progress=False, executor=executor)
+    net, m = train_ppo(student, {}, cfg, game, RunSettings(3), executor=executor)
     return m["selfplay/decisions_per_s"], net.state_dict()
 
 
@@ -68,8 +69,8 @@ def main() -> None:
     try:
         sp = SelfplayParams(total_steps=a.rounds * a.rollout_steps, rollout_steps=a.rollout_steps, rollout_chunks=a.chunks,
                             workers=2, opponent_mix={"heuristic": 0.6, "self": 0.4})  # fmt: skip
-        cfg = PPOConfig(**sp.model_dump(exclude={"frozen_names"}))
-        selfplay(PPOConfig(**{**cfg.__dict__, "total_steps": a.rollout_steps // 4}), executor)  # warm the Ray workers
+        cfg = sp
+        selfplay(sp.model_copy(update={"total_steps": a.rollout_steps // 4}), executor)  # warm the Ray workers
         local_dps, local_w = selfplay(cfg)
         ray_dps, ray_w = selfplay(cfg, executor)
         same = all(torch.equal(v, ray_w[k]) for k, v in local_w.items())

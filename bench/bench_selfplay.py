@@ -35,14 +35,16 @@ import pyspiel
 import torch
 
 from ml.base.determinism import cpu_env
+from ml.config.sections import SelfplayParams
 from ml.game.commander import core
 from ml.game.commander.actions import MAX_POD
 from ml.game.commander.core.warmup import run_kernels, warm_up
 from ml.game.commander.encoding import OBS_DIM, RecordEncoder
 from ml.game.registry import commander
-from ml.learn.ppo import PPOConfig, train_ppo
+from ml.learn.ppo import train_ppo
+from ml.learn.settings import RunSettings
 from ml.model.policy import PolicyNet
-from ml.play.rollout import Controller, game_seeds, play_games, rotated_seatings
+from ml.play.rollout import Controller, Pods, game_seeds, play_games, rotated_seatings
 from tests.reference.commander.players import HeuristicPlayer
 from tests.reference.commander.rules import apply_action, new_game
 
@@ -133,7 +135,7 @@ def bench_env(seconds: float) -> float:
     n = 400
     seatings = rotated_seatings(n, 4, "agent", lambda g: ["heuristic"] * 3)
     started, decisions = time.perf_counter(), 0
-    runner = play_games(seatings, game_seeds(0, n), controllers, game=commander(4, 30), num_envs=16, encoder=encoder,
+    runner = play_games(Pods(seatings, game_seeds(0, n)), controllers, game=commander(4, 30), num_envs=16, encoder=encoder,
                         generator=torch.Generator().manual_seed(0))  # fmt: skip
     for result in runner:
         decisions += result.decisions
@@ -146,11 +148,11 @@ def bench_env(seconds: float) -> float:
 def bench_ppo(seconds: float, workers: int, num_envs: int = 16, chunks: int = 8) -> tuple[float, float]:
     """PPO self-play with ``workers`` processes: (all-seat decisions/s while collecting, update samples/s)."""
     steps = int(1500 * seconds * workers)
-    cfg = PPOConfig(total_steps=steps, num_envs=num_envs, rollout_steps=max(steps // 2, 512), lr=3e-4, gamma=0.995, gae_lambda=0.95,
-                    clip_coef=0.2, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5, update_epochs=4, minibatch_size=512,
-                    opponent_mix={"heuristic": 1.0}, workers=workers, rollout_chunks=chunks)  # fmt: skip
+    cfg = SelfplayParams(total_steps=steps, num_envs=num_envs, rollout_steps=max(steps // 2, 512), lr=3e-4, gamma=0.995,
+                         gae_lambda=0.95, clip_coef=0.2, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5, update_epochs=4,
+                         minibatch_size=512, opponent_mix={"heuristic": 1.0}, workers=workers, rollout_chunks=chunks)  # fmt: skip
     torch.manual_seed(0)
-    _, m = train_ppo(PolicyNet(OBS_DIM, (256, 256)), {}, cfg, game=commander(4, 30), seed=0, progress=False)
+    _, m = train_ppo(PolicyNet(OBS_DIM, (256, 256)), {}, cfg, commander(4, 30), RunSettings(0))
     return m["selfplay/all_seat_decisions_per_s"], m["selfplay/update_samples_per_s"]
 
 

@@ -16,10 +16,12 @@ import time
 import numpy as np
 import torch
 
+from ml.config.sections import TrainParams
 from ml.data.decisions import DecisionSet
 from ml.game.commander.actions import NUM_ACTIONS
 from ml.game.commander.encoding import OBS_DIM
-from ml.learn.supervised import StudentConfig, train_student
+from ml.learn.settings import RunSettings
+from ml.learn.supervised import train_student
 from ml.model.policy import PolicyNet
 
 
@@ -53,9 +55,9 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     data = synthetic(50_000)
-    cfg = StudentConfig(epochs=1, batch_size=256, lr=1e-3, hidden_sizes=(256, 256), samples_per_epoch=args.samples,
-                        source_weights={"sim": 1.0, "ppo": 0.5}, value_coef=0.5)  # fmt: skip
-    _, metrics = train_student(data, data.subset(np.arange(1000)), cfg, seed=0, progress=False)
+    cfg = TrainParams(epochs=1, batch_size=256, lr=1e-3, hidden_sizes=(256, 256), samples_per_epoch=args.samples,
+                      source_weights={"sim": 1.0, "ppo": 0.5}, value_coef=0.5)  # fmt: skip
+    _, metrics = train_student(data, data.subset(np.arange(1000)), cfg, RunSettings(0))
     ours = metrics["train/samples_per_s"]
     reference = bare_loop(args.samples, 256)
     print(f"{'benchmark':52s} {'samples/s':>10s} {'vs bare':>8s}")

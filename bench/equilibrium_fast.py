@@ -22,11 +22,14 @@ from pathlib import Path
 import torch
 
 from ml.config.params import Params
+from ml.config.sections import ExportParams, RunParams, SelfplayParams
 from ml.game.registry import openspiel
 from ml.judge.nashconv import nash_conv_metrics
-from ml.learn.ppo import PPOConfig, train_ppo
-from ml.learn.supervised import build_and_train
+from ml.learn.ppo import train_ppo
+from ml.learn.settings import RunSettings
+from ml.learn.supervised import TrainingData, build_and_train
 from ml.play.export import export_batch
+from ml.play.rollout import StagePlay
 from ml.play.teacher import write_teacher_batch
 
 
@@ -63,27 +66,28 @@ def main() -> None:
                 "batch_size": a.batch, "source_weights": {"sim": 1.0, "ppo": a.ppo_weight}, "ppo_window": a.window}
     )  # fmt: skip
     started = time.time()
-    teacher = write_teacher_batch(root / "teacher", game, batch_id="teacher-s1", games=a.teacher_games, seed=1 + a.seed,
-                                  explore=a.explore)  # fmt: skip
+    teacher_cfg = base.teacher.model_copy(
+        update={"games": a.teacher_games, "explore": a.explore}
+    )  # the game names the teacher
+    teacher = write_teacher_batch(root / "teacher", game, teacher_cfg, "teacher-s1", StagePlay(1 + a.seed))
     episodes = teacher["teacher/games"]
     pool = root / "pool"
     pool.mkdir()
     try:
         for gen in range(a.generations + 1):
-            net, tm, _ = build_and_train(tcfg, game, root / "teacher", None, [pool], seed=100 + gen + a.seed,
-                                         progress=False)  # fmt: skip
+            net, tm, _ = build_and_train(tcfg, game, TrainingData(root / "teacher", (pool,)), RunSettings(100 + gen + a.seed))
             tm.update(nash_conv_metrics(net, game, root / "teacher"))
             print(json.dumps({"tag": a.tag, "gen": gen, "nash_conv": round(tm["train/nash_conv"], 4), "episodes": episodes,
                               "wall_s": round(time.time() - started, 1)}), flush=True)  # fmt: skip
             if gen == a.generations:
                 break
-            cfg = PPOConfig(**{**base.selfplay.model_dump(exclude={"frozen_names"}), "total_steps": a.ppo_steps,
-                               "rollout_steps": 4000, "minibatch_size": 256, "workers": 1, "rollout_chunks": 4,
-                               "opponent_mix": mix, "magnet_kl": a.magnet})  # fmt: skip
-            agent, pm = train_ppo(net, {}, cfg, game=game, seed=200 + gen + a.seed, progress=False)
+            cfg = SelfplayParams(**{**base.selfplay.model_dump(), "total_steps": a.ppo_steps,
+                                    "rollout_steps": 4000, "minibatch_size": 256, "workers": 1, "rollout_chunks": 4,
+                                    "opponent_mix": mix, "magnet_kl": a.magnet})  # fmt: skip
+            agent, pm = train_ppo(net, {}, cfg, game, RunSettings(200 + gen + a.seed))
             episodes += pm["selfplay/episodes"]
-            export_batch(agent, pool, batch_id=f"gen{gen:03d}-a1", model_version=f"gen-{gen:03d}-a1", generation=gen,
-                         games=a.export_games, only_wins=a.only_wins, game=game, num_envs=16, seed=300 + gen, progress=False)  # fmt: skip
+            export_batch(agent, pool, ExportParams(games=a.export_games, only_wins=a.only_wins), RunParams(generation=gen), game,
+                         StagePlay(300 + gen), num_envs=16)  # fmt: skip
             episodes += a.export_games
             agent_nc = nash_conv_metrics(agent, game, None, prefix="ppo")["ppo/nash_conv"]
             print(json.dumps({"tag": a.tag, "gen": gen, "ppo_nash_conv": round(agent_nc, 4),

@@ -21,10 +21,12 @@ import numpy as np
 import torch
 from bench_training import synthetic
 
+from ml.config.sections import SelfplayParams, TrainParams
 from ml.game.commander.actions import NUM_ACTIONS
 from ml.game.commander.encoding import OBS_DIM
-from ml.learn.ppo import PPOConfig, ppo_update
-from ml.learn.supervised import StudentConfig, predict, train_student
+from ml.learn.ppo import ppo_update
+from ml.learn.settings import RunSettings
+from ml.learn.supervised import predict, train_student
 from ml.model.policy import PolicyNet
 from ml.play.rollout import Rollout
 
@@ -61,19 +63,19 @@ def main() -> int:
     torch.use_deterministic_algorithms(True)
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}")
     data = synthetic(20_000)
-    cfg = StudentConfig(epochs=2, batch_size=256, lr=1e-3, hidden_sizes=(256, 256), samples_per_epoch=args.samples // 2,
-                        source_weights={"sim": 1.0, "ppo": 0.5}, value_coef=0.5)  # fmt: skip
+    cfg = TrainParams(epochs=2, batch_size=256, lr=1e-3, hidden_sizes=(256, 256), samples_per_epoch=args.samples // 2,
+                      source_weights={"sim": 1.0, "ppo": 0.5}, value_coef=0.5)  # fmt: skip
     nets, rates = {}, {}
     for device in ("cpu", "cuda"):
         started = time.perf_counter()
-        nets[device], metrics = train_student(data, data.subset(np.arange(2000)), cfg, seed=3, progress=False, device=device)
+        nets[device], metrics = train_student(data, data.subset(np.arange(2000)), cfg, RunSettings(3, device))
         rates[device] = metrics["train/samples_per_s"]
         print(f"supervised on {device}: {rates[device]:,.0f} samples/s, {time.perf_counter() - started:.1f} s")
     diff = max_diff(nets["cpu"], nets["cuda"])
     agree = float((predict(nets["cpu"], data) == predict(nets["cuda"], data)).mean())
     print(f"supervised: max weight difference {diff:.2e}, greedy predictions agree on {agree:.4f} of {len(data)} decisions")
-    ppo_cfg = PPOConfig(total_steps=0, num_envs=1, rollout_steps=0, lr=3e-4, gamma=0.99, gae_lambda=0.95, clip_coef=0.2, ent_coef=0.01,
-                        vf_coef=0.5, max_grad_norm=0.5, update_epochs=4, minibatch_size=512, opponent_mix={"heuristic": 1.0})  # fmt: skip
+    ppo_cfg = SelfplayParams(lr=3e-4, gamma=0.99, gae_lambda=0.95, clip_coef=0.2, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5,
+                             update_epochs=4, minibatch_size=512)  # fmt: skip
     eps = episodes(64, 60)
     updated = {}
     for device in ("cpu", "cuda"):

@@ -24,7 +24,7 @@ from ml.config.params import load_params
 from ml.game.registry import make_game
 from ml.judge.stats import DealTally
 from ml.model.policy import load_policy
-from ml.play.rollout import Controller, game_seeds, play_games, rotated_seatings
+from ml.play.rollout import Controller, Pods, game_seeds, play_games, rotated_seatings
 
 
 def student_vs_teachers(repo: Path, games: int, seed: int = 99) -> dict[str, tuple[int, int, float, float, float]]:
@@ -44,7 +44,7 @@ def student_vs_teachers(repo: Path, games: int, seed: int = 99) -> dict[str, tup
     for path in max((sorted(f.glob("*.pt")) for f in folders), key=len):
         net, _ = load_policy(path)
         ctrl = {"student": Controller("net", net, greedy=True), "heuristic": Controller("heuristic")}
-        played = play_games(seatings, seeds, ctrl, num_envs=8, generator=torch.Generator().manual_seed(seed), game=game)
+        played = play_games(Pods(seatings, seeds), ctrl, num_envs=8, generator=torch.Generator().manual_seed(seed), game=game)
         results = sorted(played, key=lambda r: r.index)  # game order: deal d is games d*n .. d*n+n-1
         seat = [r.seats.index("student") for r in results]
         won = [r.winner == s for r, s in zip(results, seat, strict=True)]

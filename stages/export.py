@@ -26,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     from ml.game.registry import make_game
     from ml.model.policy import load_policy
     from ml.play.export import export_batch
+    from ml.play.rollout import StagePlay
     from ml.runtime.compute import ComputeError, open_executor
 
     net, _ = load_policy(args.model)
@@ -34,16 +35,15 @@ def main(argv: list[str] | None = None) -> int:
         old.unlink()
     try:
         with open_executor(params.compute, params.base.torch_threads) as executor:
+            how = StagePlay(params.stage_seed("export"), args.progress, executor, params.compute.chunk_games)
             metrics = export_batch(
-                net, args.out, batch_id=params.run.batch_id, model_version=params.run.model_version,
-                generation=params.run.generation, games=params.export.games, only_wins=params.export.only_wins,
-                game=make_game(params.game, params.teacher), num_envs=params.selfplay.num_envs,
-                seed=params.stage_seed("export"), progress=args.progress, executor=executor, chunk_games=params.compute.chunk_games,
+                net, args.out, params.export, params.run, make_game(params.game, params.teacher), how,
+                num_envs=params.selfplay.num_envs,
             )  # fmt: skip
     except ComputeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    write_metrics(args.metrics, metrics, args, "export", episodes=metrics["export/games_played"])
+    write_metrics(args.metrics, dict(metrics), args, "export", episodes=metrics["export/games_played"])
     return 0
 
 

@@ -27,7 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("selfplay", __doc__, argv, _args)
     from ml.game.registry import make_game
     from ml.learn.curves import open_curves
-    from ml.learn.ppo import PPOConfig, train_ppo
+    from ml.learn.ppo import train_ppo
+    from ml.learn.settings import RunSettings
     from ml.model.policy import load_policy, save_policy
     from ml.runtime.compute import ComputeError, open_executor
 
@@ -40,21 +41,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {args.frozen}: selfplay.frozen_names names {missing}, not found", file=sys.stderr)
         return 2
     frozen = {f"frozen:{p.stem}": load_policy(p)[0] for p in paths if wanted is None or p.stem in wanted}
-    cfg = PPOConfig(**params.selfplay.model_dump(exclude={"frozen_names"}))
+    run = RunSettings(params.stage_seed("selfplay"), params.base.torch_device, args.progress)
     try:
         with open_executor(params.compute, params.base.torch_threads) as executor:
-            net, metrics = train_ppo(
-                student, frozen, cfg, game=make_game(params.game, params.teacher), seed=params.stage_seed("selfplay"),
-                device=params.base.torch_device, progress=args.progress, on_update=curves.log if curves else None, executor=executor,
+            net, trained = train_ppo(
+                student, frozen, params.selfplay, make_game(params.game, params.teacher), run,
+                on_update=curves.log if curves else None, executor=executor,
             )  # fmt: skip
     except ComputeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    metrics["selfplay/frozen_opponents"] = sorted(frozen)
+    metrics = {**trained, "selfplay/frozen_opponents": sorted(frozen)}
     save_policy(net, args.out, {"role": "ppo", "generation": params.run.generation, "model_version": params.run.model_version})
     if curves:
         curves.close()
-    write_metrics(args.metrics, metrics, args, "selfplay", episodes=metrics["selfplay/episodes"])
+    write_metrics(args.metrics, metrics, args, "selfplay", episodes=trained["selfplay/episodes"])
     return 0
 
 

@@ -23,26 +23,20 @@ def _args(p: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("teacher", __doc__, argv, _args)
     from ml.game.registry import make_game
+    from ml.play.rollout import StagePlay
     from ml.play.teacher import write_teacher_batch
     from ml.runtime.compute import ComputeError, open_executor
 
     try:
         with open_executor(params.compute, params.base.torch_threads) as executor:
+            how = StagePlay(params.stage_seed("teacher"), args.progress, executor, params.compute.chunk_games)
             metrics = write_teacher_batch(
-                args.out,
-                make_game(params.game, params.teacher),
-                batch_id=f"teacher-s{params.base.seed}",
-                games=params.teacher.games,
-                seed=params.stage_seed("teacher"),
-                progress=args.progress,
-                executor=executor,
-                chunk_games=params.compute.chunk_games,
-                explore=params.teacher.explore,
+                args.out, make_game(params.game, params.teacher), params.teacher, f"teacher-s{params.base.seed}", how
             )
     except ComputeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    write_metrics(args.metrics, metrics, args, "teacher", episodes=metrics["teacher/games"])
+    write_metrics(args.metrics, dict(metrics), args, "teacher", episodes=metrics["teacher/games"])
     return 0
 
 

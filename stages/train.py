@@ -41,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     from ml.game.registry import make_game
     from ml.judge.nashconv import nash_conv_metrics
     from ml.learn.curves import open_curves
-    from ml.learn.supervised import build_and_train
+    from ml.learn.settings import RunSettings
+    from ml.learn.supervised import TrainingData, build_and_train
     from ml.model.policy import CheckpointError, save_policy
 
     curves = open_curves(args.plots)
@@ -52,14 +53,9 @@ def main(argv: list[str] | None = None) -> int:
         net, metrics, _ = build_and_train(
             params.train,
             game,
-            args.teacher,
-            args.forge,
-            [args.pool],
-            seed=params.stage_seed("train"),
-            device=params.base.torch_device,
-            progress=args.progress,
+            TrainingData(args.teacher, (args.pool,), args.forge, cache_dir),
+            RunSettings(params.stage_seed("train"), params.base.torch_device, args.progress),
             on_epoch=curves.log if curves else None,
-            cache_dir=cache_dir,
             reuse=args.reuse / "student.pt" if args.reuse else None,
         )
         metrics.update(nash_conv_metrics(net, game, args.teacher))  # {} but for small two-player zero-sum games

@@ -6,8 +6,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ml.config.sections import TrainParams
 from ml.data.decisions import DecisionSet
-from ml.learn.supervised import StudentConfig, imitation_loss, train_student
+from ml.learn.settings import RunSettings
+from ml.learn.supervised import imitation_loss, train_student
 from ml.model.policy import MASKED_LOGIT
 
 
@@ -44,9 +46,9 @@ def _ppo_set(n: int = 400) -> DecisionSet:
 
 
 def _probs(distill: str) -> np.ndarray:
-    cfg = StudentConfig(epochs=30, batch_size=64, lr=0.01, hidden_sizes=(8,), samples_per_epoch=400,
-                        source_weights={"ppo": 1.0}, value_coef=0.0, distill=distill)  # fmt: skip
-    net, _ = train_student(_ppo_set(), _ppo_set(0), cfg, seed=1, progress=False)
+    cfg = TrainParams(epochs=30, batch_size=64, lr=0.01, hidden_sizes=(8,), samples_per_epoch=400,
+                      source_weights={"ppo": 1.0}, value_coef=0.0, distill=distill)  # fmt: skip
+    net, _ = train_student(_ppo_set(), _ppo_set(0), cfg, RunSettings(1))
     with torch.no_grad():
         logits, _ = net(torch.ones(1, 3), torch.ones(1, 4, dtype=torch.bool))
     return torch.softmax(logits, -1).numpy()[0]
@@ -64,12 +66,12 @@ def test_distill_kl_learns_the_agents_distribution_and_hard_its_samples():
 def test_ppo_rows_without_a_policy_are_counted_and_fitted_as_hard_labels(caplog):
     data = _ppo_set()
     data.policy[:150] = 0.0  # records that left `policy` out (a writer of schema 2, or version 1)
-    cfg = StudentConfig(epochs=2, batch_size=64, lr=0.01, hidden_sizes=(8,), samples_per_epoch=200,
-                        source_weights={"ppo": 1.0}, value_coef=0.0, distill="kl")  # fmt: skip
+    cfg = TrainParams(epochs=2, batch_size=64, lr=0.01, hidden_sizes=(8,), samples_per_epoch=200,
+                      source_weights={"ppo": 1.0}, value_coef=0.0, distill="kl")  # fmt: skip
     with caplog.at_level("WARNING", logger="ml.learn.supervised"):
-        _, metrics = train_student(data, _ppo_set(0), cfg, seed=1, progress=False)
+        _, metrics = train_student(data, _ppo_set(0), cfg, RunSettings(1))
     assert metrics["train/ppo_decisions_without_policy"] == 150
     assert "150 PPO decisions carry no `policy`" in caplog.text
     caplog.clear()
-    _, metrics = train_student(_ppo_set(), _ppo_set(0), cfg, seed=1, progress=False)
+    _, metrics = train_student(_ppo_set(), _ppo_set(0), cfg, RunSettings(1))
     assert metrics["train/ppo_decisions_without_policy"] == 0 and "carry no" not in caplog.text

@@ -88,16 +88,18 @@ def test_encoder_observes_a_seat_that_is_not_to_act(encoder):
 def test_teacher_and_ppo_records_agree(encoder, tmp_path):
     import torch
 
+    from ml.config.sections import ExportParams, RunParams, TeacherParams
     from ml.model.policy import PolicyNet
     from ml.play.export import export_batch
+    from ml.play.rollout import StagePlay
     from ml.play.teacher import write_teacher_batch
 
-    write_teacher_batch(tmp_path / "teacher", commander(6, 30), batch_id="six", games=3, seed=4)
+    write_teacher_batch(tmp_path / "teacher", commander(6, 30), TeacherParams(games=3), "six", StagePlay(4))
     teacher = [r for f in sorted((tmp_path / "teacher").glob("*.jsonl")) for r in read_records(f)]
     torch.manual_seed(0)
     net = PolicyNet(encoder.obs_dim, (16,))
-    export_batch(net, tmp_path / "ppo", batch_id="gen000-a1", model_version="gen-000-a1", generation=0, games=4,
-                 only_wins=False, game=commander(4, 30), num_envs=4, seed=2, progress=False)  # fmt: skip
+    export_batch(net, tmp_path / "ppo", ExportParams(games=4, only_wins=False), RunParams(), commander(4, 30), StagePlay(2),
+                 num_envs=4)  # fmt: skip
     ppo = [r for f in sorted((tmp_path / "ppo").glob("*.jsonl")) for r in read_records(f)]
     assert len(teacher) > 300 and len(ppo) > 50 and all(r.source == "ppo" for r in ppo)
     assert_agree(encoder, teacher, "teacher")

@@ -148,12 +148,12 @@ def test_runner_finishes_games_over_before_any_decision(pod_size: int, max_turns
     import torch
 
     from ml.game.registry import commander
-    from ml.play.rollout import Controller, play_games
+    from ml.play.rollout import Controller, Pods, play_games
 
     n = 40
     seatings = [["h"] * pod_size for _ in range(n)]
     results = list(
-        play_games(seatings, list(range(n)), {"h": Controller("heuristic")}, game=commander(pod_size, max_turns),
+        play_games(Pods(seatings, list(range(n))), {"h": Controller("heuristic")}, game=commander(pod_size, max_turns),
                    num_envs=8, generator=torch.Generator().manual_seed(0))
     )  # fmt: skip
     assert sorted(r.index for r in results) == list(range(n))

@@ -26,14 +26,17 @@ import pytest
 import torch
 
 from ml.config.params import ParamsError, params_from_dict
+from ml.config.sections import SelfplayParams, TeacherParams
 from ml.config.yaml_file import safe_yaml
 from ml.data.batch_files import read_records, scan_batches
 from ml.game.openspiel_env import _decision_states, cfr_average_policy, observation_of
 from ml.game.registry import openspiel
 from ml.judge.nashconv import nash_conv_metrics
-from ml.learn.ppo import PPOConfig, train_ppo
-from ml.learn.supervised import build_and_train
+from ml.learn.ppo import SelfplayMetrics, train_ppo
+from ml.learn.settings import RunSettings
+from ml.learn.supervised import TrainingData, build_and_train
 from ml.model.policy import PolicyNet
+from ml.play.rollout import StagePlay
 from ml.play.teacher import write_teacher_batch
 from tests.conftest import ROOT
 
@@ -46,14 +49,15 @@ MCTS_DIGESTS = {  # sha256 of write_teacher_batch(games=30, seed=7, MCTS(20)) at
 
 
 def _batch(tmp: Path, name: str, games: int = 30, explore: float = 0.0, **knobs) -> list:
-    write_teacher_batch(tmp, openspiel(name, **knobs), batch_id="teacher-s1", games=games, seed=7, explore=explore)
+    cfg = TeacherParams(games=games, explore=explore, policy=knobs.get("teacher_policy", "heuristic"))
+    write_teacher_batch(tmp, openspiel(name, **knobs), cfg, "teacher-s1", StagePlay(7))
     (path,) = scan_batches(tmp, sources=("sim",))
     return list(read_records(path))
 
 
 @pytest.mark.parametrize("name", sorted(MCTS_DIGESTS))
 def test_mcts_teacher_batches_unchanged(tmp_path: Path, name: str) -> None:
-    write_teacher_batch(tmp_path, openspiel(name, mcts_simulations=20), batch_id="teacher-s1", games=30, seed=7)
+    write_teacher_batch(tmp_path, openspiel(name, mcts_simulations=20), TeacherParams(games=30), "teacher-s1", StagePlay(7))
     (path,) = scan_batches(tmp_path, sources=("sim",))
     assert hashlib.sha256(path.read_bytes()).hexdigest() == MCTS_DIGESTS[name]
     assert all("policy" not in json.loads(line) for line in path.read_text().splitlines())
@@ -94,12 +98,12 @@ def test_explore_reaches_more_information_states(tmp_path: Path) -> None:
 def test_student_of_the_cfr_teacher_is_near_an_equilibrium(tmp_path: Path) -> None:
     p = params_from_dict({**KUHN, "teacher": {"policy": "cfr", "explore": 0.3}})
     game = openspiel("kuhn_poker", teacher_policy="cfr", cfr_iterations=100)
-    write_teacher_batch(tmp_path / "t", game, batch_id="teacher-s1", games=2000, seed=1, explore=p.teacher.explore)
+    write_teacher_batch(tmp_path / "t", game, p.teacher.model_copy(update={"games": 2000}), "teacher-s1", StagePlay(1))
     (tmp_path / "pool").mkdir()
     cfg = p.train.model_copy(
         update={"epochs": 15, "samples_per_epoch": 20000, "hidden_sizes": (128, 128), "source_weights": {"sim": 1.0}}
     )
-    net, _, _ = build_and_train(cfg, game, tmp_path / "t", None, [tmp_path / "pool"], seed=1, progress=False)
+    net, _, _ = build_and_train(cfg, game, TrainingData(tmp_path / "t", (tmp_path / "pool",)), RunSettings(1))
     metrics = nash_conv_metrics(net, game, tmp_path / "t")
     assert metrics["train/nash_conv"] < 0.05  # measured 0.007; the MCTS teacher's students: about 1 (test_openspiel)
 
@@ -144,11 +148,11 @@ def _kl_to(net: PolicyNet, magnet: PolicyNet, game) -> float:
     return float(np.mean(kls))
 
 
-def _ppo(student: PolicyNet, game, **over) -> tuple[PolicyNet, dict]:
+def _ppo(student: PolicyNet, game, **over) -> tuple[PolicyNet, SelfplayMetrics]:
     knobs = {"total_steps": 1200, "num_envs": 4, "rollout_steps": 400, "lr": 3e-3, "gamma": 1.0, "gae_lambda": 0.95,
              "clip_coef": 0.2, "ent_coef": 0.0, "vf_coef": 0.5, "max_grad_norm": 0.5, "update_epochs": 4,
              "minibatch_size": 128, "opponent_mix": {"random": 1.0}, "workers": 1, "rollout_chunks": 1}  # fmt: skip
-    return train_ppo(student, {}, PPOConfig(**{**knobs, **over}), game=game, seed=3, progress=False)
+    return train_ppo(student, {}, SelfplayParams(**{**knobs, **over}), game, RunSettings(3))
 
 
 def test_magnet_keeps_the_agent_near_the_student() -> None:

@@ -58,6 +58,7 @@ import torch
 
 import loop
 from ml.base.io import DataFileError, iter_jsonl
+from ml.config.sections import TrainParams
 from ml.config.yaml_file import safe_yaml
 from ml.data.batch_files import read_records
 from ml.data.dataset import load_teacher
@@ -74,7 +75,8 @@ from ml.game.commander.actions import NUM_ACTIONS, attack_action
 from ml.game.commander.encoding import RecordEncoder, label_record
 from ml.game.commander.forge import CARD_TABLE, ForgeEncoder, load_card_table, merge_card_tables
 from ml.game.commander.forge_record import DecisionRecord
-from ml.learn.supervised import StudentConfig, accuracy, train_student
+from ml.learn.settings import RunSettings
+from ml.learn.supervised import accuracy, train_student
 from tests.conftest import git, tiny_params, yaml_text
 
 FIX = Path(__file__).parent / "fixtures" / "forge" / "import"
@@ -572,9 +574,9 @@ def test_partial_label_loss_puts_mass_on_the_allowed_set() -> None:
         rng.normal(size=(n, 8)).astype(np.float32), np.ones((n, NUM_ACTIONS), bool), np.full(n, -1, np.int64),
         np.zeros(n, np.float32), np.full(n, "forge", dtype=object), np.arange(n).astype(str).astype(object), targets,
     )  # fmt: skip
-    cfg = StudentConfig(epochs=3, batch_size=64, lr=1e-2, hidden_sizes=(16,), samples_per_epoch=2048,
-                        source_weights={"forge": 1.0}, value_coef=0.0)  # fmt: skip
-    net, _ = train_student(data, data, cfg, seed=0, progress=False)
+    cfg = TrainParams(epochs=3, batch_size=64, lr=1e-2, hidden_sizes=(16,), samples_per_epoch=2048,
+                      source_weights={"forge": 1.0}, value_coef=0.0)  # fmt: skip
+    net, _ = train_student(data, data, cfg, RunSettings(0))
     with torch.no_grad():
         logits, _ = net(torch.from_numpy(data.obs))
         p = logits.softmax(-1).numpy()

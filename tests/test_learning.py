@@ -15,9 +15,10 @@ import pytest
 import torch
 
 from ml.config.params import ParamsError, attempt_seed, load_params, params_from_dict
+from ml.config.sections import SelfplayParams
 from ml.game.commander.actions import NUM_ACTIONS
 from ml.game.registry import commander
-from ml.learn.ppo import compute_gae, ppo_loss
+from ml.learn.ppo import Minibatch, compute_gae, ppo_loss
 from ml.model.policy import CheckpointError, PolicyNet, load_policy, save_policy
 
 
@@ -70,7 +71,9 @@ def test_ppo_loss_at_ratio_one_is_policy_gradient():
     obs, mask, actions, logp = _batch(net)
     adv = torch.linspace(-1, 1, 8)
     ret = torch.zeros(8)
-    _loss, stats = ppo_loss(net, obs, mask, actions, logp, adv, ret, clip_coef=0.2, ent_coef=0.0, vf_coef=0.0)
+    _loss, stats = ppo_loss(
+        net, Minibatch(obs, mask, actions, logp, adv, ret), SelfplayParams(clip_coef=0.2, ent_coef=0.0, vf_coef=0.0)
+    )
     assert stats["pg_loss"] == pytest.approx(-adv.mean().item(), abs=1e-6)
     assert stats["clipfrac"] == 0.0
     assert abs(stats["approx_kl"]) < 1e-6
@@ -82,7 +85,11 @@ def test_ppo_loss_clips_large_ratios():
     obs, mask, actions, logp = _batch(net)
     adv = torch.ones(8)
     # behaviour log-probs far lower than the current ones -> ratio >> 1+clip: objective capped at (1+clip)*A
-    _loss, stats = ppo_loss(net, obs, mask, actions, logp - 2.0, adv, torch.zeros(8), clip_coef=0.2, ent_coef=0.0, vf_coef=0.0)
+    _loss, stats = ppo_loss(
+        net,
+        Minibatch(obs, mask, actions, logp - 2.0, adv, torch.zeros(8)),
+        SelfplayParams(clip_coef=0.2, ent_coef=0.0, vf_coef=0.0),
+    )
     assert stats["pg_loss"] == pytest.approx(-1.2, abs=1e-5)
     assert stats["clipfrac"] == 1.0
 
@@ -148,14 +155,15 @@ def test_repo_params_load_and_seeds_differ():
 @pytest.mark.expensive
 def test_ppo_result_does_not_depend_on_worker_count():
     from ml.game.commander.encoding import OBS_DIM
-    from ml.learn.ppo import PPOConfig, train_ppo
+    from ml.learn.ppo import train_ppo
+    from ml.learn.settings import RunSettings
 
     cfg = dict(total_steps=400, num_envs=4, rollout_steps=200, lr=3e-4, gamma=0.99, gae_lambda=0.95, clip_coef=0.2, ent_coef=0.01,
                vf_coef=0.5, max_grad_norm=0.5, update_epochs=2, minibatch_size=64, opponent_mix={"heuristic": 1.0}, rollout_chunks=4)  # fmt: skip
     torch.manual_seed(0)
     student = PolicyNet(OBS_DIM, (32,))
-    one, m1 = train_ppo(student, {}, PPOConfig(**cfg, workers=1), game=commander(4, 30), seed=5, progress=False)
-    two, m2 = train_ppo(student, {}, PPOConfig(**cfg, workers=2), game=commander(4, 30), seed=5, progress=False)
+    one, m1 = train_ppo(student, {}, SelfplayParams(**cfg, workers=1), commander(4, 30), RunSettings(5))
+    two, m2 = train_ppo(student, {}, SelfplayParams(**cfg, workers=2), commander(4, 30), RunSettings(5))
     assert m1["selfplay/workers"] == 1 and m2["selfplay/workers"] == 2
     assert m1["selfplay/decisions"] == m2["selfplay/decisions"] and m1["selfplay/episodes"] == m2["selfplay/episodes"]
     for a, b in zip(one.state_dict().values(), two.state_dict().values(), strict=True):
@@ -164,10 +172,10 @@ def test_ppo_result_does_not_depend_on_worker_count():
 
 def test_checkpoint_of_another_encoder_size_fails_clearly():
     from ml.game.commander.encoding import OBS_DIM
-    from ml.play.rollout import Controller, play_games
+    from ml.play.rollout import Controller, Pods, play_games
 
     old = PolicyNet(OBS_DIM - 48, (8,))  # an observation size this encoder does not produce
-    games = play_games([["agent", "h", "h", "h"]], [1], {"agent": Controller("net", old), "h": Controller("heuristic")},
+    games = play_games(Pods([["agent", "h", "h", "h"]], [1]), {"agent": Controller("net", old), "h": Controller("heuristic")},
                        game=commander(4, 30), num_envs=1, generator=torch.Generator())  # fmt: skip
     with pytest.raises(CheckpointError, match=rf"expects {OBS_DIM - 48} observation features .* gives {OBS_DIM}"):
         next(games)
@@ -178,7 +186,7 @@ def test_ppo_learns_a_one_decision_game():
     (+1), the others always lose (-1), whatever the observation. From a uniform start (1/3),
     10 seeded PPO updates of 64 episodes each must put more than 0.9 on the winning action
     for every fresh observation, and never anything on the masked one."""
-    from ml.learn.ppo import PPOConfig, ppo_update
+    from ml.learn.ppo import ppo_update
     from ml.play.rollout import Rollout
 
     threads = torch.get_num_threads()
@@ -186,8 +194,8 @@ def test_ppo_learns_a_one_decision_game():
     try:
         torch.manual_seed(0)
         net = PolicyNet(4, (16,), num_actions=4)
-        cfg = PPOConfig(total_steps=640, num_envs=1, rollout_steps=64, lr=1e-2, gamma=0.99, gae_lambda=0.95, clip_coef=0.2,
-                        ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5, update_epochs=4, minibatch_size=32, opponent_mix={})  # fmt: skip
+        cfg = SelfplayParams(total_steps=640, num_envs=1, rollout_steps=64, lr=1e-2, gamma=0.99, gae_lambda=0.95, clip_coef=0.2,
+                             ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5, update_epochs=4, minibatch_size=32)  # fmt: skip
         opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=1e-5)
         gen, rng = torch.Generator().manual_seed(0), np.random.default_rng(0)
         mask = np.tile([True, True, False, True], (64, 1))

@@ -29,7 +29,7 @@ from ml.game.record import OpenSpielRecord
 from ml.game.registry import make_game, openspiel
 from ml.judge.ratings import fit_plackett_luce, format_table, play_tournament, return_table
 from ml.model.policy import PolicyNet
-from ml.play.rollout import Controller, game_seeds, play_games
+from ml.play.rollout import Controller, Keep, Pods, game_seeds, play_games
 from tests.conftest import Pipeline, yaml_text
 
 
@@ -82,8 +82,8 @@ def _teacher_games(tmp: Path, n: int = 30) -> Path:
     game = openspiel("leduc_poker", mcts_simulations=10)
     with BatchWriter(tmp, "sim", "t") as writer:
         for r in play_games(
-            [["heuristic", "random"]] * n, game_seeds(1, n), {"heuristic": Controller("heuristic"), "random": Controller("random")},
-            num_envs=4, generator=torch.Generator().manual_seed(0), log_seats=lambda s: [0, 1], game=game,
+            Pods([["heuristic", "random"]] * n, game_seeds(1, n)), {"heuristic": Controller("heuristic"), "random": Controller("random")},
+            num_envs=4, generator=torch.Generator().manual_seed(0), keep=Keep(log_seats=lambda s: [0, 1]), game=game,
         ):  # fmt: skip
             writer.write_game(r.records, r.outcome)
     return writer.path
@@ -124,7 +124,7 @@ def test_mcts_teacher_beats_uniform() -> None:
     n = 200
     seatings = [["heuristic", "random"] if g % 2 == 0 else ["random", "heuristic"] for g in range(n)]
     results = play_games(
-        seatings, game_seeds(3, n), {"heuristic": Controller("heuristic"), "random": Controller("random")},
+        Pods(seatings, game_seeds(3, n)), {"heuristic": Controller("heuristic"), "random": Controller("random")},
         num_envs=8, generator=torch.Generator().manual_seed(0), game=game,
     )  # fmt: skip
     teacher_return = sum(r.returns[r.seats.index("heuristic")] for r in results)

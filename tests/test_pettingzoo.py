@@ -43,7 +43,7 @@ from ml.data.dataset import load_teacher
 from ml.game.record import OpenSpielRecord
 from ml.game.registry import make_game, pettingzoo
 from ml.model.serving import MicroBatcher
-from ml.play.rollout import Controller, game_seeds, play_games
+from ml.play.rollout import Controller, Keep, Pods, game_seeds, play_games
 from tests.conftest import ROOT, attempt_commits, make_project_copy, run_loop, run_pipeline, tiny_params
 
 pytest.importorskip("pettingzoo.classic", reason="the classic envs need pettingzoo[classic] (pip install -e '.[classic]')")
@@ -246,8 +246,8 @@ def _nim_teacher_batch(tmp: Path, spec_kwargs: dict | None = None, n: int = 20) 
     game = pettingzoo(NIM, spec_kwargs, "tiny_nim:teacher")
     with BatchWriter(tmp, "sim", "t") as writer:
         for r in play_games(
-            [["heuristic", "random"]] * n, game_seeds(1, n), {"heuristic": Controller("heuristic"), "random": Controller("random")},
-            num_envs=4, generator=torch.Generator().manual_seed(0), log_seats=lambda s: [0, 1], game=game,
+            Pods([["heuristic", "random"]] * n, game_seeds(1, n)), {"heuristic": Controller("heuristic"), "random": Controller("random")},
+            num_envs=4, generator=torch.Generator().manual_seed(0), keep=Keep(log_seats=lambda s: [0, 1]), game=game,
         ):  # fmt: skip
             writer.write_game(r.records, r.outcome)
     return writer.path
@@ -303,7 +303,7 @@ def test_readme_example_plays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     api_test(game.make_env(), num_cycles=50)
     seatings = [["heuristic", "random"]] * 10 + [["random", "heuristic"]] * 10
     results = list(play_games(
-        seatings, game_seeds(2, 20), {"heuristic": Controller("heuristic"), "random": Controller("random")},
+        Pods(seatings, game_seeds(2, 20)), {"heuristic": Controller("heuristic"), "random": Controller("random")},
         num_envs=4, generator=torch.Generator().manual_seed(0), game=game,
     ))  # fmt: skip
     wins = sum(r.seats[r.winner] == "heuristic" for r in results if r.winner is not None)
@@ -438,14 +438,15 @@ def test_ray_workers_get_the_user_module_and_the_local_bits(nim: Path, tmp_path:
         from pathlib import Path
         from ml.runtime.compute import make_executor
         from ml.game.registry import pettingzoo
-        from ml.config.sections import ComputeParams
+        from ml.config.sections import ComputeParams, TeacherParams
+        from ml.play.rollout import StagePlay
         from ml.play.teacher import write_teacher_batch
         out = Path({str(tmp_path)!r})
         game = pettingzoo({NIM!r}, None, "tiny_nim:teacher")  # imports the module: the executor ships it
-        write_teacher_batch(out / "local", game, batch_id="t", games=12, seed=3, chunk_games=4)
+        write_teacher_batch(out / "local", game, TeacherParams(games=12), "t", StagePlay(3, chunk_games=4))
         executor = make_executor(ComputeParams(backend="ray", address="local", cpus_per_chunk=1.0))
         try:
-            write_teacher_batch(out / "ray", game, batch_id="t", games=12, seed=3, chunk_games=4, executor=executor)
+            write_teacher_batch(out / "ray", game, TeacherParams(games=12), "t", StagePlay(3, executor=executor, chunk_games=4))
         finally:
             executor.close()
     """)

@@ -27,6 +27,7 @@ from fastapi.testclient import TestClient
 
 from ml.api.policy import add_policy_routes
 from ml.base.io import atomic_write_json
+from ml.config.sections import TeacherParams
 from ml.data.batch_files import read_records, record_to_json
 from ml.data.decisions import in_holdout
 from ml.game.commander.actions import ACTION_INDEX, MACRO_ACTIONS, MAX_POD
@@ -35,6 +36,7 @@ from ml.game.commander.features import feature_names
 from ml.game.record import UNION_TAG_RE
 from ml.game.registry import commander
 from ml.model.policy import PolicyNet, save_policy
+from ml.play.rollout import StagePlay
 from ml.play.teacher import write_teacher_batch
 
 ATTEMPT = "20260101-0000-gen001-a1"
@@ -50,7 +52,7 @@ def tiny_net(seed: int) -> PolicyNet:
 def records(tmp_path_factory) -> list:
     """~1,400 teacher decision points of 12 games (records as read from the batch file)."""
     out = tmp_path_factory.mktemp("teacher")
-    write_teacher_batch(out, commander(), batch_id="t1", games=12, seed=11)
+    write_teacher_batch(out, commander(), TeacherParams(games=12), "t1", StagePlay(11))
     return list(read_records(next(out.glob("*.jsonl"))))
 
 
@@ -461,7 +463,7 @@ def test_real_records_lie_inside_the_bounds(tmp_path):
     accepts read as before: the bounds reject no game the simulator or Forge writes."""
     from ml.api.policy import DecisionPoint
 
-    write_teacher_batch(tmp_path, commander(6, 30), batch_id="six", games=4, seed=3)
+    write_teacher_batch(tmp_path, commander(6, 30), TeacherParams(games=4), "six", StagePlay(3))
     six = list(read_records(next(tmp_path.glob("*.jsonl"))))
     assert len(six) > 500 and all(len(r.players) == 6 for r in six)
     pinned = (Path(__file__).parent / "fixtures/encoding/pinned-records.jsonl").read_text(encoding="utf-8").splitlines()

@@ -215,15 +215,17 @@ def test_a_floor_total_follows_the_count_and_keeps_the_percentage(monkeypatch, c
 
 
 def test_selfplay_bar_ends_at_100_percent_of_the_decisions_played(capsys: pytest.CaptureFixture):
+    from ml.config.sections import SelfplayParams
     from ml.game.commander.encoding import OBS_DIM
     from ml.game.registry import commander
-    from ml.learn.ppo import PPOConfig, train_ppo
+    from ml.learn.ppo import train_ppo
+    from ml.learn.settings import RunSettings
     from ml.model.policy import PolicyNet
 
-    cfg = PPOConfig(total_steps=300, num_envs=4, rollout_steps=150, lr=3e-4, gamma=0.99, gae_lambda=0.95, clip_coef=0.2,
-                    ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5, update_epochs=1, minibatch_size=64,
-                    opponent_mix={"heuristic": 1.0}, rollout_chunks=2, workers=1)  # fmt: skip
-    _, metrics = train_ppo(PolicyNet(OBS_DIM, (16,)), {}, cfg, game=commander(4, 30), seed=5, progress=True)
+    cfg = SelfplayParams(total_steps=300, num_envs=4, rollout_steps=150, lr=3e-4, gamma=0.99, gae_lambda=0.95, clip_coef=0.2,
+                         ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5, update_epochs=1, minibatch_size=64,
+                         opponent_mix={"heuristic": 1.0}, rollout_chunks=2, workers=1)  # fmt: skip
+    _, metrics = train_ppo(PolicyNet(OBS_DIM, (16,)), {}, cfg, commander(4, 30), RunSettings(5, progress=True))
     played = metrics["selfplay/decisions"]
     last = capsys.readouterr().err.rstrip("\n").rsplit("\r", 1)[-1]
     assert played > 300 and f"{played}/{played}" in last and "100%" in last, last  # the games in flight counted, not lost

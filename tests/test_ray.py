@@ -31,14 +31,20 @@ import torch
 ray = pytest.importorskip("ray", reason='Ray is not installed: pip install -e ".[ray]" (.ci/run installs it)')
 
 from ml.config.params import SelfplayParams  # noqa: E402
-from ml.config.sections import ComputeParams  # noqa: E402
+from ml.config.sections import (  # noqa: E402
+    ComputeParams,
+    ExportParams,
+    RunParams,
+    TeacherParams,
+)
 from ml.game.registry import commander  # noqa: E402
 from ml.judge.deals import duplicate_deal_outcomes  # noqa: E402
-from ml.learn.ppo import PPOConfig, train_ppo  # noqa: E402
+from ml.learn.ppo import train_ppo  # noqa: E402
+from ml.learn.settings import RunSettings  # noqa: E402
 from ml.model.policy import PolicyNet  # noqa: E402
 from ml.play.collect import Collector, CollectSettings  # noqa: E402
 from ml.play.export import export_batch  # noqa: E402
-from ml.play.rollout import Controller  # noqa: E402
+from ml.play.rollout import Controller, StagePlay  # noqa: E402
 from ml.play.teacher import write_teacher_batch  # noqa: E402
 from ml.runtime.compute import ComputeError, make_executor  # noqa: E402
 from tests.conftest import ROOT, tiny_params, wait_for, yaml_text  # noqa: E402
@@ -81,7 +87,6 @@ def _nets(seed: int) -> tuple[PolicyNet, dict[str, PolicyNet]]:
 
 SELFPLAY = SelfplayParams(total_steps=400, num_envs=4, rollout_steps=200, minibatch_size=64, update_epochs=1, workers=1,
                           rollout_chunks=4, opponent_mix={"heuristic": 0.5, "frozen": 0.25, "self": 0.25})  # fmt: skip
-CFG = PPOConfig(**SELFPLAY.model_dump(exclude={"frozen_names"}))
 
 
 def _episodes(chunks) -> list:
@@ -95,9 +100,9 @@ def _episodes(chunks) -> list:
 def test_selfplay_on_the_cluster_gives_the_local_checkpoint(cluster) -> None:
     _, _, executor = cluster
     student, frozen = _nets(1)
-    local_net, local_m = train_ppo(student, frozen, CFG, game=commander(4, 30), seed=7, progress=False)
+    local_net, local_m = train_ppo(student, frozen, SELFPLAY, commander(4, 30), RunSettings(7))
     seen: list[int] = []
-    ray_net, ray_m = train_ppo(student, frozen, CFG, game=commander(4, 30), seed=7, progress=False, executor=executor)
+    ray_net, ray_m = train_ppo(student, frozen, SELFPLAY, commander(4, 30), RunSettings(7), executor=executor)
     for k, v in local_net.state_dict().items():
         assert torch.equal(v, ray_net.state_dict()[k]), k
     for k in ("selfplay/decisions", "selfplay/episodes", "selfplay/train_win_rate", "selfplay/pg_loss", "selfplay/v_loss"):
@@ -111,10 +116,9 @@ def test_batches_and_gate_pods_on_the_cluster_are_the_local_ones(cluster, tmp_pa
     net, _ = _nets(2)
     for name, ex in (("local", None), ("ray", executor)):
         kw = {} if ex is None else {"executor": ex}
-        write_teacher_batch(tmp_path / name, game, batch_id="t", games=10, seed=3, chunk_games=3, **kw)
-        export_batch(net, tmp_path / name, batch_id="gen000-a1", model_version="gen-000-a1", generation=0, games=12,
-                     only_wins=False, game=game, num_envs=4, seed=5, progress=False,
-                     chunk_games=5, **kw)  # fmt: skip
+        write_teacher_batch(tmp_path / name, game, TeacherParams(games=10), "t", StagePlay(3, chunk_games=3, **kw))
+        export_batch(net, tmp_path / name, ExportParams(games=12, only_wins=False), RunParams(), game,
+                     StagePlay(5, chunk_games=5, **kw), num_envs=4)  # fmt: skip
     files = sorted(p.name for p in (tmp_path / "local").iterdir())
     assert len(files) == 2
     for f in files:

@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 import torch
 
+from ml.config.sections import TeacherParams
 from ml.game.commander.encoding import OBS_DIM
 from ml.game.registry import GameSpec, commander
 from ml.model.policy import PolicyNet
-from ml.play.rollout import Controller, game_seeds, play_games, rotated_seatings
+from ml.play.rollout import Controller, Keep, Pods, StagePlay, game_seeds, play_games, rotated_seatings
 from tests.reference.commander import objects_game
 
 
@@ -30,8 +31,8 @@ def _play(n_games: int, num_envs: int, budget: int | None, net: PolicyNet):
     seatings = rotated_seatings(n_games, 4, "agent", lambda g: ["heuristic"] * 3)
     controllers = {"agent": Controller("net", net), "heuristic": Controller("heuristic")}
     return list(
-        play_games(seatings, game_seeds(3, n_games), controllers, game=commander(4, 30), num_envs=num_envs, budget=budget,
-                   generator=torch.Generator().manual_seed(0), track_seats=lambda seats: [seats.index("agent")])
+        play_games(Pods(seatings, game_seeds(3, n_games)), controllers, game=commander(4, 30), num_envs=num_envs,
+                   generator=torch.Generator().manual_seed(0), keep=Keep(track_seats=lambda seats: [seats.index("agent")], budget=budget))
     )  # fmt: skip
 
 
@@ -95,9 +96,9 @@ def _both_engines(n_games: int, others: list[str], log, monkeypatch, num_envs: i
             else:
                 m.setattr(GameSpec, "batched", objects_game)
             runs.append([_outcome(r) for r in play_games(
-                seatings, game_seeds(11, n_games), controllers, game=commander(4, 30), num_envs=num_envs,
-                generator=torch.Generator().manual_seed(5), log_seats=log,
-                track_seats=lambda seats: [s for s, k in enumerate(seats) if k == "agent"],
+                Pods(seatings, game_seeds(11, n_games)), controllers, game=commander(4, 30), num_envs=num_envs,
+                generator=torch.Generator().manual_seed(5),
+                keep=Keep(log_seats=log, track_seats=lambda seats: [s for s, k in enumerate(seats) if k == "agent"]),
             )])  # fmt: skip
     return runs
 
@@ -151,7 +152,9 @@ def test_teacher_batch_is_byte_identical_through_the_core(tmp_path, monkeypatch)
             if engine == "objects":
                 m.setattr(GameSpec, "batched", objects_game)
             out = tmp_path / engine
-            metrics = teacher.write_teacher_batch(out, commander(4, 30), batch_id="teacher-s1", games=12, seed=1, chunk_games=5)
+            metrics = teacher.write_teacher_batch(
+                out, commander(4, 30), TeacherParams(games=12), "teacher-s1", StagePlay(1, chunk_games=5)
+            )
         assert metrics["teacher/decisions"] > 12 * 20
         (batch,) = out.glob("*.jsonl")
         return batch.read_bytes()

@@ -219,11 +219,13 @@ def test_the_teacher_compiles_the_core_before_its_clock_and_bar_start(tmp_path, 
     """A cold compile (about 70 s) is not play: the rate and the progress bar's ETA start after it."""
     import ml.game.commander.core.warmup as warmup
     import ml.play.teacher as teacher_mod
+    from ml.config.sections import TeacherParams
     from ml.game.registry import commander
+    from ml.play.rollout import StagePlay
 
     order: list[str] = []
     real_warm_up, real_bar = warmup.warm_up, teacher_mod.ProgressBar
     monkeypatch.setattr(warmup, "warm_up", lambda: order.append("warm_up") or real_warm_up())
     monkeypatch.setattr(teacher_mod, "ProgressBar", lambda *a, **k: order.append("bar") or real_bar(*a, **k))
-    teacher_mod.write_teacher_batch(tmp_path, commander(), batch_id="t1", games=2, seed=1)
+    teacher_mod.write_teacher_batch(tmp_path, commander(), TeacherParams(games=2), "t1", StagePlay(1))
     assert order[:2] == ["warm_up", "bar"]

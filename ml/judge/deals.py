@@ -18,7 +18,7 @@ from ml.base.progress import ProgressBar
 from ml.game.registry import GameSpec
 from ml.game.spec import Encoder
 from ml.judge.stats import DealTally, FirstPlaceFigures, ReturnTally
-from ml.play.rollout import Controller, play_games, rotated_seatings
+from ml.play.rollout import Controller, Pods, play_games, rotated_seatings
 from ml.runtime.compute import LOCAL, Executor, chunk_seed
 
 
@@ -51,7 +51,7 @@ def _deal_chunk(task: tuple[list[int], int], setup: _Setup) -> list[Deal]:
     seatings = rotated_seatings(len(seeds), pod_size, "candidate", lambda g: ["opponent"] * (pod_size - 1))
     results = sorted(
         play_games(
-            seatings, seeds, controllers, game=game, num_envs=num_envs, encoder=encoder,
+            Pods(seatings, seeds), controllers, game=game, num_envs=num_envs, encoder=encoder,
             generator=torch.Generator().manual_seed(torch_seed),
         ),
         key=lambda r: r.index,

@@ -41,7 +41,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, cast
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -66,7 +66,8 @@ from ml.judge.stats import (
     stop_reason,
     student_non_inferiority,
 )
-from ml.learn.supervised import build_and_train, predict
+from ml.learn.settings import RunSettings
+from ml.learn.supervised import TrainingData, build_and_train, predict
 from ml.model.policy import PolicyNet, load_policy
 from ml.play.rollout import Controller
 from ml.runtime.compute import LOCAL, Executor
@@ -540,8 +541,8 @@ def run_gate(
     shown.finish(stop_reason(_sequential(strength), cfg.max_games))  # a bar stopped at 7% says the test decided
     record: dict[str, Any] = {}
     candidate, train_metrics, holdout = build_and_train(
-        train, game, inputs.teacher_dir, inputs.forge_dir, [inputs.pool_dir, inputs.candidate_dir], seed=inputs.train_seed,
-        device=inputs.device, progress=progress, cache_dir=inputs.cache_dir, record=record,
+        train, game, TrainingData(inputs.teacher_dir, (inputs.pool_dir, inputs.candidate_dir), inputs.forge_dir, inputs.cache_dir),
+        RunSettings(inputs.train_seed, inputs.device, progress), record=record,
     )  # fmt: skip
     correct_current = holdout.correct(predict(current, holdout))  # a partial label: any allowed action is right
     correct_candidate = holdout.correct(predict(candidate, holdout))
@@ -572,5 +573,6 @@ def run_gate(
 
         exact = NashConvCheck(nash_conv(current, game), nash_conv(candidate, game), cfg.nash_conv_tolerance)
     judged = verdict(strength, paired, non_inferior, batch_quality(batches[0]), gated=cfg.gated, nash_conv=exact)
-    report = GateReport(judged, test, batches[0].name, train_metrics["train/sampled_share"], record)
+    share = cast("Mapping[str, float]", train_metrics["train/sampled_share"])  # ml.learn.supervised.build_and_train
+    report = GateReport(judged, test, batches[0].name, share, record)
     return candidate, report

@@ -43,7 +43,7 @@ from ml.game.registry import GameSpec
 from ml.game.spec import Encoder
 from ml.judge.stats import ReturnTally
 from ml.model.policy import PolicyNet
-from ml.play.rollout import Controller, game_seeds, play_games, rotated_seatings
+from ml.play.rollout import Controller, Pods, game_seeds, play_games, rotated_seatings
 from ml.runtime.compute import LOCAL, Executor, chunk_ranges, chunk_seed
 
 ELO_BASE = 1500.0
@@ -290,8 +290,8 @@ def _tournament_chunk(
     controllers, seatings, seeds, num_envs, encoder, game, seed = setup
     results = []
     for result in play_games(
-        seatings, seeds, controllers, num_envs=num_envs, encoder=encoder,
-        generator=torch.Generator().manual_seed(chunk_seed(seed, k)), game=game, indices=indices,
+        Pods(seatings, seeds, indices), controllers, num_envs=num_envs, encoder=encoder,
+        generator=torch.Generator().manual_seed(chunk_seed(seed, k)), game=game,
     ):  # fmt: skip
         results.append(result)
         if on_game is not None:

@@ -23,46 +23,72 @@ from __future__ import annotations
 import copy
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypedDict, cast
 
 import numpy as np
 import torch
 from torch import nn
+from typing_extensions import NotRequired  # typing's from Python 3.11
 
 from ml.base.progress import ProgressBar
 from ml.game.registry import GameSpec
+from ml.learn.settings import RunSettings
 from ml.model.policy import PolicyNet
 from ml.play.collect import STUDENT, Collector, CollectSettings
 from ml.play.rollout import Rollout
 from ml.runtime.compute import Executor
 
+if TYPE_CHECKING:
+    from ml.config.curriculum import AbortIf
+    from ml.config.sections import SelfplayParams
+
 logger = logging.getLogger(__name__)
 
 
-@dataclass
-class PPOConfig:
-    """PPO knobs (``params.yaml`` section ``selfplay``; see ``ml.config.params.SelfplayParams``)."""
+@dataclass(frozen=True)
+class Minibatch:
+    """One PPO minibatch, B decisions (tensors on the update's device).
 
-    total_steps: int
-    num_envs: int
-    rollout_steps: int
-    lr: float
-    gamma: float
-    gae_lambda: float
-    clip_coef: float
-    ent_coef: float
-    vf_coef: float
-    max_grad_norm: float
-    update_epochs: int
-    minibatch_size: int
-    opponent_mix: dict[str, float]
-    workers: int = 0
-    rollout_chunks: int = 8
-    abort_if: dict | None = None
-    """``{metric, below, at_steps}``: stop when ``selfplay/<metric>`` < ``below`` once ``at_steps`` decisions are done."""
-    magnet_kl: float = 0.0
-    """Coefficient of KL(pi_theta || pi_student) in the loss (0: none; ``ml.config.params.SelfplayParams.magnet_kl``)."""
+    Attributes:
+        obs: float32[B, obs_dim]; mask: bool[B, A]; actions: int64[B];
+        logprobs: float32[B] behaviour log-probabilities; advantages: float32[B] (already
+        normalised); returns: float32[B];
+        magnet_logp: float32[B, A] the magnet's log-probabilities (masked log-softmax), or None.
+    """
+
+    obs: torch.Tensor
+    mask: torch.Tensor
+    actions: torch.Tensor
+    logprobs: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+    magnet_logp: torch.Tensor | None = None
+
+
+SelfplayMetrics = TypedDict(
+    "SelfplayMetrics",
+    {
+        "selfplay/decisions": int,
+        "selfplay/episodes": int,
+        "selfplay/train_win_rate": float,
+        "selfplay/workers": int,
+        "selfplay/decisions_per_s": float,
+        "selfplay/all_seat_decisions_per_s": float,
+        "selfplay/update_samples_per_s": float,
+        "selfplay/aborted": "str | None",
+        "selfplay/pg_loss": float,
+        "selfplay/v_loss": float,
+        "selfplay/entropy": float,
+        "selfplay/approx_kl": float,
+        "selfplay/clipfrac": float,
+        "selfplay/magnet_kl": NotRequired[float],
+    },
+)
+"""``train_ppo``'s metrics: learner decisions, episodes (games), the learner's win rate (share of
+its games), workers, decisions/s of the learner and of all seats and update samples/s, the abort
+reason (None: none), and the last update's losses (``ppo_loss``; ``magnet_kl`` with a magnet)."""
 
 
 def compute_gae(
@@ -100,30 +126,15 @@ def compute_gae(
     return advantages, advantages + values.astype(np.float32)
 
 
-def ppo_loss(
-    net: PolicyNet,
-    mb_obs: torch.Tensor,
-    mb_mask: torch.Tensor,
-    mb_actions: torch.Tensor,
-    mb_logprobs: torch.Tensor,
-    mb_advantages: torch.Tensor,
-    mb_returns: torch.Tensor,
-    clip_coef: float,
-    ent_coef: float,
-    vf_coef: float,
-    mb_magnet_logp: torch.Tensor | None = None,
-    magnet_coef: float = 0.0,
-) -> tuple[torch.Tensor, dict[str, float]]:
+def ppo_loss(net: PolicyNet, mb: Minibatch, cfg: SelfplayParams) -> tuple[torch.Tensor, dict[str, float]]:
     """Clipped PPO loss of one minibatch.
 
     Args:
         net: the policy.
-        mb_obs: float32[B, obs_dim]; mb_mask: bool[B, A]; mb_actions: int64[B];
-        mb_logprobs: float32[B] behaviour log-probabilities; mb_advantages: float32[B]
-        (already normalised); mb_returns: float32[B].
-        clip_coef, ent_coef, vf_coef: PPO coefficients.
-        mb_magnet_logp: float32[B, A] the magnet's log-probabilities (masked log-softmax), or None.
-        magnet_coef: weight of ``KL(pi_theta || magnet)`` (summed over legal moves, mean over B).
+        mb: the minibatch.
+        cfg: the coefficients ``clip_coef``, ``ent_coef``, ``vf_coef`` and ``magnet_kl``, the
+            weight of ``KL(pi_theta || magnet)`` (summed over legal moves, mean over B; used
+            when ``mb.magnet_logp`` is given).
 
     Returns:
         ``(loss, stats)`` with pg_loss, v_loss, entropy, approx_kl, clipfrac, and magnet_kl
@@ -133,26 +144,28 @@ def ppo_loss(
         Schulman et al. 2017, eq. 7 (L^CLIP); approx_kl as in CleanRL (Schulman's blog,
         http://joschu.net/blog/kl-approx.html, estimator k3).
     """
-    logits, value = net(mb_obs, mb_mask)
+    logits, value = net(mb.obs, mb.mask)
     log_p = torch.log_softmax(logits, dim=-1)
-    new_logprob = log_p.gather(1, mb_actions[:, None]).squeeze(-1)
+    new_logprob = log_p.gather(1, mb.actions[:, None]).squeeze(-1)
     p = log_p.exp()
-    entropy = -(p * torch.where(mb_mask, log_p, torch.zeros_like(log_p))).sum(-1)
-    logratio = new_logprob - mb_logprobs
+    entropy = -(p * torch.where(mb.mask, log_p, torch.zeros_like(log_p))).sum(-1)
+    logratio = new_logprob - mb.logprobs
     ratio = logratio.exp()
-    pg_loss = torch.max(-mb_advantages * ratio, -mb_advantages * torch.clamp(ratio, 1 - clip_coef, 1 + clip_coef)).mean()
-    v_loss = 0.5 * ((value - mb_returns) ** 2).mean()
+    pg_loss = torch.max(
+        -mb.advantages * ratio, -mb.advantages * torch.clamp(ratio, 1 - cfg.clip_coef, 1 + cfg.clip_coef)
+    ).mean()
+    v_loss = 0.5 * ((value - mb.returns) ** 2).mean()
     ent = entropy.mean()
-    loss = pg_loss - ent_coef * ent + vf_coef * v_loss
+    loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
     extra: dict[str, float] = {}
-    if mb_magnet_logp is not None:
+    if mb.magnet_logp is not None:
         zero = torch.zeros_like(log_p)
-        magnet = (p * torch.where(mb_mask, log_p - mb_magnet_logp, zero)).sum(-1).mean()
-        loss = loss + magnet_coef * magnet
+        magnet = (p * torch.where(mb.mask, log_p - mb.magnet_logp, zero)).sum(-1).mean()
+        loss = loss + cfg.magnet_kl * magnet
         extra["magnet_kl"] = magnet.item()
     with torch.no_grad():
         approx_kl = ((ratio - 1) - logratio).mean().item()
-        clipfrac = ((ratio - 1.0).abs() > clip_coef).float().mean().item()
+        clipfrac = ((ratio - 1.0).abs() > cfg.clip_coef).float().mean().item()
     return loss, {
         "pg_loss": pg_loss.item(),
         "v_loss": v_loss.item(),
@@ -167,7 +180,7 @@ def ppo_update(
     net: PolicyNet,
     opt: torch.optim.Optimizer,
     batch: Rollout,
-    cfg: PPOConfig,
+    cfg: SelfplayParams,
     generator: torch.Generator,
     device: str = "cpu",
     magnet: PolicyNet | None = None,
@@ -206,20 +219,9 @@ def ppo_update(
             mb = order[start : start + cfg.minibatch_size]
             mb_adv = b_advantages[mb]
             mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std(unbiased=False) + 1e-8)
-            loss, s = ppo_loss(
-                net,
-                b_obs[mb],
-                b_mask[mb],
-                b_actions[mb],
-                b_logprobs[mb],
-                mb_adv,
-                b_returns[mb],
-                cfg.clip_coef,
-                cfg.ent_coef,
-                cfg.vf_coef,
-                None if b_magnet is None else b_magnet[mb],
-                cfg.magnet_kl,
-            )
+            minibatch = Minibatch(b_obs[mb], b_mask[mb], b_actions[mb], b_logprobs[mb], mb_adv, b_returns[mb],
+                                  None if b_magnet is None else b_magnet[mb])  # fmt: skip
+            loss, s = ppo_loss(net, minibatch, cfg)
             opt.zero_grad()
             loss.backward()
             nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
@@ -230,28 +232,28 @@ def ppo_update(
     return {k: float(np.mean(v)) for k, v in stats.items()}
 
 
-def _check_abort(rule: dict | None, steps: int, values: dict[str, float]) -> str | None:
+def _check_abort(rule: AbortIf | None, steps: int, values: dict[str, float]) -> str | None:
     """The abort reason when ``rule`` applies (``steps >= at_steps`` and the metric is below the bar)."""
-    if not rule or steps < rule["at_steps"]:
+    if rule is None or steps < rule.at_steps:
         return None
-    value = values.get(rule["metric"])
-    if value is None or value >= rule["below"]:
+    value = values.get(rule.metric)
+    if value is None or value >= rule.below:
         return None
-    return f"abort_if: selfplay/{rule['metric']} = {value:.4f} < {rule['below']} after {steps} PPO decisions (at_steps {rule['at_steps']})"
+    return (
+        f"abort_if: selfplay/{rule.metric} = {value:.4f} < {rule.below} after {steps} PPO decisions (at_steps {rule.at_steps})"
+    )
 
 
 def train_ppo(
     student: PolicyNet,
-    frozen: dict[str, PolicyNet],
-    cfg: PPOConfig,
-    *,
+    frozen: Mapping[str, PolicyNet],
+    cfg: SelfplayParams,
     game: GameSpec,
-    seed: int,
-    device: str = "cpu",
-    progress: bool = True,
+    run: RunSettings,
+    *,
     on_update: Callable[[int, dict[str, float]], None] | None = None,
     executor: Executor | None = None,
-) -> tuple[PolicyNet, dict]:
+) -> tuple[PolicyNet, SelfplayMetrics]:
     """PPO self-play from a copy of ``student`` (also the opponent kind ``student`` and, with
     ``cfg.magnet_kl`` > 0, the magnet; both frozen).
 
@@ -262,12 +264,12 @@ def train_ppo(
     Args:
         student: the supervised student (left unchanged).
         frozen: name -> frozen policy of an earlier generation (opponents).
-        cfg: PPO knobs.
+        cfg: the ``selfplay`` params (``frozen_names`` is the caller's: ``frozen`` is already chosen).
         game: the game (``ml.game.registry.GameSpec``): ``num_players`` seats per game, the
             commander's ``max_turns`` cap.
-        seed: seeds opponent draws, game seeds, sampling and minibatch order.
-        device: torch device of the update (``cpu`` or ``cuda``); rollouts run on the CPU.
-        progress: progress bar over learner decisions; its total, ``total_steps``, is a floor
+        run: ``seed`` seeds opponent draws, game seeds, sampling and minibatch order;
+            ``device``: torch device of the update (``cpu`` or ``cuda``), rollouts run on the CPU;
+            ``progress``: progress bar over learner decisions, its total, ``total_steps``, a floor
             (``ml.base.progress.ProgressBar(total_is_floor=True)``); an abort is said on its last line.
         on_update: called after each update with its number (1-based) and its ``pg_loss``,
             ``v_loss``, ``entropy``, ``approx_kl``, ``clipfrac`` (means over minibatches),
@@ -281,11 +283,12 @@ def train_ppo(
         together, update samples/s, the last update's losses, and ``aborted``: the reason
         when ``cfg.abort_if`` stopped the training, else None). ``net`` is on the CPU.
     """
+    device = run.device
     net = copy.deepcopy(student).to(device)
     magnet = copy.deepcopy(student).to(device).eval() if cfg.magnet_kl > 0 else None
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=1e-5)
-    gen = torch.Generator().manual_seed(seed)
-    rng = np.random.default_rng(seed)
+    gen = torch.Generator().manual_seed(run.seed)
+    rng = np.random.default_rng(run.seed)
     settings = CollectSettings(game, cfg.num_envs, cfg.opponent_mix)
     opponents = {**frozen, STUDENT: student} if cfg.opponent_mix.get(STUDENT, 0) > 0 else frozen
     collector = Collector(net, opponents, settings, cfg.workers, cfg.rollout_chunks, executor)
@@ -294,7 +297,7 @@ def train_ppo(
     collect_s = update_s = 0.0
     updated_samples = 0
     # total_steps is a floor: each round's chunks finish the games in flight past their quota
-    bar = ProgressBar(total=cfg.total_steps, desc="selfplay", unit="dec", disable=not progress, total_is_floor=True)
+    bar = ProgressBar(total=cfg.total_steps, desc="selfplay", unit="dec", disable=not run.progress, total_is_floor=True)
     aborted = None
     updates = 0
     try:
@@ -340,4 +343,4 @@ def train_ppo(
         "selfplay/aborted": aborted,
         **{f"selfplay/{k}": v for k, v in update_stats.items()},
     }
-    return net.cpu(), metrics
+    return net.cpu(), cast(SelfplayMetrics, metrics)  # the last update's keys: ppo_loss's

@@ -38,6 +38,7 @@ from ml.base.progress import ProgressBar
 from ml.data.dataset import load_ppo, load_teacher, ppo_files, teacher_files
 from ml.data.decisions import DecisionSet, sample_mixture
 from ml.data.encoded_cache import EncodedCache, code_digest
+from ml.learn.settings import RunSettings
 from ml.model.policy import MASKED_LOGIT, CheckpointError, PolicyNet, check_shape, load_policy
 
 if TYPE_CHECKING:
@@ -50,18 +51,23 @@ EpochLogger = Callable[[int, dict[str, float]], None]
 """``(epoch, {name: value})``: a learning-curve logger (``ml.learn.curves.Curves.log``)."""
 
 
-@dataclass
-class StudentConfig:
-    """Training knobs (``params.yaml`` section ``train``; see ``ml.config.params.TrainParams``)."""
+@dataclass(frozen=True)
+class TrainingData:
+    """The folders a student is made from (``build_and_train``).
 
-    epochs: int
-    batch_size: int
-    lr: float
-    hidden_sizes: tuple[int, ...]
-    samples_per_epoch: int
-    source_weights: dict[str, float]
-    value_coef: float
-    distill: str = "kl"
+    Attributes:
+        teacher_dir: folder of teacher batches (``ml-decisions-sim-*.jsonl``); a fixed share
+            of its games is held out.
+        pool_dirs: folders of accepted PPO batches (the gate adds the candidate's folder).
+        forge_dir: folder of imported Forge files and their card table (``data/forge``),
+            or None; a missing folder is no Forge data.
+        cache_dir: folder of the encoded-batch cache (``ml.data.encoded_cache.EncodedCache``), or None.
+    """
+
+    teacher_dir: Path
+    pool_dirs: tuple[Path, ...]
+    forge_dir: Path | None = None
+    cache_dir: Path | None = None
 
 
 @torch.no_grad()
@@ -109,22 +115,21 @@ def imitation_loss(logits: torch.Tensor, targets: torch.Tensor, policy: torch.Te
 def train_student(
     train: DecisionSet,
     holdout: DecisionSet,
-    cfg: StudentConfig,
-    seed: int,
-    progress: bool = True,
-    device: str = "cpu",
+    cfg: TrainParams,
+    run: RunSettings,
     init: PolicyNet | None = None,
     on_epoch: EpochLogger | None = None,
-) -> tuple[PolicyNet, dict]:
+) -> tuple[PolicyNet, dict[str, object]]:
     """Train a student by imitation.
 
     Args:
         train: training decisions (teacher train split plus PPO decisions).
         holdout: teacher holdout decisions (never trained on).
-        cfg: training knobs.
-        seed: seeds torch and the mixture sampler.
-        progress: show a progress bar.
-        device: torch device of the training (results match the CPU up to float tolerance).
+        cfg: the ``train`` params; the training knobs (``epochs``, ``batch_size``, ``lr``,
+            ``hidden_sizes``, ``samples_per_epoch``, ``source_weights``, ``value_coef``,
+            ``distill``) are read here, the data params by ``build_and_train``.
+        run: ``seed`` seeds torch and the mixture sampler; ``device``: torch device of the
+            training (results match the CPU up to float tolerance); ``progress``: a progress bar.
         init: warm start: the student starts from a copy of these weights (same architecture;
             ``init`` itself is not changed) instead of a random init.
         on_epoch: called after each epoch with the epoch (1-based) and ``loss`` (mean
@@ -150,8 +155,9 @@ def train_student(
                 f"the warm-start checkpoint has hidden sizes {list(init.hidden_sizes)}, "
                 f"but train.hidden_sizes is {list(cfg.hidden_sizes)}"
             )
-    torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
+    device = run.device
+    torch.manual_seed(run.seed)
+    rng = np.random.default_rng(run.seed)
     net = PolicyNet(
         train.obs.shape[1], cfg.hidden_sizes, train.action_mask.shape[1]
     )  # initialised on the CPU: same weights on any device
@@ -172,7 +178,7 @@ def train_student(
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
     sampled_sources: dict[str, int] = {}
     loss_value = float("nan")
-    bar = ProgressBar(range(cfg.epochs), desc="train", unit="epoch", disable=not progress)
+    bar = ProgressBar(range(cfg.epochs), desc="train", unit="epoch", disable=not run.progress)
     for epoch in bar:
         net.train()
         idx = sample_mixture(train, cfg.source_weights, cfg.samples_per_epoch, rng)
@@ -203,7 +209,7 @@ def train_student(
     train_s = time.perf_counter() - started
     net.eval()
     total = sum(sampled_sources.values())
-    metrics = {
+    metrics: dict[str, object] = {
         "train/loss": loss_value,
         "train/init_holdout_accuracy": init_accuracy,
         "train/holdout_accuracy": accuracy(net, holdout),
@@ -231,9 +237,7 @@ def _forge_extras(forge_dirs: list[Path], forge_paths: list[Path]) -> list[Path]
     return sorted(f for d in forge_dirs for f in d.iterdir() if f.is_file() and f not in forge_paths)
 
 
-def training_fingerprint(
-    cfg: TrainParams, game: GameSpec, teacher_dir: Path, forge_dir: Path | None, pool_dirs: list[Path], device: str
-) -> str:
+def training_fingerprint(cfg: TrainParams, game: GameSpec, data: TrainingData, device: str) -> str:
     """Hex MD5 of everything ``build_and_train`` makes a student from, but the seed.
 
     The files it reads (name and MD5 of each teacher batch, Forge file, card table and of
@@ -243,15 +247,15 @@ def training_fingerprint(
     value exactly when the student would be trained on the same data in the same way.
 
     Raises:
-        NotADirectoryError: ``teacher_dir`` or a pool folder is missing.
+        NotADirectoryError: ``data.teacher_dir`` or a pool folder is missing.
     """
-    forge_dirs = _forge_dirs(forge_dir)
-    teacher, forge = teacher_files([teacher_dir], forge_dirs)
+    forge_dirs = _forge_dirs(data.forge_dir)
+    teacher, forge = teacher_files([data.teacher_dir], forge_dirs)
     groups = {
         "sim": teacher,
         "forge": forge,
         "forge_table": _forge_extras(forge_dirs, forge),
-        "ppo": ppo_files(pool_dirs, cfg.ppo_window),
+        "ppo": ppo_files(list(data.pool_dirs), cfg.ppo_window),
     }
     ml_dir = Path(__file__).resolve().parents[1]
     doc = {
@@ -289,18 +293,13 @@ def reusable_student(path: Path | None, fingerprint: str) -> tuple[PolicyNet, di
 def build_and_train(
     cfg: TrainParams,
     game: GameSpec,
-    teacher_dir: Path,
-    forge_dir: Path | None,
-    pool_dirs: list[Path],
+    data: TrainingData,
+    run: RunSettings,
     *,
-    seed: int,
-    device: str = "cpu",
-    progress: bool = False,
     on_epoch: EpochLogger | None = None,
-    cache_dir: Path | None = None,
     reuse: Path | None = None,
-    record: dict[str, Any] | None = None,
-) -> tuple[PolicyNet, dict[str, Any], DecisionSet]:
+    record: dict[str, object] | None = None,
+) -> tuple[PolicyNet, dict[str, object], DecisionSet]:
     """Load the teacher, Forge and PPO data, and train a student on their mixture.
 
     Args:
@@ -309,16 +308,9 @@ def build_and_train(
             relative to the working directory) and the training knobs.
         game: the game; its teacher encoder (``GameSpec.teacher_encoder``) encodes and labels
             every decision.
-        teacher_dir: folder of teacher batches (``ml-decisions-sim-*.jsonl``); a fixed share
-            of its games is held out.
-        forge_dir: folder of imported Forge files and their card table (``data/forge``),
-            or None; a missing folder is no Forge data.
-        pool_dirs: folders of accepted PPO batches (the gate adds the candidate's folder).
-        seed: the training seed (``Params.stage_seed("train")``).
-        device: torch device of the training.
-        progress: show a progress bar.
+        data: the teacher, PPO and Forge folders and the encoded-batch cache.
+        run: the training seed (``Params.stage_seed("train")``), the torch device, a progress bar.
         on_epoch: learning-curve logger (``train_student``).
-        cache_dir: folder of the encoded-batch cache (``ml.data.encoded_cache.EncodedCache``), or None.
         reuse: a student checkpoint taken as the result instead of training when its
             ``train_fingerprint`` is this call's (``training_fingerprint``): its metrics and
             learning curve are those recorded when it was trained (``on_epoch`` replays them),
@@ -333,7 +325,7 @@ def build_and_train(
         ``(net, metrics, holdout)``: the trained student (on the CPU); ``train/…`` metrics
         (``train_student``'s, the dataset statistics, ``train/available_decisions`` per
         source in decisions, ``train/fingerprint``, ``train/reused``, ``train/seed`` (the seed
-        the student was trained with: ``seed``, or the reused one's), the NashConv figures
+        the student was trained with: ``run.seed``, or the reused one's), the NashConv figures
         when asked); the teacher holdout decisions (never trained on).
 
     Raises:
@@ -342,17 +334,20 @@ def build_and_train(
         ml.model.policy.CheckpointError: a warm start that does not fit (see ``train_student``).
         ValueError: the mixture has no data.
     """
-    encoder = game.teacher_encoder(forge_dir)
-    forge_dirs = _forge_dirs(forge_dir)
-    fingerprint = training_fingerprint(cfg, game, teacher_dir, forge_dir, pool_dirs, device)
+    encoder = game.teacher_encoder(data.forge_dir)
+    forge_dirs = _forge_dirs(data.forge_dir)
+    fingerprint = training_fingerprint(cfg, game, data, run.device)
+    seed = run.seed
     cache = None
-    if cache_dir is not None:
+    if data.cache_dir is not None:
         tables = _forge_extras(forge_dirs, teacher_files([], forge_dirs)[1])
         context = f"{game.name}|{game.num_players}|{game.openspiel_params}|{[file_md5(t) for t in tables]}"
-        cache = EncodedCache.for_encoder(cache_dir, encoder, context)
-    train, holdout, stats = load_teacher([teacher_dir], cfg.holdout_fraction, encoder, forge_dirs, cache=cache)
+        cache = EncodedCache.for_encoder(data.cache_dir, encoder, context)
+    train, holdout, stats = load_teacher([data.teacher_dir], cfg.holdout_fraction, encoder, forge_dirs, cache=cache)
     if stats["forge_files"] and not cfg.source_weights.get("forge"):
-        logger.warning("%s holds Forge decisions but train.source_weights gives forge no weight: not trained on", forge_dir)
+        logger.warning(
+            "%s holds Forge decisions but train.source_weights gives forge no weight: not trained on", data.forge_dir
+        )
     curve: list[list[Any]] = []
     if (found := reusable_student(reuse, fingerprint)) is not None:
         net, meta = found
@@ -371,13 +366,10 @@ def build_and_train(
                 on_epoch(epoch, values)
 
         ppo, ppo_stats = load_ppo(
-            pool_dirs, encoder, cfg.min_reward_threshold, cfg.ppo_window, cache=cache, recency=cfg.ppo_recency
+            list(data.pool_dirs), encoder, cfg.min_reward_threshold, cfg.ppo_window, cache=cache, recency=cfg.ppo_recency
         )
-        student_cfg = StudentConfig(**cfg.model_dump(include=set(StudentConfig.__dataclass_fields__)))
         init = load_policy(cfg.init_checkpoint)[0] if cfg.init_checkpoint else None
-        net, metrics = train_student(
-            DecisionSet.concat([train, ppo]), holdout, student_cfg, seed, progress, device, init, log_epoch
-        )
+        net, metrics = train_student(DecisionSet.concat([train, ppo]), holdout, cfg, run, init, log_epoch)
         metrics.update({f"train/{k}": v for k, v in {**stats, **ppo_stats}.items()})
         metrics["train/available_decisions"] = {"sim": 0, **train.source_counts(), "ppo": len(ppo)}
         metrics["train/fingerprint"] = fingerprint

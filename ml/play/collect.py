@@ -20,7 +20,7 @@ from __future__ import annotations
 import bisect
 import multiprocessing as mp
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +30,7 @@ import torch
 
 from ml.game.registry import GameSpec
 from ml.model.policy import PolicyNet
-from ml.play.rollout import Controller, Rollout, game_seeds, play_games, rotated_seatings
+from ml.play.rollout import Controller, Keep, Pods, Rollout, game_seeds, play_games, rotated_seatings
 from ml.runtime.compute import Executor
 
 
@@ -50,7 +50,28 @@ class CollectSettings:
 
     game: GameSpec
     num_envs: int
-    opponent_mix: dict[str, float]
+    opponent_mix: Mapping[str, float]
+
+
+StateDict = dict[str, torch.Tensor]
+"""A policy's weights (``PolicyNet.state_dict()``, CPU tensors)."""
+
+
+@dataclass(frozen=True)
+class WorkerSetup:
+    """What a worker process (or Ray worker) builds its nets from, once per stage (picklable).
+
+    Attributes:
+        obs_dim, hidden_sizes, num_actions: the learner's architecture (``PolicyNet``).
+        frozen: name -> weights of each frozen opponent (same architecture).
+        settings: what every chunk plays.
+    """
+
+    obs_dim: int
+    hidden_sizes: tuple[int, ...]
+    num_actions: int
+    frozen: Mapping[str, StateDict]
+    settings: CollectSettings
 
 
 @dataclass(frozen=True)
@@ -86,14 +107,14 @@ STUDENT = "student"
 """The opponent kind, and the key among the frozen opponents, of PPO's starting student (``ml.learn.ppo.train_ppo``)."""
 
 
-def _init(arch: tuple[int, tuple[int, ...], int], frozen: dict[str, dict], settings: CollectSettings) -> None:
+def _init(setup: WorkerSetup) -> None:
     """Per-process set-up: nets for the learner and the frozen opponents, the encoder."""
     torch.set_num_threads(1)
-    obs_dim, hidden, num_actions = arch
-    _WORKER["net"] = PolicyNet(obs_dim, hidden, num_actions)
+    settings = setup.settings
+    _WORKER["net"] = PolicyNet(setup.obs_dim, setup.hidden_sizes, setup.num_actions)
     nets = {}
-    for name, state in frozen.items():
-        nets[name] = PolicyNet(obs_dim, hidden, num_actions)
+    for name, state in setup.frozen.items():
+        nets[name] = PolicyNet(setup.obs_dim, setup.hidden_sizes, setup.num_actions)
         nets[name].load_state_dict(state)
         nets[name].eval()
     _WORKER["frozen"] = nets
@@ -101,7 +122,7 @@ def _init(arch: tuple[int, tuple[int, ...], int], frozen: dict[str, dict], setti
     _WORKER["settings"] = settings
 
 
-def _opponent_picker(mix: dict[str, float], frozen: list[str], rng: np.random.Generator) -> Callable[[], str]:
+def _opponent_picker(mix: Mapping[str, float], frozen: list[str], rng: np.random.Generator) -> Callable[[], str]:
     """``pick() -> controller key`` of one opponent seat: a kind of ``mix`` drawn by weight (then,
     for ``frozen``, one of ``frozen`` uniformly).
 
@@ -123,7 +144,7 @@ def _opponent_picker(mix: dict[str, float], frozen: list[str], rng: np.random.Ge
     return pick
 
 
-def _play_chunk(state_dict: dict, task: ChunkTask) -> ChunkResult:
+def _play_chunk(state_dict: StateDict, task: ChunkTask) -> ChunkResult:
     """Play one chunk in this process (a worker, or the learner when there is no pool)."""
     s: CollectSettings = _WORKER["settings"]
     net: PolicyNet = _WORKER["net"]
@@ -142,9 +163,9 @@ def _play_chunk(state_dict: dict, task: ChunkTask) -> ChunkResult:
     n_games = s.num_envs + task.quota // s.game.min_learner_decisions
     seatings = rotated_seatings(n_games, pod, "agent", lambda g: [pick() for _ in range(pod - 1)])
     runner = play_games(
-        seatings, game_seeds(task.seed, n_games), controllers, num_envs=s.num_envs, encoder=_WORKER["encoder"],
-        generator=torch.Generator().manual_seed(task.seed), track_seats=lambda seats: [seats.index("agent")], game=s.game,
-        budget=task.quota,
+        Pods(seatings, game_seeds(task.seed, n_games)), controllers, num_envs=s.num_envs, encoder=_WORKER["encoder"],
+        generator=torch.Generator().manual_seed(task.seed), game=s.game,
+        keep=Keep(track_seats=lambda seats: [seats.index("agent")], budget=task.quota),
     )  # fmt: skip
     episodes, games, wins, all_decisions = [], 0, 0, 0
     for result in runner:  # no game starts once the quota is met; the games in flight finish and count
@@ -159,10 +180,10 @@ def _play_chunk(state_dict: dict, task: ChunkTask) -> ChunkResult:
     return ChunkResult(Rollout.concat(episodes, s.game.obs_dim, s.game.num_actions), games, wins, all_decisions)
 
 
-def _cluster_chunk(task: ChunkTask, setup: tuple, state_dict: dict) -> ChunkResult:
+def _cluster_chunk(task: ChunkTask, setup: WorkerSetup, state_dict: StateDict) -> ChunkResult:
     """A chunk as a Ray task: the worker sets itself up once per stage (``setup`` is cached by ``ml.runtime.compute``)."""
     if _WORKER.get("setup") is not setup:
-        _init(*setup)
+        _init(setup)
         _WORKER["setup"] = setup
     return _play_chunk(state_dict, task)
 
@@ -183,7 +204,7 @@ class Collector:
     def __init__(
         self,
         net: PolicyNet,
-        frozen: dict[str, PolicyNet],
+        frozen: Mapping[str, PolicyNet],
         settings: CollectSettings,
         workers: int,
         chunks: int,
@@ -191,23 +212,21 @@ class Collector:
     ) -> None:
         self.chunks = chunks
         self.workers = min(workers or os.cpu_count() or 1, chunks)
-        init_args = (
-            (net.obs_dim, net.hidden_sizes, net.num_actions),
-            {k: v.state_dict() for k, v in frozen.items()},
-            settings,
+        setup = WorkerSetup(
+            net.obs_dim, net.hidden_sizes, net.num_actions, {k: v.state_dict() for k, v in frozen.items()}, settings
         )
         self.pool: ProcessPoolExecutor | None = None
         self.executor = executor if executor is not None and executor.backend != "local" else None
         if self.executor is not None:
             self.workers = min(self.executor.slots, chunks)
-            self.setup = self.executor.share(init_args)  # frozen opponents: once per stage
+            self.setup = self.executor.share(setup)  # frozen opponents: once per stage
         elif self.workers > 1:
             method = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
             self.pool = ProcessPoolExecutor(
-                self.workers, mp_context=mp.get_context(method), initializer=_init, initargs=init_args
+                self.workers, mp_context=mp.get_context(method), initializer=_init, initargs=(setup,)
             )
         else:
-            _init(*init_args)
+            _init(setup)
 
     def round(
         self, net: PolicyNet, seed: int, steps: int, on_chunk: Callable[[ChunkResult], object] | None = None

@@ -15,61 +15,106 @@ slot are held in memory.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, NamedTuple, TypedDict
 
 import torch
+from typing_extensions import NotRequired  # typing's from Python 3.11
 
 from ml.base.progress import ProgressBar
 from ml.data.batch_files import BatchWriter
 from ml.game.registry import GameSpec
+from ml.game.spec import Encoder
 from ml.model.policy import PolicyNet
-from ml.play.rollout import Controller, game_seeds, play_games, rotated_seatings
-from ml.runtime.compute import LOCAL, Executor, chunk_ranges, chunk_seed
+from ml.play.rollout import Controller, Keep, Pods, StagePlay, game_seeds, play_games, rotated_seatings
+from ml.runtime.compute import chunk_ranges, chunk_seed
+
+if TYPE_CHECKING:
+    from ml.config.sections import ExportParams, RunParams
 
 logger = logging.getLogger(__name__)
+
+
+ExportMetrics = TypedDict(
+    "ExportMetrics",
+    {
+        "export/games_played": int,
+        "export/games_won": int,
+        "export/games_exported": int,
+        "export/decisions_exported": int,
+        "export/batch": str,
+        "export/env_version": NotRequired[str],
+    },
+)
+"""``export_batch``'s metrics (see its Returns)."""
 
 
 def _agent_seat(seats: list[str]) -> list[int]:
     return [seats.index("agent")]
 
 
-def _export_chunk(task: tuple[int, range], setup: tuple) -> list[tuple[bool, list[dict] | None, str, float]]:
-    """Play one chunk: per game in completion order, whether the agent won, its records (None when
-    not exported), the outcome and the agent's return."""
+@dataclass(frozen=True)
+class ExportSetup:
+    """What every chunk of an export plays (shared once per stage; picklable, it crosses process and Ray boundaries).
+
+    Attributes:
+        net: the PPO agent.
+        game: the game.
+        pods: every game's seating and simulator seed.
+        num_envs: games played at once (batched).
+        seed: the stage's seed; chunk ``k`` samples with ``chunk_seed(seed, k)``.
+        encoder: the commander's observation encoder (None: a new one).
+        only_wins: keep the records of the games the agent won only.
+    """
+
+    net: PolicyNet
+    game: GameSpec
+    pods: Pods
+    num_envs: int
+    seed: int
+    encoder: Encoder | None
+    only_wins: bool
+
+
+class ExportedGame(NamedTuple):
+    """One game of an export chunk: whether the agent won, its records (None: not exported), the outcome, its return."""
+
+    won: bool
+    records: list[dict[str, object]] | None
+    outcome: str
+    episode_return: float
+
+
+def _export_chunk(task: tuple[int, range], setup: ExportSetup) -> list[ExportedGame]:
+    """Play one chunk: per game in completion order, what ``ExportedGame`` holds."""
     k, games = task
-    net, game, seatings, seeds, num_envs, seed, encoder, only_wins = setup
-    controllers = {"agent": Controller("net", net), "heuristic": Controller("heuristic")}
+    controllers = {"agent": Controller("net", setup.net), "heuristic": Controller("heuristic")}
     runner = play_games(
-        seatings, seeds, controllers, num_envs=num_envs, encoder=encoder, generator=torch.Generator().manual_seed(chunk_seed(seed, k)),
-        log_seats=_agent_seat, game=game, indices=games,
+        replace(setup.pods, indices=games), controllers, game=setup.game, num_envs=setup.num_envs, encoder=setup.encoder,
+        generator=torch.Generator().manual_seed(chunk_seed(setup.seed, k)), keep=Keep(log_seats=_agent_seat),
     )  # fmt: skip
     out = []
     for result in runner:
         seat = result.seats.index("agent")
         won = result.winner == seat
-        out.append((won, result.records if won or not only_wins else None, result.outcome, float(result.returns[seat])))
+        out.append(ExportedGame(won, result.records if won or not setup.only_wins else None, result.outcome,
+                                float(result.returns[seat])))  # fmt: skip
     return out
 
 
 def export_batch(
     net: PolicyNet,
     out_dir: Path,
-    *,
-    batch_id: str,
-    model_version: str,
-    generation: int,
-    games: int,
-    only_wins: bool,
+    cfg: ExportParams,
+    run: RunParams,
     game: GameSpec,
+    how: StagePlay,
+    *,
     num_envs: int,
-    seed: int,
-    encoder: Any = None,
-    progress: bool = True,
-    executor: Executor = LOCAL,
-    chunk_games: int = 0,
-) -> dict:
-    """Play ``games`` pods and stream the agent's exported decisions to one batch file.
+    encoder: Encoder | None = None,
+) -> ExportMetrics:
+    """Play ``cfg.games`` pods and stream the agent's exported decisions to one batch file.
 
     Rewards: the environment's (the commander's zero-sum scheme: winner +1, others
     -1/(n-1), draw 0; see ``ml.game.openspiel_env`` for OpenSpiel games), received at the
@@ -79,19 +124,17 @@ def export_batch(
         net: the PPO agent (sampled, not greedy).
         out_dir: folder of the batch file (created when missing; an older batch of the same
             id is replaced when the new one is complete).
-        batch_id: the batch file's id (``gen<G:03d>-a<A>``; see ``ml.data.batch_files.batch_filename``).
-        model_version: written into every exported record.
-        generation: written into every exported record.
-        games: games to play (the agent's seat rotates with the game index).
-        only_wins: export only the games the agent won (first place; a draw is no win).
+        cfg: the ``export`` params: ``games`` to play (the agent's seat rotates with the game
+            index), ``only_wins`` (export only the games the agent won: first place; a draw is no win).
+        run: the attempt: its ``batch_id`` names the batch file (``ml.data.batch_files.batch_filename``),
+            its ``model_version`` and ``generation`` are written into every exported record.
         game: the game (``ml.game.registry.make_game``): ``num_players`` seats per game, the
             commander's ``max_turns`` cap.
+        how: ``seed`` seeds the game seeds and the action sampling (``Params.stage_seed("export")``),
+            a progress bar, the executor (the batch is the same) and ``chunk_games`` (0: one chunk;
+            changes the games: each chunk samples with its own seed).
         num_envs: games played at once (batched).
-        seed: seeds the game seeds and the action sampling (``Params.stage_seed("export")``).
         encoder: the commander's observation encoder (None: a new one).
-        progress: show a progress bar.
-        executor: where the chunks are played (``ml.runtime.compute.make_executor``; the batch is the same).
-        chunk_games: games per chunk (0: one chunk); changes the games (each chunk samples with its own seed).
 
     Returns:
         ``export/…`` metrics: ``games_played``, ``games_won``, ``games_exported`` (games),
@@ -102,13 +145,14 @@ def export_batch(
         ml.data.batch_files.RecordError: if a produced record does not fit the schema (a bug).
         ml.runtime.compute.ComputeError: the Ray cluster was lost mid-stage.
     """
-    pod_size = game.num_players
+    games, pod_size, executor = cfg.games, game.num_players, how.executor
     seatings = rotated_seatings(games, pod_size, "agent", lambda g: ["heuristic"] * (pod_size - 1))
-    setup = executor.share((net, game, seatings, game_seeds(seed, games), num_envs, seed, encoder, only_wins))
-    tasks = list(enumerate(chunk_ranges(games, chunk_games)))
+    pods = Pods(seatings, game_seeds(how.seed, games))
+    setup = executor.share(ExportSetup(net, game, pods, num_envs, how.seed, encoder, cfg.only_wins))
+    tasks = list(enumerate(chunk_ranges(games, how.chunk_games)))
     won = 0
-    with BatchWriter(out_dir, "ppo", batch_id) as writer:
-        bar = ProgressBar(total=games, desc="export", unit="game", disable=not progress)
+    with BatchWriter(out_dir, "ppo", run.batch_id) as writer:
+        bar = ProgressBar(total=games, desc="export", unit="game", disable=not how.progress)
         for chunk in executor.imap(_export_chunk, tasks, setup):
             bar.update(len(chunk))
             for agent_won, records, outcome, episode_return in chunk:
@@ -116,19 +160,21 @@ def export_batch(
                 if records is None:
                     continue
                 for i, rec in enumerate(records):
-                    rec["model_version"] = model_version
-                    rec["generation"] = generation
+                    rec["model_version"] = run.model_version
+                    rec["generation"] = run.generation
                     rec["reward"] = episode_return if i == len(records) - 1 else 0.0
                     rec["episode_return"] = episode_return
                 if records:
                     writer.write_game(records, outcome)
         bar.close()
         exported_games, exported_decisions, path = writer.games, writer.decisions, writer.path
-    return {
+    metrics: ExportMetrics = {
         "export/games_played": games,
         "export/games_won": won,
         "export/games_exported": exported_games,
         "export/decisions_exported": exported_decisions,
         "export/batch": path.name,
-        **({"export/env_version": game.env_version} if game.env_version else {}),
     }
+    if game.env_version:
+        metrics["export/env_version"] = game.env_version
+    return metrics

@@ -28,7 +28,7 @@ and only finished games are kept, so decisions are stored flat, keyed by game an
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Literal
 
@@ -40,6 +40,7 @@ from ml.game.record import POLICY_DECIMALS
 from ml.game.registry import GameSpec
 from ml.game.spec import Encoder
 from ml.model.policy import PolicyNet, check_shape
+from ml.runtime.compute import LOCAL, Executor
 
 ControllerKind = Literal["heuristic", "random", "net"]
 """Who plays a seat: a scripted player (``heuristic``, ``random``) or a network (``net``)."""
@@ -110,6 +111,58 @@ class Rollout:
         return cls(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(cls)))
 
 
+SeatPicker = Callable[[list[str]], list[int]]
+"""``seating -> seats``: picks seats of a game from its seating (controller key per seat)."""
+
+
+@dataclass(frozen=True)
+class Pods:
+    """The games of a ``play_games`` run.
+
+    Attributes:
+        seatings: per game, the controller key of each seat (length: the game's players).
+        seeds: per game, the simulator seed (scripted players derive theirs from it).
+        indices: play only these games (a chunk of a stage, ``ml.runtime.compute``); None: all.
+    """
+
+    seatings: Sequence[list[str]]
+    seeds: Sequence[int]
+    indices: Sequence[int] | None = None
+
+
+@dataclass(frozen=True)
+class Keep:
+    """What ``play_games`` keeps of each game besides its result.
+
+    Attributes:
+        log_seats: seats whose decisions are logged as records (given the seating); None: none.
+        track_seats: seats whose decisions are kept as PPO transitions; None: none.
+        budget: tracked-seat decisions after which no new game starts (the games in flight
+            are played to their end, so no decision is wasted); None plays every game.
+    """
+
+    log_seats: SeatPicker | None = None
+    track_seats: SeatPicker | None = None
+    budget: int | None = None
+
+
+@dataclass(frozen=True)
+class StagePlay:
+    """How a stage plays its games, beside its params section and its game.
+
+    Attributes:
+        seed: seeds the game seeds and the players (a stage's ``Params.stage_seed``).
+        progress: show a progress bar.
+        executor: where the chunks are played (``ml.runtime.compute.open_executor``; the result is the same).
+        chunk_games: games per chunk (``compute.chunk_games``; 0: the stage's default).
+    """
+
+    seed: int
+    progress: bool = False
+    executor: Executor = LOCAL
+    chunk_games: int = 0
+
+
 @dataclass
 class GameResult:
     """A finished game.
@@ -141,39 +194,30 @@ class GameResult:
 
 
 def play_games(
-    seatings: list[list[str]],
-    game_seeds: list[int],
-    controllers: dict[str, Controller],
+    pods: Pods,
+    controllers: Mapping[str, Controller],
     *,
     game: GameSpec,
     num_envs: int,
-    encoder: Encoder | None = None,
     generator: torch.Generator,
-    log_seats: Callable[[list[str]], list[int]] | None = None,
-    track_seats: Callable[[list[str]], list[int]] | None = None,
-    budget: int | None = None,
-    indices: Sequence[int] | None = None,
+    encoder: Encoder | None = None,
+    keep: Keep = Keep(),
 ) -> Generator[GameResult, None, None]:
-    """Play ``len(seatings)`` games, ``num_envs`` at a time, yielding each as it ends.
+    """Play the games of ``pods``, ``num_envs`` at a time, yielding each as it ends.
 
     Scripted seats (``heuristic``, ``random``) act at once; the games then wait on a network,
     and each network answers all the decisions waiting on it with one forward pass, so a batch
     holds up to ``num_envs`` decisions.
 
     Args:
-        seatings: per game, the controller key of each seat (length: the game's players).
-        game_seeds: per game, the simulator seed (scripted players derive theirs from it).
+        pods: the seatings and simulator seeds of the games, and which of them to play.
         controllers: controller key -> Controller.
         game: the game (``ml.game.registry.GameSpec``): its ``num_players`` seats per game,
             the commander's ``max_turns`` cap.
         num_envs: games in flight at once (batched inference across them).
-        encoder: the commander's observation encoder shared with the envs (None: a new one).
         generator: torch RNG for sampling network actions.
-        log_seats: seats whose decisions are logged as records (given the seating).
-        track_seats: seats whose decisions are kept as PPO transitions.
-        budget: tracked-seat decisions after which no new game starts (the games in flight
-            are played to their end, so no decision is wasted); None plays every seating.
-        indices: play only these games of ``seatings`` (a chunk of a stage, ``ml.runtime.compute``); None: all.
+        encoder: the commander's observation encoder shared with the envs (None: a new one).
+        keep: the records, transitions and decision budget to keep (none by default).
 
     Yields:
         GameResult, in order of completion (deterministic for fixed inputs).
@@ -190,9 +234,8 @@ def play_games(
             if ctrl.net is None:
                 raise ValueError(f"controller {key!r} is a net controller without a net")
             check_shape(ctrl.net, game.obs_dim, game.num_actions, f"the policy of {key!r}")
-    pending = list(range(len(seatings)) if indices is None else indices)[::-1]
-    yield from _play(game.batched(num_envs, encoder), seatings, game_seeds, controllers, pending, generator,
-                     log_seats, track_seats, budget)  # fmt: skip
+    pending = list(range(len(pods.seatings)) if pods.indices is None else pods.indices)[::-1]
+    yield from _play(game.batched(num_envs, encoder), pods, controllers, pending, generator, keep)
 
 
 @dataclass
@@ -239,9 +282,13 @@ class _Tracker:
         """int64[k] keys of the seats ``seats`` of the games started as ``games``."""
         return games * self.stride + seats
 
-    def add(self, keys: np.ndarray, rows: np.ndarray, seats: np.ndarray, obs: np.ndarray, mask: np.ndarray,
-            action: np.ndarray, log_prob: np.ndarray, value: np.ndarray) -> None:  # fmt: skip
-        """Append one decision per entry (k entries; ``rows``/``seats`` int64[k] locate the seat)."""
+    def add(self, games: np.ndarray, rows: np.ndarray, seats: np.ndarray, obs: np.ndarray, mask: np.ndarray,
+            acted: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:  # fmt: skip
+        """Append one decision per entry (k entries): the seats ``seats`` of the games started as
+        ``games`` in ``rows`` (int64[k] each) saw ``obs`` and ``mask`` and took ``acted``: actions,
+        log-probabilities and values."""
+        keys = self.keys(games, seats)
+        action, log_prob, value = acted
         k = len(keys)
         if self.n + k > len(self.key):
             self._make_room(k)
@@ -298,16 +345,25 @@ class _Tracker:
         self.n = len(keep)
 
 
+@dataclass
+class _Seats:
+    """Per row of the batch (``[rows, seats]`` arrays): whose decisions are tracked and logged,
+    the start number of the row's game (-1 for a free row), its game, and the tracked decisions."""
+
+    tracked: np.ndarray
+    logged: np.ndarray
+    started_as: np.ndarray
+    by_row: list[_Row | None]
+    tracker: _Tracker
+
+
 def _play(
     batch: Game,
-    seatings: list[list[str]],
-    game_seeds: list[int],
-    controllers: dict[str, Controller],
+    pods: Pods,
+    controllers: Mapping[str, Controller],
     pending: list[int],
     generator: torch.Generator,
-    log_seats: Callable[[list[str]], list[int]] | None,
-    track_seats: Callable[[list[str]], list[int]] | None,
-    budget: int | None,
+    keep: Keep,
 ) -> Generator[GameResult, None, None]:
     """``play_games`` through ``batch``: one batched ``step`` per round of network decisions; per
     decision, only array operations (a record, where one is written, is the exception). Games
@@ -328,6 +384,8 @@ def _play(
     actions = np.full(n_rows, -1, np.int64)
     rows: list[_Row] = []  # in start order
     by_row: list[_Row | None] = [None] * n_rows
+    seats_of = _Seats(tracked, logged, started_as, by_row, tracker)
+    seatings, budget, track_seats = pods.seatings, keep.budget, keep.track_seats
     surfaced_rows = 0
     n_tracked = started_total = 0
     while pending or rows:
@@ -335,7 +393,7 @@ def _play(
             pending.clear()  # no new game; the games in flight play on
         started = False
         while pending and len(rows) < n_rows:
-            r = _start_row(batch, free.pop(), pending.pop(), seatings, game_seeds, controllers, log_seats)
+            r = _start_row(batch, free.pop(), pending.pop(), pods, controllers, keep.log_seats)
             seats = seatings[r.index]
             ctrl[r.row] = [keys.index(k) for k in seats]
             tracked[r.row] = False
@@ -373,26 +431,19 @@ def _play(
         for c in net_ids:
             group = in_play[waiting == c]
             if len(group):
-                n_tracked += _decide_rows(batch, controllers[keys[c]], group, by_row, generator, actions, tracked,
-                                          logged, tracker, started_as)  # fmt: skip
+                n_tracked += _decide_rows(batch, controllers[keys[c]], group, generator, actions, seats_of)
         batch.step(actions)
         _collect_rewards_rows(batch, in_play, returns, tracker)
 
 
 def _start_row(
-    batch: Game,
-    row: int,
-    index: int,
-    seatings: list[list[str]],
-    game_seeds: list[int],
-    controllers: dict[str, Controller],
-    log_seats: Callable[[list[str]], list[int]] | None,
+    batch: Game, row: int, index: int, pods: Pods, controllers: Mapping[str, Controller], log_seats: SeatPicker | None
 ) -> _Row:
-    seats = seatings[index]
+    seats = pods.seatings[index]
     scripted = {s: controllers[key].kind for s, key in enumerate(seats) if controllers[key].kind in ("heuristic", "random")}
     logged = frozenset(log_seats(seats) if log_seats else ())
     surfaced = bool(logged & scripted.keys())
-    batch.reset(row, int(game_seeds[index]), scripted, surfaced, index=index)
+    batch.reset(row, int(pods.seeds[index]), scripted, surfaced, index=index)
     return _Row(row, index, seats, surfaced, logged, [])
 
 
@@ -428,13 +479,9 @@ def _decide_rows(
     batch: Game,
     ctrl: Controller,
     group: np.ndarray,
-    by_row: list[_Row | None],
     generator: torch.Generator,
     actions: np.ndarray,
-    tracked: np.ndarray,
-    logged: np.ndarray,
-    tracker: _Tracker,
-    started_as: np.ndarray,
+    seats_of: _Seats,
 ) -> int:
     """``_decide`` for the games in ``group`` (int64[k] rows, in start order): one forward pass;
     their actions go into ``actions`` (applied by the caller's ``step``). Returns the
@@ -444,17 +491,18 @@ def _decide_rows(
     obs, mask = batch.obs[group], batch.mask[group]
     chosen, log_probs, values, probs = ctrl.net.act(obs, mask, generator, greedy=ctrl.greedy)
     seats = batch.to_act[group].astype(np.int64)
-    kept = tracked[group, seats]
+    kept = seats_of.tracked[group, seats]
     n_kept = int(kept.sum())
     if n_kept:
         at, s = group[kept], seats[kept]
-        tracker.add(tracker.keys(started_as[at], s), at, s, obs[kept], mask[kept], chosen[kept],
-                    log_probs[kept], values[kept])  # fmt: skip
-    for i in np.flatnonzero(logged[group, seats]).tolist():
+        seats_of.tracker.add(
+            seats_of.started_as[at], at, s, obs[kept], mask[kept], (chosen[kept], log_probs[kept], values[kept])
+        )
+    for i in np.flatnonzero(seats_of.logged[group, seats]).tolist():
         row = int(group[i])
         rec = batch.record(row, int(chosen[i]))
         rec["policy"] = [round(float(p), POLICY_DECIMALS) for p in probs[i]]
-        owner = by_row[row]
+        owner = seats_of.by_row[row]
         assert owner is not None, "a row in play has its game"
         owner.records.append(rec)
     actions[group] = chosen

@@ -14,19 +14,23 @@ chunk's games at once (one batched step for all of them), change nothing.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 import torch
+from typing_extensions import NotRequired  # typing's from Python 3.11
 
 from ml.base.progress import ProgressBar
 from ml.data.batch_files import BatchWriter
 from ml.game.registry import GameSpec
-from ml.play.rollout import Controller, game_seeds, play_games
-from ml.runtime.compute import LOCAL, Executor, chunk_ranges, chunk_seed
+from ml.play.rollout import Controller, Keep, Pods, StagePlay, game_seeds, play_games
+from ml.runtime.compute import chunk_ranges, chunk_seed
+
+if TYPE_CHECKING:
+    from ml.config.sections import TeacherParams
 
 logger = logging.getLogger(__name__)
 
@@ -34,35 +38,54 @@ TEACHER_CHUNK = 32
 """Games per chunk when ``compute.chunk_games`` is 0 (bounds the records held in memory)."""
 
 
+TeacherMetrics = TypedDict(
+    "TeacherMetrics",
+    {
+        "teacher/games": int,
+        "teacher/decisions": int,
+        "teacher/draw_rate": float,
+        "teacher/decisions_per_s": float,
+        "teacher/game": str,
+        "teacher/kind": str,
+        "teacher/env_version": NotRequired[str],
+    },
+)
+"""``write_teacher_batch``'s metrics (see its Returns)."""
+
+
 def _all_seats(seats: list[str]) -> list[int]:
     return list(range(len(seats)))
 
 
-def _teacher_chunk(task: tuple[int, range], setup: tuple) -> list[tuple[list[dict], str, bool]]:
+@dataclass(frozen=True)
+class TeacherSetup:
+    """What every chunk of the teacher games plays (shared once per stage; picklable, it crosses process and Ray boundaries).
+
+    Attributes:
+        game: the game (its teacher is every seat).
+        pods: every game's seating and simulator seed.
+        seed: the stage's seed; chunk ``k`` samples with ``chunk_seed(seed, k)``.
+    """
+
+    game: GameSpec
+    pods: Pods
+    seed: int
+
+
+def _teacher_chunk(task: tuple[int, range], setup: TeacherSetup) -> list[tuple[list[dict[str, object]], str, bool]]:
     """Play one chunk of teacher games: per game in index order, its records, outcome and whether it was a draw."""
     k, games = task
-    game, seatings, seeds, seed = setup
+    game = setup.game
     encoder = game.encoder() if game.is_commander else None
     runner = play_games(
-        seatings, seeds, {"heuristic": Controller("heuristic")}, num_envs=len(games), encoder=encoder,
-        generator=torch.Generator().manual_seed(chunk_seed(seed, k)), log_seats=_all_seats, game=game, indices=games,
+        replace(setup.pods, indices=games), {"heuristic": Controller("heuristic")}, num_envs=len(games), encoder=encoder,
+        generator=torch.Generator().manual_seed(chunk_seed(setup.seed, k)), keep=Keep(log_seats=_all_seats), game=game,
     )  # fmt: skip
     played = sorted(runner, key=lambda r: r.index)  # each game plays alone: the chunk's games in flight at once
     return [(r.records, r.outcome, r.winner is None) for r in played]
 
 
-def write_teacher_batch(
-    out_dir: Path,
-    game: GameSpec,
-    *,
-    batch_id: str,
-    games: int,
-    seed: int,
-    progress: bool = False,
-    executor: Executor = LOCAL,
-    chunk_games: int = 0,
-    explore: float = 0.0,
-) -> dict[str, Any]:
+def write_teacher_batch(out_dir: Path, game: GameSpec, cfg: TeacherParams, batch_id: str, how: StagePlay) -> TeacherMetrics:
     """Play ``games`` teacher-only games and write all their decisions as one sim batch.
 
     Args:
@@ -70,14 +93,14 @@ def write_teacher_batch(
         game: the game (``ml.game.registry.make_game``): ``num_players`` seats per game, the
             commander's ``max_turns`` cap (a game at the cap is a draw); commander records are
             encoded with its ``RecordEncoder``, OpenSpiel records carry their own observation.
+        cfg: the ``teacher`` params: ``games`` to play (>= 1) and ``explore``, the share of the
+            teacher's moves drawn uniformly in these games (``cfr`` and ``ismcts`` teachers, whose
+            records keep the teacher's distribution as ``policy``); the others are the game's
+            (``ml.game.registry.make_game`` reads them).
         batch_id: the batch file's id (``teacher-s<base seed>``; see ``ml.data.batch_files.batch_filename``).
-        games: games to play (>= 1).
-        seed: seeds the game seeds and the players (``Params.stage_seed("teacher")``).
-        progress: show a progress bar.
-        executor: where the chunks are played (``ml.runtime.compute.make_executor``; the result is the same).
-        chunk_games: games per chunk (0: ``TEACHER_CHUNK``); the result does not depend on it.
-        explore: share of the teacher's moves drawn uniformly in these games (``teacher.explore``;
-            ``cfr`` and ``ismcts`` teachers, whose records keep the teacher's distribution as ``policy``).
+        how: ``seed`` seeds the game seeds and the players (``Params.stage_seed("teacher")``), a
+            progress bar, the executor and ``chunk_games`` (0: ``TEACHER_CHUNK``); the result
+            depends on neither of the last two.
 
     Returns:
         ``teacher/…`` metrics: ``games``, ``decisions``, ``draw_rate`` (share of games),
@@ -89,15 +112,16 @@ def write_teacher_batch(
         ml.data.batch_files.RecordError: a produced record that does not fit the schema (a bug).
         ml.runtime.compute.ComputeError: the Ray cluster was lost mid-stage.
     """
-    if explore:
-        game = dataclasses.replace(game, teacher_explore=explore)
+    games, executor = cfg.games, how.executor
+    if cfg.explore:
+        game = replace(game, teacher_explore=cfg.explore)
     seatings = [["heuristic"] * game.num_players for _ in range(games)]
     game.warm_up()  # a cold compile is not play: outside the rate and the progress bar's ETA
     started = time.perf_counter()
-    setup = executor.share((game, seatings, game_seeds(seed, games), seed))
-    tasks = list(enumerate(chunk_ranges(games, chunk_games or TEACHER_CHUNK)))
+    setup = executor.share(TeacherSetup(game, Pods(seatings, game_seeds(how.seed, games)), how.seed))
+    tasks = list(enumerate(chunk_ranges(games, how.chunk_games or TEACHER_CHUNK)))
     with BatchWriter(out_dir, "sim", batch_id) as writer:
-        bar = ProgressBar(total=games, desc="teacher", unit="game", disable=not progress)
+        bar = ProgressBar(total=games, desc="teacher", unit="game", disable=not how.progress)
         draws = 0
         for chunk in executor.imap(_teacher_chunk, tasks, setup):
             for records, outcome, draw in chunk:
@@ -106,12 +130,14 @@ def write_teacher_batch(
             bar.update(len(chunk))
         bar.close()
     elapsed = time.perf_counter() - started
-    return {
+    metrics: TeacherMetrics = {
         "teacher/games": writer.games,
         "teacher/decisions": writer.decisions,
         "teacher/draw_rate": draws / games,
         "teacher/decisions_per_s": writer.decisions / elapsed,
         "teacher/game": game.name,
         "teacher/kind": game.teacher_name,
-        **({"teacher/env_version": game.env_version} if game.env_version else {}),
     }
+    if game.env_version:
+        metrics["teacher/env_version"] = game.env_version
+    return metrics
