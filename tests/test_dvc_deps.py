@@ -18,7 +18,7 @@ import pytest
 from ml.config.yaml_file import safe_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGES = ("teacher", "train", "selfplay", "export", "gate", "merge")
+STAGES = ("teacher", "train", "selfplay", "export", "gate", "merge", "rate")
 PACKAGES = ("ml", "stages")
 NEVER = ("ml/driver", "ml/api")
 GAME_DATA = "ml/game/commander/data"
