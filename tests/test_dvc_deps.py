@@ -18,7 +18,7 @@ import pytest
 from ml.config.yaml_file import safe_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGES = ("teacher", "train", "selfplay", "export", "gate", "merge")
+STAGES = ("teacher", "train", "selfplay", "export", "gate", "merge", "rate")
 PACKAGES = ("ml", "stages")
 NEVER = ("ml/driver", "ml/api")
 GAME_DATA = "ml/game/commander/data"
@@ -102,3 +102,15 @@ def test_only_loop_and_api_import_the_driver():
         if not p.is_relative_to(ROOT / "ml/driver") and any(m.startswith("ml.driver") for m in _imports(p))
     }
     assert all(u.startswith("ml/api/") for u in users), sorted(users)
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_every_input_the_command_names_is_a_dep(stage: str) -> None:
+    """A path the stage's command reads (``data/...``, ``${mdir}/...``, not one of its outs) is in its deps,
+    so DVC re-runs the stage when that input changes."""
+    body = safe_yaml().load((ROOT / "dvc.yaml").read_text())["stages"][stage]
+    outs = {next(iter(o)) if isinstance(o, dict) else o for key in ("outs", "metrics", "plots") for o in body.get(key, [])}
+    named = [w for w in body["cmd"].split() if w.startswith(("data/", "${mdir}/"))]
+    inputs = [w for w in named if not any(w == o or w.startswith(o.rstrip("/") + "/") for o in outs)]
+    missing = [w for w in inputs if w not in body["deps"]]
+    assert not missing, f"dvc.yaml stage {stage}: deps lack {missing}, which its command reads"

@@ -62,16 +62,22 @@ def test_attempt_episodes_sums_the_stages_that_ran(tmp_path: Path) -> None:
 @pytest.mark.parametrize("pipeline", ["kuhn_poker"], indirect=True)
 def test_tournament_entry_counts_its_games(pipeline: Pipeline, tmp_path: Path) -> None:
     from ml.game.registry import openspiel
-    from ml.judge.ratings import rate_generation
+    from ml.judge.ratings import PlayedTournament, TournamentPlay, play_tournament, record_tournament
     from ml.model.policy import load_policy
 
     student, _ = load_policy(pipeline.root / "student.pt")
-    play = {"games": 8, "game": openspiel("kuhn_poker", mcts_simulations=5), "num_envs": 4, "seed": 3, "encoder": None}
-    entry = rate_generation(tmp_path, "a1", 0, {"gen000": student}, **play)
+    game, play = openspiel("kuhn_poker", mcts_simulations=5), TournamentPlay(games=8, num_envs=4, seed=3)
+    first = PlayedTournament(generation=0, accepted=True, students=["gen000"],
+                             games=play_tournament({"gen000": student}, "gen000", play, game))  # fmt: skip
+    entry = record_tournament(tmp_path, "a1", first)
     assert entry["episodes"] == 8 == entry["games"]
-    assert sum(r["games"] for r in entry["returns"]) == 16  # chips of both seats of each game (kuhn is zero-sum)
-    assert rate_generation(tmp_path, "a1", 0, {"gen000": student}, **play)["episodes"] == 8  # a rerun adds nothing
-    second = rate_generation(tmp_path, "a2", 1, {"gen000": student, "gen001": student}, **play)
+    assert sum(r["games"] for r in entry.get("returns", [])) == 16  # chips of both seats of each game (kuhn is zero-sum)
+    assert record_tournament(tmp_path, "a1", first)["episodes"] == 8  # a rerun adds nothing
+    students = {"gen000": student, "gen001": student}
+    games = play_tournament(students, "gen001", play, game)
+    second = record_tournament(
+        tmp_path, "a2", PlayedTournament(generation=1, accepted=True, students=sorted(students), games=games)
+    )
     assert second["episodes"] == 8 and second["games"] == 16
 
 

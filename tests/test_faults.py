@@ -63,7 +63,7 @@ def test_seams_come_from_the_code(reference_run):
     # each step of the driver and of every stage is there, named by the code that reached it
     assert {"begin", "promote", "repro", "stage", "rating", "finish", "commit"} <= kinds
     assert any(s.endswith("promote.dvc_add" + DURING_SUFFIX) for s in targets)  # inside `dvc add`
-    assert {f"stage.{n}" for n in ("teacher", "train", "selfplay", "export", "gate", "merge")} <= {
+    assert {f"stage.{n}" for n in ("teacher", "train", "selfplay", "export", "gate", "merge", "rate")} <= {
         s.split(".", 1)[1] for s in targets
     }
     assert len(targets) == len(set(targets))

@@ -82,6 +82,16 @@ def test_two_generations_commit_and_restore(finished_run):
     assert [e["generation"] for e in elo] == [0, 1] and elo[1]["gain"]["new"] == "gen001"
     rows = {r["player"]: r for r in elo[1]["table"]}
     assert rows["heuristic"]["elo"] == 1500 and rows["gen001"]["low"] < rows["gen001"]["elo"] < rows["gen001"]["high"]
+    # the tournament is the rate stage's, pinned in dvc.lock: its output holds the games the driver recorded
+    lock = safe_yaml().load((project / "dvc.lock").read_text())
+    pinned = {o["path"]: o["md5"] for o in lock["stages"]["rate"]["outs"]}
+    assert pinned["data/tournament.json"] == hashlib.md5((project / "data/tournament.json").read_bytes()).hexdigest()
+    assert "data/merged/students" in {d["path"] for d in lock["stages"]["rate"]["deps"]}
+    played = json.loads((project / "data/tournament.json").read_text())
+    recorded = [json.loads(line) for line in (project / "state/tournament.jsonl").read_text().splitlines()]
+    assert played["games"] == [{k: v for k, v in g.items() if k != "attempt_id"} for g in recorded[-len(played["games"]) :]]
+    assert played["generation"] == 1 and played["students"] == ["gen000", "gen001"] and len(played["games"]) == 16
+    assert history[1]["episodes"] == sum(history[1]["metrics"][s][f"{s}/episodes"] for s in history[1]["stage_wall_s"])
     ledger = (project / "state/feedback.jsonl").read_text().splitlines()
     assert [json.loads(line)["outcome"] for line in ledger] == ["accepted", "accepted"]
     assert "gen001" in run_loop(project, "elo").stdout

@@ -27,7 +27,7 @@ from ml.data.dataset import load_teacher
 from ml.game.openspiel_env import outcome_of
 from ml.game.record import OpenSpielRecord
 from ml.game.registry import make_game, openspiel
-from ml.judge.ratings import fit_plackett_luce, format_table, play_tournament, return_table
+from ml.judge.ratings import TournamentPlay, fit_plackett_luce, format_table, play_tournament, return_table
 from ml.model.policy import PolicyNet
 from ml.play.rollout import Controller, Keep, Pods, game_seeds, play_games
 from tests.conftest import Pipeline, yaml_text
@@ -159,7 +159,7 @@ def test_kuhn_tournament_and_ratings(pipeline: Pipeline) -> None:
     student, _ = load_policy(tmp / "student.pt")
     assert isinstance(student, PolicyNet) and (student.obs_dim, student.num_actions) == (7, 2)
     game = openspiel("kuhn_poker", mcts_simulations=20)
-    games = play_tournament({"gen000": student}, "gen000", games=40, game=game, num_envs=4, seed=5, encoder=None)
+    games = play_tournament({"gen000": student}, "gen000", TournamentPlay(games=40, num_envs=4, seed=5), game)
     rankings = [g["ranking"] for g in games]
     assert len(rankings) == 40 and all(len(r) == 2 and "gen000" in r for r in rankings)
     # zero-sum: each game's chips, the winner's first; kuhn's pots are 1 or 2 chips
@@ -168,7 +168,17 @@ def test_kuhn_tournament_and_ratings(pipeline: Pipeline) -> None:
     gen = [g["returns"][g["ranking"].index("gen000")] for g in games]
     assert table["gen000"]["games"] == 40 and table["gen000"]["mean_return"] == pytest.approx(np.mean(gen), abs=1e-4)
     assert table["gen000"]["low"] < table["gen000"]["mean_return"] < table["gen000"]["high"]
-    assert "chips/game" in format_table({"attempt_id": "a", "games": 40, "table": [], "returns": return_table(games)})
+    assert "chips/game" in format_table(
+        {
+            "attempt_id": "a",
+            "generation": 0,
+            "games": 40,
+            "episodes": 40,
+            "table": [],
+            "gain": None,
+            "returns": return_table(games),
+        }
+    )
     fit = fit_plackett_luce(rankings, anchor="heuristic", prior_chain=["gen000"])
     assert {r["player"] for r in fit.table()} == {"heuristic", "random", "gen000"}
 

@@ -343,12 +343,12 @@ def test_user_env_stages_tournament_and_ray_runtime_env(nim: Path, tmp_path: Pat
         and teacher["teacher/kind"] == "teacher.policy tiny_nim:teacher"
     )
     assert pipe.metrics("train")["train/holdout_accuracy"] > 0.5  # the teacher always takes one stone from 9, 5 (and 1)
-    from ml.judge.ratings import fit_plackett_luce, play_tournament
+    from ml.judge.ratings import TournamentPlay, fit_plackett_luce, play_tournament
     from ml.model.policy import load_policy
 
     student, _ = load_policy(tmp_path / "student.pt")
     game = pettingzoo(NIM, None, "tiny_nim:teacher")
-    games = play_tournament({"gen000": student}, "gen000", games=24, game=game, num_envs=4, seed=5, encoder=None)
+    games = play_tournament({"gen000": student}, "gen000", TournamentPlay(games=24, num_envs=4, seed=5), game)
     assert all("returns" not in g for g in games)  # Nim is no OpenSpiel game: judged by first place
     fit = fit_plackett_luce([g["ranking"] for g in games], anchor="heuristic", prior_chain=["gen000"])
     table = {r["player"]: r for r in fit.table()}

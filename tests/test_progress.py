@@ -296,13 +296,13 @@ def test_tournament_bar_counts_each_game(monkeypatch: pytest.MonkeyPatch, caplog
     """One chunk is the whole tournament (``compute.chunk_games: 0``): the bar still moves game by game."""
     from ml.game.commander.encoding import OBS_DIM
     from ml.game.registry import commander
-    from ml.judge.ratings import play_tournament
+    from ml.judge.ratings import TournamentPlay, play_tournament
     from ml.model.policy import PolicyNet
 
     monkeypatch.setenv(LINE_EVERY_ENV, "1e-9")  # a line per update
     caplog.set_level(logging.INFO, logger="ml.base.progress")
-    rankings = play_tournament({"gen000": PolicyNet(OBS_DIM, (16,))}, "gen000", games=8, game=commander(4, 30), num_envs=4,
-                               seed=3, encoder=None)  # fmt: skip
+    rankings = play_tournament({"gen000": PolicyNet(OBS_DIM, (16,))}, "gen000", TournamentPlay(8, 4, 3), commander(4, 30),
+                               progress=False)  # fmt: skip
     assert len(rankings) == 8
     counts = [int(m.group(1)) for line in _lines(caplog) if (m := re.match(r"rating: (\d+)/8 game", line))]
     assert counts == list(range(1, 9))  # each game as it ends

@@ -105,3 +105,74 @@ def test_tournament_file_is_read_with_the_jsonl_reader(tmp_path):
     path.write_text('{"attempt_id": "a", "ranking": ["x", "y"]}\n{"attempt_id": "b", "rank')
     with pytest.raises(DataFileError, match=r"tournament.jsonl:2"):
         load_tournament(tmp_path)
+
+
+def test_record_tournament_appends_the_games_once_and_refits_every_generation(tmp_path):
+    import json
+
+    from ml.judge.ratings import ELO_FILE, TOURNAMENT_FILE, PlayedTournament, record_tournament
+
+    g0 = [{"ranking": ["gen000", "random"]}, {"ranking": ["heuristic", "gen000"]}, {"ranking": ["gen000", "heuristic"]}]
+    g1 = [{"ranking": ["gen001", "gen000"]}, {"ranking": ["heuristic", "gen001"]}, {"ranking": ["gen001", "random"]}]
+    first = record_tournament(tmp_path, "a0", PlayedTournament(generation=0, accepted=True, students=["gen000"], games=g0))
+    assert (first["games"], first["episodes"], first["gain"]) == (3, 3, None)
+    second = record_tournament(
+        tmp_path, "a1", PlayedTournament(generation=1, accepted=True, students=["gen000", "gen001"], games=g1), 200.0
+    )
+    lines = (tmp_path / TOURNAMENT_FILE).read_text().splitlines()
+    assert lines[0] == '{"attempt_id": "a0", "ranking": ["gen000", "random"]}' and len(lines) == 6
+    fit = fit_plackett_luce([g["ranking"] for g in g0 + g1], anchor="heuristic", prior_chain=["gen000", "gen001"],
+                            prior_sigma_elo=200.0)  # fmt: skip
+    assert second["table"] == fit.table() and (second["games"], second["episodes"]) == (6, 3)
+    gain = fit.gain("gen001", "gen000")
+    assert second["gain"] == {"new": "gen001", "old": "gen000", "elo": round(gain[0], 1), "low": round(gain[1], 1),
+                              "high": round(gain[2], 1)}  # fmt: skip
+    again = record_tournament(tmp_path, "a1", PlayedTournament(generation=1, accepted=True, students=[], games=[]))
+    assert again == second and len((tmp_path / TOURNAMENT_FILE).read_text().splitlines()) == 6  # keyed by attempt
+    assert [e["attempt_id"] for e in json.loads((tmp_path / ELO_FILE).read_text())] == ["a0", "a1"]
+
+
+def test_played_tournament_file_names_a_bad_field(tmp_path):
+    from ml.base.io import DataFileError
+    from ml.judge.ratings import PlayedTournament
+
+    played = PlayedTournament(generation=2, accepted=True, students=["gen000"], games=[{"ranking": ["gen002", "random"]}])
+    played.write(tmp_path / "t.json")
+    assert PlayedTournament.read(tmp_path / "t.json") == played and played.newest == "gen002"
+    (tmp_path / "t.json").write_text('{"generation": 2, "accepted": true, "students": [], "games": [{"rank": []}]}')
+    with pytest.raises(DataFileError, match=r"t\.json: games\.0\.ranking: Field required"):
+        PlayedTournament.read(tmp_path / "t.json")
+
+
+def test_rate_stage_plays_the_tournament_of_an_accepted_gate_only(tmp_path):
+    """``stages.rate`` plays what ``play_tournament`` plays with the params' seed and sizes, and nothing when rejected."""
+    import json
+
+    from ml.base.io import read_json
+    from ml.config.params import load_params
+    from ml.config.yaml_file import safe_yaml
+    from ml.game.commander.encoding import OBS_DIM
+    from ml.game.registry import make_game
+    from ml.judge.ratings import PlayedTournament, TournamentPlay, play_tournament
+    from ml.model.policy import PolicyNet, save_policy
+    from stages.rate import main
+    from tests.conftest import tiny_params
+
+    (tmp_path / "students").mkdir()
+    net = PolicyNet(OBS_DIM, (16,))
+    save_policy(net, tmp_path / "students/gen000.pt")
+    params = tiny_params({"rating": {"games": 8}})
+    safe_yaml().dump(params, tmp_path / "params.yaml")
+    argv = ["--params", str(tmp_path / "params.yaml"), "--gate", str(tmp_path / "gate.json"), "--students",
+            str(tmp_path / "students"), "--out", str(tmp_path / "t.json"), "--metrics", str(tmp_path / "rate.json")]  # fmt: skip
+    (tmp_path / "gate.json").write_text(json.dumps({"gate/accepted": False}))
+    assert main(argv) == 0
+    assert PlayedTournament.read(tmp_path / "t.json").games == [] and read_json(tmp_path / "rate.json")["rate/episodes"] == 0
+    (tmp_path / "gate.json").write_text(json.dumps({"gate/accepted": True}))
+    assert main(argv) == 0
+    played = PlayedTournament.read(tmp_path / "t.json")
+    p = load_params(tmp_path / "params.yaml")
+    play = TournamentPlay(8, p.selfplay.num_envs, p.stage_seed("rating"), p.compute.chunk_games)
+    want = play_tournament({"gen000": net}, "gen000", play, make_game(p.game, p.teacher), progress=False)
+    assert played.students == ["gen000"] and played.games == want and len(want) == 8
+    assert read_json(tmp_path / "rate.json")["rate/episodes"] == 8

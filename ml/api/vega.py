@@ -16,11 +16,14 @@ import csv
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ml.api.readers import read_json_or
 from ml.driver.generations import GENERATIONS_FILE, generation_rows
 from ml.learn.curves import METRICS_SUBDIR
+
+if TYPE_CHECKING:
+    from ml.judge.ratings import EloEntry
 
 SCHEMA = "https://vega.github.io/schema/vega-lite/v6.json"
 """An identifier only: vega-embed reads it to pick the parser and fetches nothing."""
@@ -55,7 +58,7 @@ def _base(values: list[dict], height: int = 220) -> dict[str, Any]:
     return {"$schema": SCHEMA, "width": WIDTH, "height": height, "data": {"name": DATA, "values": values}}
 
 
-def generation_data(root: Path, history: list[dict], elo_history: list[dict]) -> list[dict]:
+def generation_data(root: Path, history: list[dict], elo_history: list[EloEntry]) -> list[dict]:
     """The rows of ``plots/generations.json`` under ``root``, or the same rows built from the history."""
     rows = read_json_or(root / GENERATIONS_FILE, None)
     return rows if isinstance(rows, list) else generation_rows(history, elo_history)

@@ -15,9 +15,12 @@ from the previous attempt's.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ml.base.io import atomic_write_json
+
+if TYPE_CHECKING:
+    from ml.judge.ratings import EloEntry
 
 GENERATIONS_FILE = Path("plots/generations.json")
 """The generation plot file (sync partner: the top-level ``plots:`` of ``dvc.yaml``)."""
@@ -27,7 +30,7 @@ VERSION_KEYS = ("python", "torch", "dvc", "numpy", "cpu_capability")
 is the vector unit torch's CPU kernels used (``ml.base.determinism``): another one rounds differently."""
 
 
-def _elo_row(elo_history: list[dict], entry: dict) -> dict[str, Any]:
+def _elo_row(elo_history: list[EloEntry], entry: dict) -> dict[str, Any]:
     """The Elo and 95% interval of an accepted attempt's student (``gen<generation>``) in the latest
     refit (all generations are rated together, so earlier figures move as games are added); else nulls."""
     if entry.get("verdict") == "accepted" and elo_history:
@@ -37,7 +40,7 @@ def _elo_row(elo_history: list[dict], entry: dict) -> dict[str, Any]:
     return {"elo": None, "elo_low": None, "elo_high": None}
 
 
-def generation_rows(attempts: list[dict], elo_history: list[dict]) -> list[dict[str, Any]]:
+def generation_rows(attempts: list[dict], elo_history: list[EloEntry]) -> list[dict[str, Any]]:
     """One row per finished attempt, in run order (``attempt_no`` from 1).
 
     Args:
@@ -87,7 +90,7 @@ def generation_rows(attempts: list[dict], elo_history: list[dict]) -> list[dict[
     return rows
 
 
-def write_generations(root: Path, attempts: list[dict], elo_history: list[dict]) -> None:
+def write_generations(root: Path, attempts: list[dict], elo_history: list[EloEntry]) -> None:
     """Rewrite ``plots/generations.json`` under ``root`` from the history (atomic, idempotent)."""
     atomic_write_json(root / GENERATIONS_FILE, generation_rows(attempts, elo_history))
 

@@ -18,7 +18,7 @@ from ml.driver.feedback import now as feedback_now
 from ml.driver.state import HISTORY_FILE, STATE_FILE, AttemptLog, InFlight, LoopState
 from ml.driver.workspace import LoopError
 from ml.judge.gate import GateVerdict
-from ml.judge.ratings import ELO_FILE
+from ml.judge.ratings import ELO_FILE, EloEntry
 
 RESTORE_HINT = (
     "Restore it from the last commit (`git checkout HEAD -- {path}`; if its deletion was committed: "
@@ -70,7 +70,7 @@ def load_history(root: Path, state: LoopState) -> list[dict]:
     return history
 
 
-def elo_history(root: Path) -> list[dict]:
+def elo_history(root: Path) -> list[EloEntry]:
     """``state/elo_history.json`` (one tournament per accepted generation, oldest first); ``[]`` while absent.
 
     Raises:

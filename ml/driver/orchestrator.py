@@ -57,11 +57,8 @@ from ml.driver.state import (
 )
 from ml.driver.workspace import DVC, OWNED_PATHS, LoopError, Workspace
 from ml.game.checks import check_params
-from ml.game.registry import make_game
 from ml.judge.gate import GateVerdict
-from ml.judge.ratings import format_table, rate_generation
-from ml.model.policy import load_policy
-from ml.runtime.compute import open_executor
+from ml.judge.ratings import PLAYED_FILE, EloEntry, PlayedTournament, format_table, record_tournament
 
 logger = logging.getLogger(__name__)
 
@@ -360,8 +357,6 @@ class Loop(Workspace):
         self.seam("finish.rated")
         if elo and elo.get("gain"):
             entry.figures["elo_gain"] = elo["gain"]
-        if elo and entry.episodes is not None:
-            entry.episodes += int(elo.get("episodes") or 0)  # the tournament's games
         if not any(h.get("attempt_id") == flight.attempt_id for h in attempts):
             attempts.append(
                 {**entry.model_dump(mode="json"), "nudges": flight.nudges, "metrics": history.all_metrics(self.root)}
@@ -397,20 +392,23 @@ class Loop(Workspace):
         """The commit message of the state's last log entry (``ml.driver.messages.pending_message``)."""
         return pending_message(state)
 
-    def rate(self, flight: InFlight, params: Params) -> dict:
-        """Tournament of an accepted generation and the refit of all ratings (idempotent).
+    def rate(self, flight: InFlight, params: Params) -> EloEntry:
+        """Record the ``rate`` stage's tournament of an accepted generation (``data/tournament.json``)
+        and refit all ratings (idempotent: ``ml.judge.ratings.record_tournament``).
 
         Returns:
-            The tournament's entry of ``state/elo_history.json`` (``table`` in Elo, ``gain``).
+            The refit's entry of ``state/elo_history.json`` (``table`` in Elo, ``gain``).
+
+        Raises:
+            LoopError: ``data/tournament.json`` is another generation's (the stage did not run).
+            ml.base.io.DataFileError: it or a state file of the ratings is damaged.
         """
-        students = {p.stem: load_policy(p)[0] for p in sorted(self.path("data/merged/students").glob("*.pt"))}
-        self.write_status("running", flight, stage="rating")
-        with open_executor(params.compute, params.base.torch_threads) as executor:
-            entry = rate_generation(
-                self.root, flight.attempt_id, flight.generation, students, prior_sigma_elo=params.rating.prior_sigma_elo,
-                games=params.rating.games, game=make_game(params.game, params.teacher), num_envs=params.selfplay.num_envs,
-                seed=params.stage_seed("rating"), encoder=None, executor=executor, chunk_games=params.compute.chunk_games,
-            )  # fmt: skip
+        played = PlayedTournament.read(self.path(PLAYED_FILE))
+        if played.generation != flight.generation or not played.accepted:
+            raise LoopError(
+                f"{PLAYED_FILE} is not the tournament of {flight.attempt_id}: run `dvc repro rate` and start again"
+            )
+        entry = record_tournament(self.root, flight.attempt_id, played, prior_sigma_elo=params.rating.prior_sigma_elo)
         if entry["table"]:
             self.echo(format_table(entry))
         return entry

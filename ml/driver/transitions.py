@@ -20,10 +20,10 @@ from ml.config.curriculum import opponent_fallback, phase_overrides
 from ml.config.params import Params
 from ml.driver.params_file import file_values, get_or_absent
 from ml.driver.state import LoopState, LoopStatus
-from ml.judge.ratings import converged
+from ml.judge.ratings import EloEntry, converged
 
 
-def status_after(state: LoopState, params: Params, elo_history: list[dict]) -> tuple[LoopStatus, str | None]:
+def status_after(state: LoopState, params: Params, elo_history: list[EloEntry]) -> tuple[LoopStatus, str | None]:
     """The status (``running``, ``blocked``, ``done``) of ``state`` and, when done, why.
 
     Args:
@@ -47,7 +47,7 @@ def status_after(state: LoopState, params: Params, elo_history: list[dict]) -> t
 
 
 def after_attempt(
-    state: LoopState, generation: int, attempt: int, accepted: bool, params: Params, elo_history: list[dict]
+    state: LoopState, generation: int, attempt: int, accepted: bool, params: Params, elo_history: list[EloEntry]
 ) -> LoopState:
     """The state after attempt (``generation``, ``attempt``) finished.
 
@@ -75,7 +75,7 @@ def accepted_generations(state: LoopState) -> int:
     return state.generation - sum(e.verdict == "override" and e.reasons[:1] == ["skip-to-next-stage"] for e in state.log)
 
 
-def after_override(state: LoopState, params: Params, skip: bool, elo_history: list[dict]) -> tuple[LoopState, str | None]:
+def after_override(state: LoopState, params: Params, skip: bool, elo_history: list[EloEntry]) -> tuple[LoopState, str | None]:
     """The state after ``--force-retry`` (``skip`` False) or ``--skip-to-next-stage`` (``skip`` True)
     of a ``blocked`` loop (``ml.driver.commands.apply_override`` refuses any other).
 

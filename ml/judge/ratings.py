@@ -27,17 +27,19 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import numpy as np
 import torch
+from pydantic import BaseModel, ConfigDict, ValidationError
 from scipy.optimize import minimize
+from typing_extensions import NotRequired, TypedDict  # pydantic reads TypedDicts from typing_extensions before Python 3.12
 
 from ml.base.faults import seam
-from ml.base.io import atomic_write_json, atomic_write_text, iter_jsonl, read_json
+from ml.base.io import DataFileError, atomic_write_json, atomic_write_text, iter_jsonl, read_json
 from ml.base.progress import ProgressBar
 from ml.game.registry import GameSpec
 from ml.game.spec import Encoder
@@ -51,6 +53,68 @@ ELO_SCALE = 400.0 / math.log(10.0)
 """Elo points per unit of log-strength (400 Elo = a factor 10 in strength)."""
 Z95 = 1.959963984540054
 """Two-sided 95% normal quantile."""
+
+
+class EloRow(TypedDict):
+    """One player of a refit (``Ratings.table``): Elo with its 95% interval, rounded to 0.1."""
+
+    player: str
+    elo: float
+    low: float
+    high: float
+    games: int
+
+
+class GainRow(TypedDict):
+    """Elo of the newest generation ``new`` minus the one before, ``old``, with its 95% interval."""
+
+    new: str
+    old: str
+    elo: float
+    low: float
+    high: float
+
+
+class ReturnRow(TypedDict):
+    """A player's mean return in chips per game (``return_table``); ``low``/``high`` None with one game."""
+
+    player: str
+    mean_return: float
+    low: float | None
+    high: float | None
+    games: int
+
+
+class TournamentGame(TypedDict):
+    """One tournament game: player names from first place to last and, in a two-player zero-sum
+    game, each ranked player's return in chips (aligned with ``ranking``)."""
+
+    ranking: list[str]
+    returns: NotRequired[list[float]]
+
+
+class RecordedGame(TypedDict):
+    """A line of ``state/tournament.jsonl``: a :class:`TournamentGame` keyed by its attempt."""
+
+    attempt_id: str
+    ranking: list[str]
+    returns: NotRequired[list[float]]
+
+
+class EloEntry(TypedDict):
+    """One refit of ``state/elo_history.json`` (:func:`record_tournament`).
+
+    ``games``: all games so far; ``episodes``: the games of this attempt's tournament; ``gain``: vs
+    the previous generation, or None; ``returns``: in a zero-sum game, :func:`return_table` over all games.
+    """
+
+    attempt_id: str
+    generation: int
+    games: int
+    episodes: int
+    table: list[EloRow]
+    gain: GainRow | None
+    returns: NotRequired[list[ReturnRow]]
 
 
 @dataclass
@@ -85,19 +149,13 @@ class Ratings:
         half = Z95 * ELO_SCALE * math.sqrt(max(var, 0.0))
         return gain, gain - half, gain + half
 
-    def table(self) -> list[dict]:
+    def table(self) -> list[EloRow]:
         """One row per player: name, elo, low, high, games; strongest first."""
-        rows = []
+        rows: list[EloRow] = []
         for name, g in zip(self.players, self.games, strict=True):
             low, high = self.elo_interval(name)
             rows.append(
-                {
-                    "player": name,
-                    "elo": round(self.elo(name), 1),
-                    "low": round(low, 1),
-                    "high": round(high, 1),
-                    "games": int(g),
-                }
+                EloRow(player=name, elo=round(self.elo(name), 1), low=round(low, 1), high=round(high, 1), games=int(g))
             )
         return sorted(rows, key=lambda r: -r["elo"])
 
@@ -220,19 +278,47 @@ def tournament_seatings(
     return rotated_seatings(games, pod_size, newest, draw)
 
 
+@dataclass(frozen=True)
+class TournamentPlay:
+    """How a tournament is played.
+
+    Attributes:
+        games: games to play.
+        num_envs: games played at once (batched).
+        seed: seeds the seatings, the games and any sampling.
+        chunk_games: games per chunk by game index (0: one chunk); chunk ``k`` samples with
+            ``ml.runtime.compute.chunk_seed(seed, k)``.
+    """
+
+    games: int
+    num_envs: int
+    seed: int
+    chunk_games: int = 0
+
+
+@dataclass(frozen=True)
+class _ChunkSetup:
+    """What every chunk of one tournament reads (shared once: ``Executor.share``)."""
+
+    controllers: Mapping[str, Controller]
+    seatings: list[list[str]]
+    seeds: list[int]
+    play: TournamentPlay
+    encoder: Encoder | None
+    game: GameSpec
+
+
 def play_tournament(
-    students: dict[str, PolicyNet],
+    students: Mapping[str, PolicyNet],
     newest: str,
-    *,
-    games: int,
+    play: TournamentPlay,
     game: GameSpec,
-    num_envs: int,
-    seed: int,
-    encoder: Encoder | None,
+    *,
+    encoder: Encoder | None = None,
     executor: Executor = LOCAL,
-    chunk_games: int = 0,
-) -> list[dict[str, Any]]:
-    """Play ``games`` pods among students, the heuristic teacher and the random player.
+    progress: bool | None = None,
+) -> list[TournamentGame]:
+    """Play ``play.games`` pods among students, the heuristic teacher and the random player.
 
     Students act greedily (arg-max over legal actions). Every pod holds ``newest``. The
     ``heuristic`` player is the game's teacher (MCTS for OpenSpiel games), the anchor.
@@ -240,20 +326,16 @@ def play_tournament(
     Args:
         students: name -> PolicyNet of each accepted generation's student.
         newest: the student to rate now.
-        games: games to play.
+        play: games, batching, seed and chunking (:class:`TournamentPlay`).
         game: the game (``ml.game.registry.GameSpec``): ``num_players`` seats per pod, the
             commander's ``max_turns`` cap.
-        num_envs: games played at once (batched).
-        seed: seeds the seatings, the games and any sampling.
-        encoder: observation encoder.
+        encoder: observation encoder (None: the game's own).
         executor: where the games are played (``ml.runtime.compute``: here or on a Ray cluster, same rankings).
-        chunk_games: games per chunk by game index (0: one chunk, the games as before chunks
-            existed); chunk ``k`` samples with ``ml.runtime.compute.chunk_seed(seed, k)``.
+        progress: show the progress bar (None: when stderr is a terminal).
 
     Returns:
-        Per game, ``{"ranking": player names from first place to last}``, and in a two-player
-        zero-sum game (``GameSpec.zero_sum``) ``"returns"``: each ranked player's return in chips,
-        aligned with ``ranking``.
+        Per game, in game order, its :class:`TournamentGame`; ``returns`` only in a two-player
+        zero-sum game (``GameSpec.zero_sum``).
 
     Raises:
         ml.runtime.compute.ComputeError: the Ray cluster was lost mid-stage.
@@ -261,16 +343,17 @@ def play_tournament(
     controllers = {HEURISTIC: Controller(HEURISTIC), RANDOM: Controller(RANDOM)}
     controllers.update({name: Controller("net", net, greedy=True) for name, net in students.items()})
     others = sorted(set(controllers) - {newest})
-    seatings = tournament_seatings(newest, others, games, game.num_players, np.random.default_rng(seed))
-    setup = executor.share((controllers, seatings, game_seeds(seed, games), num_envs, encoder, game, seed))
-    bar = ProgressBar(total=games, desc="rating", unit="game", disable=not sys.stderr.isatty())
-    tasks = list(enumerate(chunk_ranges(games, chunk_games)))
+    seatings = tournament_seatings(newest, others, play.games, game.num_players, np.random.default_rng(play.seed))
+    setup = executor.share(_ChunkSetup(controllers, seatings, game_seeds(play.seed, play.games), play, encoder, game))
+    shown = sys.stderr.isatty() if progress is None else progress
+    bar = ProgressBar(total=play.games, desc="rating", unit="game", disable=not shown)
+    tasks = list(enumerate(chunk_ranges(play.games, play.chunk_games)))
     local = executor.backend == "local"
     if local:  # played in this process: the bar counts each game as it ends (one chunk is the whole tournament)
-        chunks: Iterable[list[dict[str, Any]]] = (_tournament_chunk(t, setup.value, on_game=bar.update) for t in tasks)
+        chunks: Iterable[list[TournamentGame]] = (_tournament_chunk(t, setup.value, on_game=bar.update) for t in tasks)
     else:  # on a cluster: each chunk as it comes back
         chunks = executor.imap(_tournament_chunk, tasks, setup)
-    rankings: list[dict[str, Any]] = []
+    rankings: list[TournamentGame] = []
     for chunk in chunks:
         rankings += chunk
         if not local:
@@ -280,32 +363,72 @@ def play_tournament(
 
 
 def _tournament_chunk(
-    task: tuple[int, range], setup: tuple, on_game: Callable[[], object] | None = None
-) -> list[dict[str, Any]]:
+    task: tuple[int, range], setup: _ChunkSetup, on_game: Callable[[], object] | None = None
+) -> list[TournamentGame]:
     """Play one chunk of a tournament: per game in index order, the entry of :func:`play_tournament`.
 
     ``on_game`` is called as each game ends (a progress bar's ``update``; it reads nothing).
     """
     k, indices = task
-    controllers, seatings, seeds, num_envs, encoder, game, seed = setup
+    game = setup.game
     results = []
     for result in play_games(
-        Pods(seatings, seeds, indices), controllers, num_envs=num_envs, encoder=encoder,
-        generator=torch.Generator().manual_seed(chunk_seed(seed, k)), game=game,
+        Pods(setup.seatings, setup.seeds, indices), dict(setup.controllers), num_envs=setup.play.num_envs, encoder=setup.encoder,
+        generator=torch.Generator().manual_seed(chunk_seed(setup.play.seed, k)), game=game,
     ):  # fmt: skip
         results.append(result)
         if on_game is not None:
             on_game()
-    games: list[dict[str, Any]] = []
+    games: list[TournamentGame] = []
     for r in sorted(results, key=lambda r: r.index):
-        played: dict[str, Any] = {"ranking": [r.seats[s] for s in r.ranking]}
+        played = TournamentGame(ranking=[r.seats[s] for s in r.ranking])
         if game.zero_sum:
             played["returns"] = [round(float(r.returns[s]) * game.reward_scale, 9) for s in r.ranking]
         games.append(played)
     return games
 
 
-def return_table(games: Iterable[dict[str, Any]], confidence: float = 0.95) -> list[dict[str, Any]]:
+class PlayedTournament(BaseModel):
+    """The ``rate`` stage's output (``data/tournament.json``): this attempt's tournament games.
+
+    Attributes:
+        generation: the attempt's generation; the newest student is ``gen{generation:03d}``.
+        accepted: the gate accepted the attempt (a rejected one plays no tournament: ``games`` empty).
+        students: names of every accepted generation's student (``data/merged/students``), sorted.
+        games: the games of :func:`play_tournament`, in game order.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    generation: int
+    accepted: bool
+    students: list[str]
+    games: list[TournamentGame]
+
+    @property
+    def newest(self) -> str:
+        return f"gen{self.generation:03d}"
+
+    def write(self, path: Path) -> None:
+        """Write as JSON (atomic)."""
+        atomic_write_json(path, self.model_dump(mode="json"))
+
+    @classmethod
+    def read(cls, path: Path) -> PlayedTournament:
+        """Read a file :meth:`write` wrote.
+
+        Raises:
+            ml.base.io.DataFileError: not JSON, or a field missing or of the wrong type (the first one named).
+            FileNotFoundError: no such file.
+        """
+        try:
+            return cls.model_validate(read_json(path))
+        except ValidationError as e:
+            err = e.errors()[0]
+            raise DataFileError(path, None, ".".join(str(x) for x in err["loc"]) or None, err["msg"]) from None
+
+
+def return_table(games: Iterable[TournamentGame | RecordedGame], confidence: float = 0.95) -> list[ReturnRow]:
     """Each player's mean return (chips per game) over the tournament games that carry returns.
 
     The game is the unit (tournament games have seeds of their own, no duplicate deals), so
@@ -319,14 +442,16 @@ def return_table(games: Iterable[dict[str, Any]], confidence: float = 0.95) -> l
     for g in games:
         for name, value in zip(g["ranking"], g.get("returns") or (), strict=False):
             tallies.setdefault(name, ReturnTally()).add(value)
-    rows = []
+    rows: list[ReturnRow] = []
     for name, t in tallies.items():
         low, high = t.interval(confidence) if t.deals > 1 else (None, None)
-        rows.append({"player": name, "mean_return": round(t.mean, 4), "low": low if low is None else round(low, 4),
-                     "high": high if high is None else round(high, 4), "games": t.deals})  # fmt: skip
+        rows.append(ReturnRow(player=name, mean_return=round(t.mean, 4), low=low if low is None else round(low, 4),
+                              high=high if high is None else round(high, 4), games=t.deals))  # fmt: skip
     return sorted(rows, key=lambda r: (-r["mean_return"], r["player"]))
 
 
+PLAYED_FILE = Path("data/tournament.json")
+"""The ``rate`` stage's output (``dvc.yaml``): this attempt's :class:`PlayedTournament`."""
 TOURNAMENT_FILE = Path("state/tournament.jsonl")
 """Every tournament game ever played: ``{"attempt_id", "ranking"}`` per line, with ``"returns"`` (chips,
 aligned with the ranking) in a zero-sum game (the data of every refit)."""
@@ -334,7 +459,7 @@ ELO_FILE = Path("state/elo_history.json")
 """Every refit: the attempt that triggered it, the table and the newest generation's gain."""
 
 
-def load_tournament(root: Path) -> list[dict]:
+def load_tournament(root: Path) -> list[RecordedGame]:
     """Tournament games recorded so far (empty when none).
 
     Raises:
@@ -344,49 +469,48 @@ def load_tournament(root: Path) -> list[dict]:
     path = root / TOURNAMENT_FILE
     if not path.exists():
         return []
-    return [game for _, game in iter_jsonl(path, allow_truncated_last=False)]
+    return [game for _, game in iter_jsonl(path, allow_truncated_last=False)]  # type: ignore[misc]
 
 
-def rate_generation(
-    root: Path, attempt_id: str, generation: int, students: dict[str, PolicyNet], prior_sigma_elo: float = 400.0, **play: Any
-) -> dict:
-    """Play the tournament of an accepted generation, refit all ratings, record both (idempotent).
+def record_tournament(root: Path, attempt_id: str, played: PlayedTournament, prior_sigma_elo: float = 400.0) -> EloEntry:
+    """Record an accepted generation's tournament and refit all ratings (idempotent).
+
+    Appends ``played.games`` to ``state/tournament.jsonl`` keyed by ``attempt_id`` (once), refits
+    the Plackett-Luce ratings over every game recorded so far (the generations of
+    ``played.students`` linked by the prior) and appends the refit to ``state/elo_history.json``.
 
     Args:
         root: repository root.
         attempt_id: the accepted attempt (keys the games and the refit, so a rerun adds nothing).
-        generation: its generation; the newest student is ``gen{generation:03d}``.
-        students: name -> PolicyNet of every accepted generation's student.
+        played: the ``rate`` stage's output for that attempt.
         prior_sigma_elo: the generation-linking prior (Elo).
-        **play: ``play_tournament`` keyword arguments (games, game, ..., encoder).
 
     Returns:
-        The ``elo_history`` entry: ``attempt_id``, ``generation``, ``games`` (all games so far),
-        ``episodes`` (the games of this attempt's tournament), ``table`` (rows of ``Ratings.table``),
-        ``gain`` (vs the previous generation, or None) and, in a zero-sum game, ``returns`` (rows of
-        :func:`return_table` over all games so far).
+        The refit's :class:`EloEntry` (the recorded one when the attempt was recorded before).
+
+    Raises:
+        ml.base.io.DataFileError: either state file is damaged.
     """
-    history = read_json(root / ELO_FILE) if (root / ELO_FILE).exists() else []
+    history: list[EloEntry] = read_json(root / ELO_FILE) if (root / ELO_FILE).exists() else []
     for past in history:
         if past["attempt_id"] == attempt_id:
             return past
-    newest = f"gen{generation:03d}"
+    newest = played.newest
     games = load_tournament(root)
-    if play.get("games", 0) and not any(g["attempt_id"] == attempt_id for g in games):
-        played = [{"attempt_id": attempt_id, **g} for g in play_tournament(students, newest, **play)]
-        games += played
+    if played.games and not any(g["attempt_id"] == attempt_id for g in games):
+        games += [RecordedGame(attempt_id=attempt_id, **g) for g in played.games]
         atomic_write_text(root / TOURNAMENT_FILE, "".join(json.dumps(g) + "\n" for g in games))
-        seam(f"g{generation:03d}.rating.games")  # the games are written, the refit not yet
-    entry: dict[str, Any] = {
-        "attempt_id": attempt_id,
-        "generation": generation,
-        "games": len(games),
-        "episodes": sum(1 for g in games if g["attempt_id"] == attempt_id),
-        "table": [],
-        "gain": None,
-    }
+        seam(f"g{played.generation:03d}.rating.games")  # the games are written, the refit not yet
+    entry = EloEntry(
+        attempt_id=attempt_id,
+        generation=played.generation,
+        games=len(games),
+        episodes=sum(1 for g in games if g["attempt_id"] == attempt_id),
+        table=[],
+        gain=None,
+    )
     if games:
-        chain = sorted(n for n in students if n.startswith("gen"))
+        chain = sorted(n for n in played.students if n.startswith("gen"))
         fit = fit_plackett_luce(
             [g["ranking"] for g in games], anchor=HEURISTIC, prior_chain=chain, prior_sigma_elo=prior_sigma_elo
         )
@@ -396,18 +520,12 @@ def rate_generation(
         earlier = [n for n in chain if n < newest]
         if earlier and newest in fit.players:
             gain, low, high = fit.gain(newest, earlier[-1])
-            entry["gain"] = {
-                "new": newest,
-                "old": earlier[-1],
-                "elo": round(gain, 1),
-                "low": round(low, 1),
-                "high": round(high, 1),
-            }
+            entry["gain"] = GainRow(new=newest, old=earlier[-1], elo=round(gain, 1), low=round(low, 1), high=round(high, 1))
     atomic_write_json(root / ELO_FILE, [*history, entry])
     return entry
 
 
-def converged(history: list[dict], threshold_elo: float, window: int) -> bool:
+def converged(history: Sequence[EloEntry], threshold_elo: float, window: int) -> bool:
     """Whether the last ``window`` refits each put the newest generation's gain, with 95%
     confidence, inside ``(-threshold_elo, +threshold_elo)``.
 
@@ -420,7 +538,7 @@ def converged(history: list[dict], threshold_elo: float, window: int) -> bool:
     )
 
 
-def format_table(entry: dict) -> str:
+def format_table(entry: EloEntry) -> str:
     """The Elo table of an ``elo_history`` entry as text."""
     lines = [
         f"Elo after {entry['attempt_id']} ({entry['games']} games; heuristic anchored at 1500)",
@@ -428,12 +546,11 @@ def format_table(entry: dict) -> str:
     ]
     for r in entry["table"]:
         lines.append(f"{r['player']:12s} {r['elo']:7.0f} [{r['low']:6.0f}, {r['high']:6.0f}] {r['games']:6d}")
-    if entry.get("gain"):
-        g = entry["gain"]
+    if (g := entry.get("gain")) is not None:
         lines.append(f"gain {g['new']} over {g['old']}: {g['elo']:+.0f} Elo [{g['low']:+.0f}, {g['high']:+.0f}]")
     if entry.get("returns"):
         lines.append(f"{'player':12s} {'chips/game':>10s} {'95% by game':>19s} {'games':>6s}")
-        for r in entry["returns"]:
-            span = f"[{r['low']:+7.3f}, {r['high']:+7.3f}]" if r["low"] is not None else "-"
-            lines.append(f"{r['player']:12s} {r['mean_return']:+10.3f} {span:>19s} {r['games']:6d}")
+        for c in entry["returns"]:
+            span = f"[{c['low']:+7.3f}, {c['high']:+7.3f}]" if c["low"] is not None else "-"
+            lines.append(f"{c['player']:12s} {c['mean_return']:+10.3f} {span:>19s} {c['games']:6d}")
     return "\n".join(lines)

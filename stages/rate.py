@@ -1,0 +1,67 @@
+"""DVC stage `rate`: the rating tournament of an accepted generation.
+
+Reads the gate's verdict (``metrics/gate.json``) and every accepted generation's student
+(``<students>``: ``data/merged/students``, the newest included), plays the tournament
+(``ml.judge.ratings.play_tournament``: ``rating.games`` pods, each holding the newest
+student, seeded by ``stage_seed("rating")``) and writes ``<out>`` (``data/tournament.json``,
+``ml.judge.ratings.PlayedTournament``) and ``metrics/rate.json``. A rejected attempt plays
+no game. The refit over every generation's games is the driver's (``loop.py`` records the
+games in ``state/tournament.jsonl`` and the refit in ``state/elo_history.json``,
+``ml.judge.ratings.record_tournament``): the games of past attempts are its state, not a DVC input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ml.runtime.cli import stage_main, stage_setup, write_metrics
+
+
+def _args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--gate", type=Path, required=True, help="gate metrics JSON (the verdict)")
+    p.add_argument("--students", type=Path, required=True, help="folder of every accepted generation's student")
+    p.add_argument("--out", type=Path, required=True, help="tournament JSON to write")
+    p.add_argument("--metrics", type=Path, required=True, help="metrics JSON to write")
+
+
+@stage_main
+def main(argv: list[str] | None = None) -> int:
+    args, params = stage_setup("rate", __doc__, argv, _args)
+    from ml.base.io import read_json
+    from ml.game.registry import make_game
+    from ml.judge.ratings import PlayedTournament, TournamentPlay, play_tournament
+    from ml.model.policy import load_policy
+    from ml.runtime.compute import ComputeError, open_executor
+
+    accepted = bool(read_json(args.gate)["gate/accepted"])
+    paths = sorted(args.students.glob("*.pt"))
+    played = PlayedTournament(generation=params.run.generation, accepted=accepted, students=[p.stem for p in paths], games=[])
+    if accepted and params.rating.games:
+        students = {p.stem: load_policy(p)[0] for p in paths}
+        play = TournamentPlay(
+            params.rating.games, params.selfplay.num_envs, params.stage_seed("rating"), params.compute.chunk_games
+        )
+        try:
+            with open_executor(params.compute, params.base.torch_threads) as executor:
+                games = play_tournament(
+                    students,
+                    played.newest,
+                    play,
+                    make_game(params.game, params.teacher),
+                    executor=executor,
+                    progress=args.progress,
+                )
+        except ComputeError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        played = played.model_copy(update={"games": games})
+    played.write(args.out)
+    metrics = {"rate/accepted": accepted, "rate/games": len(played.games), "rate/students": len(played.students)}
+    write_metrics(args.metrics, metrics, args, "rate", episodes=len(played.games))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
