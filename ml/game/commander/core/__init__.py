@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
+from ml.base.io import JSONObject
 from ml.game.commander.actions import MAX_POD, NUM_ACTIONS
 from ml.game.commander.cards import DECK_SIZE, KEYWORDS, KINDS, Card, Deck, load_card_pool, load_decks
 from ml.game.commander.core import kernels
@@ -42,9 +43,9 @@ __all__ = [
     "SEAT_HEURISTIC",
     "SEAT_RANDOM",
     "CoreState",
-    "SeatArrays",
     "CoreTables",
     "RecordView",
+    "SeatArrays",
     "apply_actions",
     "choose_scripted",
     "decision_record",
@@ -127,7 +128,7 @@ def new_state(n: int) -> CoreState:
 
 
 def _per_game(value: int | np.ndarray, n: int, dtype: type, name: str) -> np.ndarray:
-    out = np.broadcast_to(np.asarray(value, dtype=dtype), (n,)).copy()
+    out: np.ndarray = np.broadcast_to(np.asarray(value, dtype=dtype), (n,)).copy()
     if out.shape != (n,):
         raise ValueError(f"{name} must be a scalar or shape ({n},), got {np.shape(value)}")
     return out
@@ -256,7 +257,7 @@ def encode(
     return out
 
 
-def decision_record(st: CoreState, tables: CoreTables, g: int, seat: int | None = None) -> dict:
+def decision_record(st: CoreState, tables: CoreTables, g: int, seat: int | None = None) -> JSONObject:
     """``rules.decision_record`` of game ``g`` from the arrays (same keys, order and values).
 
     Reads each of the game's arrays once (``tolist``): element reads of numpy arrays cost about
