@@ -68,8 +68,9 @@ Text = Annotated[str, Field(max_length=TEXT_MAX_CHARS, description="at most 200 
 """A record's text field (``TEXT_MAX_CHARS``)."""
 UNION_TAG_RE = re.compile(r"^(?:(?:constrained-)?(?:int|str|float|bool)|dict\[.*\]|list\[.*\]|\[key\])$")
 """The loc parts pydantic adds for a union's member (``cmdr_dmg``'s ``constrained-int``), not field names."""
-RecordLike: TypeAlias = "Mapping[str, JSONValue] | BaseModel"
-"""A decision record as a parsed JSON object or as a record model (``RecordModel``); :func:`record_field` reads either."""
+RecordLike: TypeAlias = "Mapping[str, JSONValue] | BaseModel | Record"
+"""A decision record as a parsed JSON object or as a record model (``RecordModel``, read as :class:`Record`);
+:func:`record_field` reads either."""
 
 RANGE_ERRORS: dict[str, tuple[str, str, str]] = {
     **dict.fromkeys(("greater_than_equal", "less_than_equal", "greater_than", "less_than"), ("minimum", "maximum", "")),
