@@ -184,8 +184,12 @@ def test_packages_import_only_downward() -> None:
                 bad.append(f"{a} -> {b}")
     assert not bad, bad
     found = {p.name for p in (ROOT / "ml").iterdir() if (p / "__init__.py").is_file()}
-    assert found == set(ORDER), f"ml/ packages {sorted(found)} differ from ORDER {ORDER}: add the new one to ORDER and docs/layering.md"
-    assert not [p.name for p in (ROOT / "ml").glob("*.py") if p.name != "__init__.py"], "a module at the top of ml/: give it a package"
+    assert found == set(ORDER), (
+        f"ml/ packages {sorted(found)} differ from ORDER {ORDER}: add the new one to ORDER and docs/layering.md"
+    )
+    assert not [p.name for p in (ROOT / "ml").glob("*.py") if p.name != "__init__.py"], (
+        "a module at the top of ml/: give it a package"
+    )
 
 
 def test_no_circle_of_files_or_rooms() -> None:

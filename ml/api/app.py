@@ -25,11 +25,12 @@ from __future__ import annotations
 import ipaddress
 import logging
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from fastapi import Body, Depends, FastAPI, Header, HTTPException, Query, Request
+from fastapi import Body, Depends, FastAPI, Header, HTTPException, Query, Request, params
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
@@ -44,6 +45,7 @@ from ml.api.policy import DEFAULT_MAX_BODY_BYTES, add_policy_routes
 from ml.api.readers import RepoReadError, RepoView
 from ml.api.schemas import ControlResult, LoopStatus, Problem, StartRequest, StartResult, StopRequest
 from ml.api.status import loop_status
+from ml.base.io import JSONObject
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +79,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _guard(bind_host: str, token: str | None):
+def _guard(bind_host: str, token: str | None) -> Callable[[Request, str | None], None]:
     """The dependency that every control endpoint runs first (see module docstring)."""
     loopback = is_loopback(bind_host)
 
@@ -174,7 +176,7 @@ def _add_read_routes(
         return render_panels(view, controller)
 
     @app.get("/api/ml/distill/status", response_model=LoopStatus, tags=["distill"])
-    def status() -> dict:
+    def status() -> JSONObject:
         """Where the loop is: state, generation, attempt, stage and progress, last verdict, HEAD SHA."""
         return loop_status(view, controller)
 
@@ -189,12 +191,12 @@ def _add_read_routes(
         return view.elo_history()
 
 
-def _add_control_routes(app: FastAPI, controller: LoopController, guard: list) -> None:
+def _add_control_routes(app: FastAPI, controller: LoopController, guard: list[params.Depends]) -> None:
     """Start, stop, pause, resume: each runs ``guard`` (token and origin rules) first."""
     opts: dict[str, Any] = {"dependencies": guard, "responses": PROBLEMS, "tags": ["control"]}
 
     @app.post("/api/ml/distill/start", response_model=StartResult, **opts)
-    def start(body: Annotated[StartRequest | None, Body()] = None) -> dict:
+    def start(body: Annotated[StartRequest | None, Body()] = None) -> JSONObject:
         """Commit params overrides (if any), clear a stale pause/stop and launch ``loop.py`` in its own session."""
         body = body or StartRequest()
         try:
@@ -204,18 +206,18 @@ def _add_control_routes(app: FastAPI, controller: LoopController, guard: list) -
             raise RequestValidationError(e.errors) from e
 
     @app.post("/api/ml/distill/stop", response_model=ControlResult, **opts)
-    def stop(body: Annotated[StopRequest | None, Body()] = None) -> dict:
+    def stop(body: Annotated[StopRequest | None, Body()] = None) -> JSONObject:
         """Ask the loop to stop after the current stage; with ``{"force": true}`` kill its process group now."""
         if body is not None and body.force:
             return controller.kill()
         return controller.request("stop")
 
     @app.post("/api/ml/distill/pause", response_model=ControlResult, **opts)
-    def pause() -> dict:
+    def pause() -> JSONObject:
         """Ask the loop to wait before its next stage (status becomes ``paused`` when it does)."""
         return controller.request("pause")
 
     @app.post("/api/ml/distill/resume", response_model=ControlResult, **opts)
-    def resume() -> dict:
+    def resume() -> JSONObject:
         """Let a paused loop go on."""
         return controller.request("resume")

@@ -30,8 +30,9 @@ from git import GitCommandError
 
 from ml.api.overrides import write_overrides
 from ml.api.readers import LAUNCH_FILE, LOG_FILE, RepoView
-from ml.base.io import atomic_write_json
-from ml.config.params import ParamsError
+from ml.base.io import JSONObject, atomic_write_json
+from ml.config.curriculum import Overrides
+from ml.config.yaml_file import ParamsError
 from ml.driver.state import CONTROL_FILE, LOCK_FILE, RUNTIME_DIR, STATUS_FILE
 from ml.driver.workspace import DVC_ENV
 
@@ -51,7 +52,7 @@ GIT_IDENTITY = {
 }
 """Used for the params commit only when the repository has no ``user.email`` (as ``Loop`` does)."""
 
-Launcher = Callable[[list[str], Path, Path, dict[str, str]], subprocess.Popen]
+Launcher = Callable[[list[str], Path, Path, dict[str, str]], "subprocess.Popen[bytes]"]
 
 
 class ControlError(RuntimeError):
@@ -70,7 +71,7 @@ class DirtyParamsError(ControlError):
     """``params.yaml`` has uncommitted edits the loop did not make; overrides would sweep them in."""
 
 
-def launch_loop(argv: list[str], cwd: Path, log_path: Path, env: dict[str, str]) -> subprocess.Popen:
+def launch_loop(argv: list[str], cwd: Path, log_path: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     """Start ``argv`` detached: new session, stdin closed, stdout and stderr appended to ``log_path``.
 
     Tests replace this function to launch a stand-in instead of the real loop.
@@ -107,7 +108,7 @@ class LoopController:
         self.view = view
         self.python = python
         self._launcher = launcher
-        self._children: list[subprocess.Popen] = []
+        self._children: list[subprocess.Popen[bytes]] = []
 
     # ------------------------------------------------------------------ finding the loop
     def find_loop(self) -> int | None:
@@ -140,7 +141,7 @@ class LoopController:
         return self.lock_held(), None
 
     # ------------------------------------------------------------------ start
-    def start(self, max_generations: int | None = None, overrides: dict[str, dict[str, Any]] | None = None) -> dict:
+    def start(self, max_generations: int | None = None, overrides: Overrides | None = None) -> JSONObject:
         """Commit params overrides (if any), clear a stale pause/stop, and launch ``loop.py``.
 
         Args:
@@ -216,7 +217,7 @@ class LoopController:
             return False
 
     # ------------------------------------------------------------------ pause, resume, stop
-    def request(self, command: str) -> dict:
+    def request(self, command: str) -> JSONObject:
         """Write ``{"command": command}`` to control.json (``pause``, ``resume`` or ``stop``).
 
         Raises:
@@ -229,7 +230,7 @@ class LoopController:
         atomic_write_json(self.view.path(CONTROL_FILE), {"command": command, "requested_at": time.time()})
         return {"requested": command, "pid": pid}
 
-    def kill(self) -> dict:
+    def kill(self) -> JSONObject:
         """Kill the loop's process group now (SIGKILL); the next start resumes the attempt in flight.
 
         When the loop does not lead its own process group (started by hand inside another

@@ -25,6 +25,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from ml.api.errors import FieldError
 from ml.driver.models import ModelNotFound, ModelRegistry
 from ml.model.policy import CheckpointError
 from ml.model.serving import MicroBatcher
@@ -79,7 +80,7 @@ class ObservationBatchAnswer(BaseModel):
     answers: list[ObservationAnswer]
 
 
-def point_problems(point: ObservationPoint, obs_dim: int, num_actions: int, i: int) -> list[dict[str, Any]]:
+def point_problems(point: ObservationPoint, obs_dim: int, num_actions: int, i: int) -> list[FieldError]:
     """FastAPI-style errors of decision ``i`` against a model of ``obs_dim`` inputs and ``num_actions`` outputs."""
     loc = ("body", "decisions", i)
     errors = []

@@ -8,12 +8,14 @@ pydantic model from ``ml.config.params`` (so types, bounds and unknown keys are 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from ml.base.io import atomic_write_text
+from ml.api.errors import FieldError
+from ml.base.io import JSONValue, atomic_write_text
+from ml.config.curriculum import Overrides
 from ml.config.params import Params
 from ml.driver.params_file import MergeError, overrides_text
 
@@ -24,7 +26,7 @@ LOOP_OWNED_SECTIONS = frozenset({"run"})
 class OverrideError(ValueError):
     """A bad override. ``errors`` are FastAPI-style dicts (``loc``, ``msg``, ``type``), one per problem."""
 
-    def __init__(self, errors: list[dict[str, Any]]) -> None:
+    def __init__(self, errors: list[FieldError]) -> None:
         self.errors = errors
         super().__init__("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors))
 
@@ -36,7 +38,7 @@ def _section_model(section: str) -> type[BaseModel] | None:
     return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
 
 
-def validate_overrides(overrides: dict[str, Any], loc: tuple[str, ...] = ("body", "params")) -> dict[str, dict[str, Any]]:
+def validate_overrides(overrides: Mapping[str, JSONValue], loc: tuple[str, ...] = ("body", "params")) -> Overrides:
     """Check ``{section: {key: value}}`` against the section models of ``ml.config.params.Params``.
 
     Args:
@@ -51,8 +53,8 @@ def validate_overrides(overrides: dict[str, Any], loc: tuple[str, ...] = ("body"
         OverrideError: an unknown, loop-owned or non-``{key: value}`` section (``profiles``), an unknown key, or a bad value;
             each error's ``loc`` ends with the section and key.
     """
-    errors: list[dict[str, Any]] = []
-    clean: dict[str, dict[str, Any]] = {}
+    errors: list[FieldError] = []
+    clean: Overrides = {}
     for section, values in overrides.items():
         model = _section_model(section)
         if model is None:
@@ -82,7 +84,7 @@ def validate_overrides(overrides: dict[str, Any], loc: tuple[str, ...] = ("body"
     return clean
 
 
-def write_overrides(params_path: Path, overrides: dict[str, dict[str, Any]]) -> list[str]:
+def write_overrides(params_path: Path, overrides: Overrides) -> list[str]:
     """Merge validated overrides into ``params.yaml`` (comments kept) and write it atomically,
     through the loop's one writer of params.yaml (``ml.driver.params_file.overrides_text``).
 

@@ -19,6 +19,7 @@ from ml.api.control import LoopController
 from ml.api.readers import RepoView, sampled_share
 from ml.api.status import generation_label, loop_status
 from ml.api.vega import DATA, Chart, composition_chart, curve_charts, elo_chart, generation_data, winrate_chart
+from ml.base.io import JSONObject
 
 REFRESH_S = 3
 """Seconds between two refreshes of the panels."""
@@ -32,7 +33,7 @@ def _ppo_share(share: dict[str, float]) -> float | None:
     return share.get("ppo", 0.0) / total if total else None
 
 
-def attempt_rows(view: RepoView) -> list[dict[str, Any]]:
+def attempt_rows(view: RepoView) -> list[JSONObject]:
     """Rows of the attempts table, newest first: verdict, headline figures, PPO share and commit."""
     rows = []
     for e in view.history_with_commits(include_metrics=True):
@@ -51,7 +52,7 @@ def _chart(c: Chart) -> dict[str, Any]:
     return {"id": c.id, "title": c.title, "spec_json": json.dumps(c.spec, allow_nan=False), "live": c.live}
 
 
-def charts(view: RepoView, running_stage: str | None) -> dict[str, Any]:
+def charts(view: RepoView, running_stage: str | None) -> JSONObject:
     """The page's charts (``ml.api.vega``), each as ``id``, ``title``, ``spec_json``, ``live``."""
     params, history = view.params(), view.eval_history()
     rows = generation_data(view.root, history, view.elo_history())
@@ -66,7 +67,7 @@ def charts(view: RepoView, running_stage: str | None) -> dict[str, Any]:
     }
 
 
-def panels_context(view: RepoView, controller: LoopController) -> dict[str, Any]:
+def panels_context(view: RepoView, controller: LoopController) -> JSONObject:
     """Everything the panels template shows."""
     status = loop_status(view, controller)
     return {"status": status, **charts(view, status.get("stage")), "rows": attempt_rows(view)}

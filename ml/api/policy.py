@@ -28,16 +28,18 @@ or, for a chunked body, as soon as the bytes read pass the limit (FastAPI's ``ma
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
-from fastapi import FastAPI, HTTPException, Query
+from fastapi import FastAPI, HTTPException, Query, params
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ml.api.errors import FieldError
+from ml.base.io import JSONObject
 from ml.driver.models import ModelNotFound, ModelRegistry, bot_checkpoints, student_checkpoints
 from ml.game.commander.actions import MACRO_ACTIONS, MAX_POD
 from ml.game.commander.core.warmup import encode_a_record
@@ -160,7 +162,7 @@ class ModelsAnswer(BaseModel):
     bots: list[str]
 
 
-def point_problems(point: DecisionPoint, loc: tuple[Any, ...]) -> list[dict[str, Any]]:
+def point_problems(point: DecisionPoint, loc: tuple[str | int, ...]) -> list[FieldError]:
     """What the schema cannot check: seats ``0..n-1`` once each, the actor among them, a legal action.
 
     Returns:
@@ -177,7 +179,7 @@ def point_problems(point: DecisionPoint, loc: tuple[Any, ...]) -> list[dict[str,
     return [{"type": "value_error", "loc": (*loc, field), "msg": msg, "input": value} for field, msg, value in errors]
 
 
-def unknown_cards(point: DecisionPoint, pool: dict[str, Any]) -> list[str]:
+def unknown_cards(point: DecisionPoint, pool: Mapping[str, object]) -> list[str]:
     """Card names of any seat's zones that the built-in pool lacks, sorted."""
     return sorted({n for p in point.players for zone in CARD_ZONES for n in getattr(p, zone) or [] if n not in pool})
 
@@ -199,7 +201,9 @@ class PolicyService:
         except CheckpointError as e:
             raise HTTPException(409, str(e)) from e
 
-    async def answer(self, points: list[DecisionPoint], name: str | None, loc: Callable[[int], tuple]) -> tuple:
+    async def answer(
+        self, points: list[DecisionPoint], name: str | None, loc: Callable[[int], tuple[str | int, ...]]
+    ) -> tuple[ServedModel, list[JSONObject]]:
         """``(model, answers)`` for ``points``, answers as plain dicts of :class:`DecisionAnswer`'s fields.
 
         The model is resolved now (404/409; a later switch does not change this request's model); the
@@ -218,7 +222,7 @@ class PolicyService:
             masks.append(np.stack([record_legal_mask(p) for p in points]))
             return self.encoder.encode_batch(points), masks[0]
 
-        def finish(actions: np.ndarray, probs: np.ndarray, values: np.ndarray) -> list[dict[str, Any]]:
+        def finish(actions: np.ndarray, probs: np.ndarray, values: np.ndarray) -> list[JSONObject]:
             answers = []
             for i, point in enumerate(points):
                 unknown = unknown_cards(point, self.encoder.pool)
@@ -237,7 +241,7 @@ def add_policy_routes(
     app: FastAPI,
     root: Path,
     commit_of: Callable[[str], str | None],
-    guard: list,
+    guard: list[params.Depends],
     batcher: MicroBatcher | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> PolicyService:

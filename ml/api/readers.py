@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from git import GitCommandError, InvalidGitRepositoryError, NoSuchPathError, Repo
 
-from ml.base.io import DataFileError, read_json
-from ml.config.params import Params, ParamsError, load_params
+from ml.base.io import DataFileError, JSONObject, JSONValue, read_json
+from ml.config.params import Params, load_params
+from ml.config.yaml_file import ParamsError
 from ml.driver.state import HISTORY_FILE, RUNTIME_DIR, STATE_FILE, LoopState
 from ml.game.checks import check_params
 from ml.judge.ratings import ELO_FILE
@@ -45,7 +46,7 @@ class AttemptCommit:
     attempt_id: str
 
 
-def read_json_or(path: Path, default: Any) -> Any:
+def read_json_or(path: Path, default: JSONValue) -> JSONValue:
     """``read_json(path)``, or ``default`` when the file is absent.
 
     Raises:
@@ -86,18 +87,18 @@ class RepoView:
         raw = read_json_or(self.path(STATE_FILE), None)
         return LoopState() if raw is None else LoopState.model_validate(raw)
 
-    def eval_history(self) -> list[dict]:
+    def eval_history(self) -> list[JSONObject]:
         """``state/eval_history.json``: one dict per finished attempt, oldest first."""
         raw = read_json_or(self.path(HISTORY_FILE), [])
         if not isinstance(raw, list):
             raise RepoReadError(f"{self.path(HISTORY_FILE)}: expected a JSON list")
         return raw
 
-    def elo_history(self) -> Any:
+    def elo_history(self) -> JSONValue:
         """``state/elo_history.json`` as written, or ``[]`` when absent."""
         return read_json_or(self.path(ELO_FILE), [])
 
-    def train_metrics(self) -> dict:
+    def train_metrics(self) -> JSONObject:
         """``metrics/train.json`` of the last train stage that ran (``{}`` when absent)."""
         raw = read_json_or(self.path(TRAIN_METRICS_FILE), {})
         return raw if isinstance(raw, dict) else {}
@@ -111,7 +112,7 @@ class RepoView:
             return None
 
     # ------------------------------------------------------------------ runtime files (.dvc/tmp/loop)
-    def runtime(self, rel: Path) -> dict:
+    def runtime(self, rel: Path) -> JSONObject:
         """A runtime JSON file as a dict; ``{}`` when absent or half-written by a foreign writer."""
         try:
             raw = read_json_or(self.path(rel), {})
@@ -162,7 +163,7 @@ class RepoView:
         self._commits_cache = (head, found)
         return found
 
-    def history_with_commits(self, include_metrics: bool = True) -> list[dict]:
+    def history_with_commits(self, include_metrics: bool = True) -> list[JSONObject]:
         """Every attempt of ``eval_history.json`` plus ``commit`` (its SHA, or None while uncommitted)."""
         commits = self.attempt_commits()
         out = []
@@ -174,7 +175,7 @@ class RepoView:
         return out
 
 
-def per_generation(history: list[dict]) -> list[dict]:
+def per_generation(history: list[JSONObject]) -> list[JSONObject]:
     """One attempt per generation: its accepted attempt, else its last attempt; sorted by generation.
 
     Args:
@@ -183,7 +184,7 @@ def per_generation(history: list[dict]) -> list[dict]:
     Returns:
         The chosen entries, each with an extra ``attempts`` count (attempts of that generation).
     """
-    chosen: dict[int, dict] = {}
+    chosen: dict[int, JSONObject] = {}
     counts: dict[int, int] = {}
     for entry in history:
         gen = int(entry.get("generation", 0))
@@ -193,7 +194,7 @@ def per_generation(history: list[dict]) -> list[dict]:
     return [{**chosen[g], "attempts": counts[g]} for g in sorted(chosen)]
 
 
-def sampled_share(entry: dict) -> dict[str, float]:
+def sampled_share(entry: Mapping[str, JSONValue]) -> dict[str, float]:
     """``train/sampled_share`` of a history entry (from its metrics, else its figures); ``{}`` if none."""
     share = (entry.get("metrics") or {}).get("train", {}).get("train/sampled_share")
     if share is None:

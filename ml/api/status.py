@@ -21,6 +21,7 @@ from typing import overload
 
 from ml.api.control import LoopController
 from ml.api.readers import LAUNCH_FILE, LOG_FILE, RepoView
+from ml.base.io import JSONObject
 from ml.driver.state import CONTROL_FILE, PROGRESS_FILE, STATUS_FILE
 
 LOG_TAIL_LINES = 15
@@ -57,7 +58,7 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
     return [line.rsplit("\r", 1)[-1] for line in text.splitlines()[-lines:]]
 
 
-def _max_generations(view: RepoView, launch: dict, running: bool, reported: dict) -> int | None:
+def _max_generations(view: RepoView, launch: JSONObject, running: bool, reported: JSONObject) -> int | None:
     """The generation limit of the loop that runs (or ran last): what it reported in its
     status (``--max-generations`` or ``loop.max_generations``, however it was started), else
     the dashboard's launch argument, else ``params.yaml``."""
@@ -70,7 +71,7 @@ def _max_generations(view: RepoView, launch: dict, running: bool, reported: dict
     return params.loop.max_generations if params else None
 
 
-def _progress(reported: dict, progress: dict) -> dict | None:
+def _progress(reported: JSONObject, progress: JSONObject) -> JSONObject | None:
     """Progress within the running stage, if progress.json was written since the stage began."""
     if not progress or float(progress.get("updated_at", 0)) < float(reported.get("updated_at", 0)) - 1.0:
         return None
@@ -92,12 +93,12 @@ def generation_label(generation: int | None) -> str | None:
     return None if generation is None else f"gen {int(generation):03d}"
 
 
-def accepted_generations(history: list[dict]) -> list[int]:
+def accepted_generations(history: list[JSONObject]) -> list[int]:
     """The generations with an accepted attempt in ``eval_history.json``, in order."""
     return sorted({int(e["generation"]) for e in history if e.get("verdict") == "accepted" and "generation" in e})
 
 
-def loop_status(view: RepoView, controller: LoopController) -> dict:
+def loop_status(view: RepoView, controller: LoopController) -> JSONObject:
     """The document of ``GET /api/ml/distill/status`` (``ml.api.schemas.LoopStatus``).
 
     Generations are numbered from 0, as in the commits (``gen 000 attempt 1: ...``):

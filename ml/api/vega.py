@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ml.api.readers import read_json_or
+from ml.base.io import JSONObject
 from ml.driver.generations import GENERATIONS_FILE, generation_rows
 from ml.learn.curves import METRICS_SUBDIR
 
@@ -54,17 +56,17 @@ class Chart:
     live: bool = False
 
 
-def _base(values: list[dict], height: int = 220) -> dict[str, Any]:
+def _base(values: list[JSONObject], height: int = 220) -> JSONObject:
     return {"$schema": SCHEMA, "width": WIDTH, "height": height, "data": {"name": DATA, "values": values}}
 
 
-def generation_data(root: Path, history: list[dict], elo_history: list[EloEntry]) -> list[dict]:
+def generation_data(root: Path, history: list[JSONObject], elo_history: list[EloEntry]) -> list[JSONObject]:
     """The rows of ``plots/generations.json`` under ``root``, or the same rows built from the history."""
     rows = read_json_or(root / GENERATIONS_FILE, None)
     return rows if isinstance(rows, list) else generation_rows(history, elo_history)
 
 
-def winrate_chart(rows: list[dict], target: float | None, parity: float | None) -> Chart:
+def winrate_chart(rows: list[JSONObject], target: float | None, parity: float | None) -> Chart:
     """Gate win rate per attempt with its interval (coloured by verdict), the student win rate, the bars."""
     gated = [r for r in rows if r.get("gate_win_rate") is not None]
     x = {"field": "attempt_no", "type": "ordinal", "title": "attempt (run order)"}
@@ -99,7 +101,7 @@ def winrate_chart(rows: list[dict], target: float | None, parity: float | None) 
     return Chart("winrate-chart", "Gate win rate (95% interval; dashed: candidate student vs current)", spec)
 
 
-def elo_chart(rows: list[dict]) -> Chart:
+def elo_chart(rows: list[JSONObject]) -> Chart:
     """Elo of each accepted generation's student with its 95% interval.
 
     The y scale is fitted to the intervals (``ELO_SCALE``: no zero, padded), so 1516 against
@@ -118,7 +120,7 @@ def elo_chart(rows: list[dict]) -> Chart:
     return Chart("elo-chart", "Elo of each accepted student", {**_base(rated), "layer": layers})
 
 
-def composition_chart(history: list[dict], current: dict[str, float]) -> Chart:
+def composition_chart(history: list[JSONObject], current: Mapping[str, float]) -> Chart:
     """Sampled source shares of the training set per attempt, plus the current ``metrics/train.json``."""
     values = []
     for no, entry in enumerate(history, start=1):
@@ -132,7 +134,7 @@ def composition_chart(history: list[dict], current: dict[str, float]) -> Chart:
     return Chart("composition-chart", "Training-set composition (train/sampled_share)", spec)
 
 
-def read_curves(root: Path, stage: str) -> list[dict]:
+def read_curves(root: Path, stage: str) -> list[JSONObject]:
     """Every point of ``stage``'s DVCLive curves under ``root``: ``{metric, step, value}``, a half-written line left out."""
     values = []
     folder = root / "plots" / stage / METRICS_SUBDIR

@@ -32,10 +32,10 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, TypeAlias
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)  # read once at import: os.umask can only be read by setting it, racy in threads
@@ -43,6 +43,16 @@ _FILE_MODE = 0o666 & ~_UMASK
 """Mode of files written atomically: what ``open()`` would give under the process umask."""
 
 logger = logging.getLogger(__name__)
+
+JSONValue: TypeAlias = Any
+"""A parsed JSON value: None, bool, int, float, str, a list of JSON values or an object with str keys.
+
+Typed as ``json.loads`` types what it returns (``Any``): every reader checks the shape where it
+uses it (a pydantic model, or a :class:`DataFileError` naming the line and field), and a
+union here would make each of those readers narrow by hand what it has already validated.
+"""
+JSONObject: TypeAlias = dict[str, JSONValue]
+"""A parsed JSON object (what one JSONL line holds)."""
 
 UTF8_BOM = b"\xef\xbb\xbf"
 """A UTF-8 byte-order mark; :func:`iter_jsonl` skips one at the start of a file."""
@@ -219,7 +229,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
+def atomic_write_json(path: str | os.PathLike[str], obj: JSONValue) -> None:
     """Write ``obj`` as indented JSON (indent=2, keys in insertion order, trailing newline).
 
     The object is serialized before any file is opened, so a serialization failure leaves
@@ -241,7 +251,7 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
 # --------------------------------------------------------------------------- reading
 
 
-def read_json(path: str | os.PathLike[str]) -> Any:
+def read_json(path: str | os.PathLike[str]) -> JSONValue:
     """Read a whole JSON file (UTF-8).
 
     Args:
@@ -268,7 +278,7 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         raise DataFileError(path, e.lineno, None, f"invalid JSON: {e.msg} (column {e.colno})") from None
 
 
-def _parse_line(path: Path, line_no: int, raw: bytes) -> dict[str, Any]:
+def _parse_line(path: Path, line_no: int, raw: bytes) -> JSONObject:
     """Parse one JSONL line into a dict, raising :class:`DataFileError` on any problem."""
     if not raw.strip():
         raise DataFileError(path, line_no, None, "empty line (a JSONL line holds one JSON object)")
@@ -291,7 +301,7 @@ def iter_jsonl(
     *,
     allow_truncated_last: bool = True,
     on_error: Callable[[DataFileError], None] | None = None,
-) -> Iterator[tuple[int, dict[str, Any]]]:
+) -> Iterator[tuple[int, JSONObject]]:
     """Stream the JSON objects of a JSONL file, one line at a time.
 
     Lines are split on ``\\n`` only (a raw ``\\r`` or U+2028 inside a string does not end a
@@ -372,7 +382,7 @@ class JsonlWriter:
         with writing(self.path, f"creating {shown(self.tmp_path)}"):
             self._f: IO[str] | None = open(self.tmp_path, "w", encoding="utf-8", newline="\n")
 
-    def write(self, obj: dict[str, Any]) -> None:
+    def write(self, obj: Mapping[str, JSONValue]) -> None:
         """Append ``obj`` as one compact JSON line (non-ASCII written raw).
 
         Raises:

@@ -30,7 +30,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sized
 from typing import Any, TypeVar
 
 from tqdm import tqdm
@@ -104,7 +104,7 @@ def progress_line(label: str, n: float, total: float | None, unit: str, elapsed_
     return ", ".join(parts)
 
 
-def log_once(log: logging.Logger, level: int, msg: str, *args: Any) -> bool:
+def log_once(log: logging.Logger, level: int, msg: str, *args: object) -> bool:
     """Log ``msg % args`` unless this logger already logged that exact text at that level in this process.
 
     Args:
@@ -123,7 +123,7 @@ def log_once(log: logging.Logger, level: int, msg: str, *args: Any) -> bool:
     return True
 
 
-class ProgressBar(tqdm):
+class ProgressBar(tqdm):  # type: ignore[misc]  # tqdm ships no type stubs (types-tqdm is not installed)
     """``tqdm`` that mirrors its count into ``$DISTILL_PROGRESS_FILE`` (if set), even when disabled,
     and logs a plain progress line at most every ``line_every_s`` seconds while disabled.
 
@@ -141,7 +141,7 @@ class ProgressBar(tqdm):
 
     def __init__(
         self,
-        iterable: Any = None,
+        iterable: Iterable[object] | None = None,
         *args: Any,
         line_every_s: float | None = None,
         total_is_floor: bool = False,
@@ -155,7 +155,7 @@ class ProgressBar(tqdm):
         self._label = str(kwargs.get("desc", "") or "")
         self._unit = str(kwargs.get("unit", "it"))
         total = kwargs.get("total")
-        if total is None and iterable is not None and hasattr(iterable, "__len__"):
+        if total is None and isinstance(iterable, Sized):
             total = len(iterable)
         self._total = total
         self._line_every_s = line_interval_s() if line_every_s is None else line_every_s
@@ -170,11 +170,11 @@ class ProgressBar(tqdm):
         self._count += n or 0
         if self._floor and self._total is not None and self._count > self._total:
             self._total = self.total = self._count
-        out = super().update(n)
+        out: bool | None = super().update(n)
         self._tick()
         return out
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         for item in super().__iter__():
             yield item
             self._count += 1

@@ -20,9 +20,11 @@ overrides are validated against the params sections when ``params.yaml`` loads
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TypeAlias, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ml.base.io import JSONValue
 
 AbortMetric = Literal["train_win_rate", "entropy", "approx_kl", "clipfrac", "pg_loss", "v_loss"]
 ABORT_METRICS: tuple[str, ...] = get_args(AbortMetric)
@@ -59,11 +61,14 @@ class Phase(BaseModel):
         return self
 
 
+Overrides: TypeAlias = dict[str, dict[str, JSONValue]]
+"""Params overrides, section -> key -> value (a value as YAML or JSON holds it)."""
+
 FALLBACK_OPPONENT_MIX = {"heuristic": 1.0}
 """Self-play opponents of an ``opponent: previous_phase`` phase whose previous phase passed no model."""
 
 
-def phase_overrides(phase: Phase, previous_winner: str | None) -> dict[str, dict[str, Any]]:
+def phase_overrides(phase: Phase, previous_winner: str | None) -> Overrides:
     """Everything a phase sets in params.yaml (section -> key -> value): its overrides,
     ``gate.gated``, the gauntlet opponent and the abort rule.
 

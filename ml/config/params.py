@@ -24,7 +24,8 @@ from typing import Any
 
 from pydantic import Field, ValidationError, model_validator
 
-from ml.config.curriculum import Phase, phase_overrides
+from ml.base.io import JSONObject
+from ml.config.curriculum import Overrides, Phase, phase_overrides
 from ml.config.sections import (
     BaseParams,
     ComputeParams,
@@ -151,7 +152,7 @@ class Params(_Section):
             problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {message(err, Params)}" for err in e.errors())
             raise At(loc, f"{where}: {problems}") from None
 
-    def overridden(self, overrides: dict[str, dict[str, Any]]) -> Params:
+    def overridden(self, overrides: Overrides) -> Params:
         """These params with ``overrides`` (section -> key -> value) set, without profiles and curriculum.
 
         Raises:
@@ -183,7 +184,7 @@ class Params(_Section):
         return root + STAGE_SEED_OFFSETS[stage]
 
 
-def with_overrides(raw: dict[str, Any], overrides: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def with_overrides(raw: JSONObject, overrides: Overrides) -> JSONObject:
     """A copy of ``raw`` (params as nested dicts) with ``overrides`` (section -> key -> value) set.
 
     Raises:
@@ -231,7 +232,7 @@ def params_from_text(text: str, source: str = "params", check: Check | None = No
 
 
 def params_from_dict(
-    raw: dict[str, Any], source: str = "params", lines: dict[KeyPath, int] | None = None, check: Check | None = None
+    raw: JSONObject, source: str = "params", lines: dict[KeyPath, int] | None = None, check: Check | None = None
 ) -> Params:
     """Validate a params mapping (as read from YAML), its profiles and curriculum phases included.
 

@@ -17,13 +17,17 @@ from __future__ import annotations
 import difflib
 import re
 import typing
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
+from pydantic_core import ErrorDetails
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, SequenceNode
+
+from ml.base.io import JSONValue
 
 KeyPath = tuple[str | int, ...]
 """A place in the params: section, key, sub-key or list index (pydantic's error ``loc``)."""
@@ -122,7 +126,7 @@ def _place(text: str, pos: int, source: str) -> str:
     return f"{source}:{line}:{pos - line_start + 1}"
 
 
-def read_yaml(text: str, source: str) -> tuple[Any, dict[KeyPath, int]]:
+def read_yaml(text: str, source: str) -> tuple[JSONValue, dict[KeyPath, int]]:
     """The data of the YAML ``text`` and key path -> line (1-based) of every key and list item.
 
     Raises:
@@ -162,7 +166,7 @@ def line_of(lines: dict[KeyPath, int], loc: KeyPath) -> int | None:
     return next((lines[loc[:n]] for n in range(len(loc), 0, -1) if loc[:n] in lines), None)
 
 
-def dotted(loc: KeyPath, raw: Any) -> str:
+def dotted(loc: KeyPath, raw: JSONValue) -> str:
     """``loc`` as a dotted key; within a curriculum phase with a name, ``curriculum.<i> (phase '<name>'): <key>``."""
     phases = raw.get("curriculum") if isinstance(raw, dict) else None
     if len(loc) > 1 and loc[0] == "curriculum" and isinstance(loc[1], int) and isinstance(phases, list):
@@ -174,7 +178,11 @@ def dotted(loc: KeyPath, raw: Any) -> str:
 
 
 def error_lines(
-    errors: list[Any], source: str, raw: Any, lines: dict[KeyPath, int], model: type[BaseModel] | None = None
+    errors: Sequence[ErrorDetails],
+    source: str,
+    raw: JSONValue,
+    lines: dict[KeyPath, int],
+    model: type[BaseModel] | None = None,
 ) -> list[str]:
     """pydantic's ``errors()`` as ``<source>[:<line>]: <section>.<key>: <message>``, one per error.
 
@@ -191,7 +199,7 @@ def error_lines(
     return out
 
 
-def message(err: Any, model: type[BaseModel] | None = None) -> str:
+def message(err: ErrorDetails, model: type[BaseModel] | None = None) -> str:
     """A pydantic error's message, without the ``Value error, `` prefix of a validator's own ValueError.
 
     An unknown key (``extra_forbidden``) of ``model``'s data reads ``unknown key; did you mean 'epochs'?``

@@ -16,14 +16,13 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from ml.game.registry import record_model
-from ml.base.io import DataFileError, JsonlWriter, iter_jsonl
+from ml.base.io import DataFileError, JsonlWriter, JSONObject, JSONValue, iter_jsonl
 from ml.game.record import (
     READABLE_VERSIONS,
     SCHEMA_VERSION,
@@ -33,6 +32,7 @@ from ml.game.record import (
     RecordError,
     RecordModel,
 )
+from ml.game.registry import record_model
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ _FILE_RES: tuple[tuple[str, re.Pattern[str]], ...] = (
 # --------------------------------------------------------------------------- writing
 
 
-def record_to_json(record: RecordModel | dict[str, Any]) -> str:
+def record_to_json(record: RecordModel | Mapping[str, JSONValue]) -> str:
     """Serialize a record as one compact JSON line (no newline), keys in Forge's order.
 
     None-valued optional fields are left out; non-ASCII is written raw. Unknown keys of a
@@ -123,7 +123,7 @@ class BatchWriter:
         self._seen: set[str] = set()
         self._writer = JsonlWriter(self.path)
 
-    def write_game(self, records: Iterable[RecordModel | dict[str, Any]], outcome: str) -> None:
+    def write_game(self, records: Iterable[RecordModel | Mapping[str, JSONValue]], outcome: str) -> None:
         """Validate and append one game's records.
 
         Args:
@@ -254,7 +254,7 @@ def read_records(
         yield record
 
 
-def validate_line(path: Path, line_no: int, obj: dict[str, Any], file_class: str | None) -> Record:
+def validate_line(path: Path, line_no: int, obj: JSONObject, file_class: str | None) -> Record:
     """One parsed JSONL line (``ml.base.io.iter_jsonl``) as a record of a ``file_class`` file.
 
     ``obj`` gets ``source`` filled in from ``file_class`` when it has none (as :func:`read_records`).

@@ -25,15 +25,16 @@ from pathlib import Path
 
 import numpy as np
 
+from ml.base.io import JSONObject
+from ml.data.batch_files import scan_batches
 from ml.data.decisions import DecisionSet, empty_set, in_holdout
 from ml.data.encoded_cache import EncodedCache, encode_file
 from ml.game.spec import Encoder
-from ml.data.batch_files import scan_batches
 
 logger = logging.getLogger(__name__)
 
 
-def _skip_stats(skipped: Counter[tuple[str, str]], decisions: int, top: int = 10) -> dict:
+def _skip_stats(skipped: Counter[tuple[str, str]], decisions: int, top: int = 10) -> JSONObject:
     """Metrics of the non-trainable decisions: by reason, and each reason's most frequent details."""
     by_reason: Counter[str] = Counter()
     details: dict[str, Counter[str]] = {}
@@ -73,7 +74,7 @@ def load_teacher(
     encoder: Encoder,
     forge_dirs: Sequence[Path] = (),
     cache: EncodedCache | None = None,
-) -> tuple[DecisionSet, DecisionSet, dict]:
+) -> tuple[DecisionSet, DecisionSet, JSONObject]:
     """Teacher decisions split by game into (train, holdout).
 
     Args:
@@ -140,7 +141,7 @@ def load_ppo(
     window: int = 0,
     cache: EncodedCache | None = None,
     recency: float = 1.0,
-) -> tuple[DecisionSet, dict]:
+) -> tuple[DecisionSet, JSONObject]:
     """Accepted PPO decisions whose game's ``episode_return`` >= ``min_reward_threshold``.
 
     Args:

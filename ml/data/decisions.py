@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ml.game.spec import Encoder
 from ml.base.progress import log_once
 from ml.game.record import Record
+from ml.game.spec import Encoder
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +107,8 @@ class DecisionSet:
 
     def correct(self, pred: np.ndarray) -> np.ndarray:
         """bool[N]: whether each predicted action (int64[N]) is one the record allows (``targets``)."""
-        return self._targets[np.arange(len(self)), pred]
+        allowed: np.ndarray = self._targets[np.arange(len(self)), pred]
+        return allowed
 
     def source_counts(self) -> dict[str, int]:
         """Decisions per source."""

@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from ml.data.decisions import DecisionSet, _encode_indexed
-from ml.game.spec import Encoder
 from ml.base.io import TMP_SUFFIX, DataFileError, file_md5
 from ml.data.batch_files import read_records
+from ml.data.decisions import DecisionSet, _encode_indexed
+from ml.game.spec import Encoder
 
 logger = logging.getLogger(__name__)
 

@@ -26,9 +26,8 @@ import os
 import shutil
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
-from ml.base.io import TMP_SUFFIX, WriteError, file_md5, remove_tree, shown, writing
+from ml.base.io import TMP_SUFFIX, JSONObject, WriteError, file_md5, remove_tree, shown, writing
 from ml.data.batch_files import scan_batches
 
 FOLDERS = ("pool", "rejected", "frozen", "students", "next_student")
@@ -105,7 +104,7 @@ def merge_generation(
     out: Path,
     generation: int,
     candidate_student: Path | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """Write ``out/{pool,rejected,frozen,students,next_student}``: the current folders plus this attempt's files.
 
     Built in ``<out>.tmp`` and renamed to ``out`` (any older ``out`` is removed first; ``_swap``).

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ml.base.io import JSONObject
 from ml.game.protocol import PLAYER_SEED_STRIDE
 from ml.game.record import POLICY_DECIMALS
 from ml.game.spec import ScriptedPlayer
@@ -40,7 +41,7 @@ class RecordingEnv(Protocol):
     terminations: dict[str, bool]
     truncations: dict[str, bool]
 
-    def reset(self, seed: int | None = None, options: dict | None = None) -> None: ...
+    def reset(self, seed: int | None = None, options: dict[str, object] | None = None) -> None: ...
 
     def step(self, action: int | None) -> None: ...
 
@@ -48,11 +49,11 @@ class RecordingEnv(Protocol):
         """``{"observation": float32[obs_dim], "action_mask": int8[num_actions]}``."""
         ...
 
-    def decision_record(self) -> dict:
+    def decision_record(self) -> JSONObject:
         """The record of the decision the agent to act is about to make."""
         ...
 
-    def describe_action(self, action: int) -> dict:
+    def describe_action(self, action: int) -> JSONObject:
         """The record's ``action`` object for ``action`` (before ``step``)."""
         ...
 
@@ -215,7 +216,7 @@ class EnvGame:
         """``ml.game.protocol.Game.is_scripted``."""
         return int(self.to_act[row]) in self._players[row]
 
-    def record(self, row: int, action: int) -> dict:
+    def record(self, row: int, action: int) -> JSONObject:
         """``env.decision_record()`` with ``action`` set to ``env.describe_action(action)``, and
         ``policy`` (rounded to ``ml.game.record.POLICY_DECIMALS``) when the acting seat is a
         scripted player that keeps the distribution it drew ``action`` from (``last_policy``,

@@ -52,6 +52,7 @@ import pyspiel
 from gymnasium import spaces
 from pettingzoo import AECEnv
 
+from ml.base.io import JSONObject
 from ml.game.spec import ResetSeeds
 
 
@@ -84,9 +85,12 @@ def observation_size(game: pyspiel.Game, kind: ObservationKind = "observation") 
 
 def observation_of(state: pyspiel.State, player: int, kind: ObservationKind = "observation") -> list[float]:
     """The flat observation of ``player`` in ``state`` (see :func:`observation_size`)."""
+    tensor: list[float]  # pyspiel has no type stubs
     if kind == "observation" and state.get_game().get_type().provides_observation_tensor:
-        return state.observation_tensor(player)
-    return state.information_state_tensor(player)
+        tensor = state.observation_tensor(player)
+    else:
+        tensor = state.information_state_tensor(player)
+    return tensor
 
 
 def check_game(game: pyspiel.Game) -> None:
@@ -113,7 +117,7 @@ def outcome_of(returns: list[float]) -> tuple[str, int | None, list[int]]:
     return (f"win_seat_{winner}" if winner is not None else "draw"), winner, ranking
 
 
-class OpenSpielEnv(AECEnv):
+class OpenSpielEnv(AECEnv):  # type: ignore[misc]  # pettingzoo ships no type information (no py.typed)
     """A sequential OpenSpiel game as a PettingZoo AEC environment.
 
     Args:
@@ -173,7 +177,7 @@ class OpenSpielEnv(AECEnv):
             raise RuntimeError("call reset() first")
         return self._state
 
-    def reset(self, seed: int | None = None, options: dict | None = None) -> None:
+    def reset(self, seed: int | None = None, options: dict[str, object] | None = None) -> None:
         """Start a new game; ``seed`` seeds the chance-node sampling (later seedless resets draw from it).
 
         Args:
@@ -192,7 +196,7 @@ class OpenSpielEnv(AECEnv):
         self._cumulative_rewards = {a: 0.0 for a in self.agents}
         self.terminations = {a: False for a in self.agents}
         self.truncations = {a: False for a in self.agents}
-        self.infos: dict[str, dict] = {a: {} for a in self.agents}
+        self.infos: dict[str, dict[str, object]] = {a: {} for a in self.agents}
         self._skip_agent_selection = None
         self.agent_selection = self.agents[0]
         self._settle()
@@ -251,7 +255,7 @@ class OpenSpielEnv(AECEnv):
             mask[self.state.legal_actions(seat)] = 1
         return {"observation": obs, "action_mask": mask}
 
-    def decision_record(self) -> dict:
+    def decision_record(self) -> JSONObject:
         """Record of the decision the current agent is about to make (``ml.game.record.OpenSpielRecord``)."""
         seat = self.state.current_player()
         mask = [0] * self.num_actions
@@ -268,7 +272,7 @@ class OpenSpielEnv(AECEnv):
             "action_mask": mask,
         }
 
-    def describe_action(self, action: int) -> dict:
+    def describe_action(self, action: int) -> JSONObject:
         """The record's ``action`` object (call before ``step``): ``type``, ``raw``, ``action_idx``."""
         raw = self.state.action_to_string(self.state.current_player(), int(action))
         return {"type": "move", "raw": raw[:200], "action_idx": int(action)}

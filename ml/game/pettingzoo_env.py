@@ -38,7 +38,7 @@ import inspect
 import numbers
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
@@ -47,6 +47,7 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import AECEnv
 
+from ml.base.io import JSONObject, JSONValue
 from ml.config.yaml_file import ParamsError
 from ml.game.spec import ResetSeeds
 
@@ -131,13 +132,14 @@ def factory_path(name: str) -> str:
     return name.removeprefix(PREFIX)
 
 
-def freeze(value: Any) -> Any:
+def freeze(value: JSONValue) -> Hashable:
     """``value`` with every dict turned into sorted ``(key, value)`` pairs and list into a tuple (hashable)."""
     if isinstance(value, Mapping):
         return tuple(sorted((k, freeze(v)) for k, v in value.items()))
     if isinstance(value, (list, tuple)):
         return tuple(freeze(v) for v in value)
-    return value
+    scalar: Hashable = value
+    return scalar
 
 
 @functools.cache
@@ -188,7 +190,7 @@ def _observation_shape(space: Any, agent: str) -> tuple[int, ...]:
     return tuple(int(n) for n in shape)
 
 
-def split_observation(obs: Any, info: Mapping[str, Any] | None) -> tuple[Any, np.ndarray | None]:
+def split_observation(obs: object, info: Mapping[str, object] | None) -> tuple[object, np.ndarray | None]:
     """``(observation, mask)`` of what ``env.observe(agent)`` returned: the ``observation`` and
     ``action_mask`` of a dict observation, else the observation itself and ``info["action_mask"]``
     (None when neither has a mask)."""
@@ -212,7 +214,7 @@ def top_module_file(module_name: str) -> str | None:
 
 
 @functools.lru_cache(maxsize=16)
-def inspect_env(name: str, env_kwargs: tuple[tuple[str, Any], ...] = ()) -> EnvInfo:
+def inspect_env(name: str, env_kwargs: tuple[tuple[str, Hashable], ...] = ()) -> EnvInfo:
     """Build the env of ``name`` once, reset it with seed 0 and check what the loop needs (cached per process).
 
     Args:
@@ -283,7 +285,7 @@ class IllegalMoveError(ValueError):
     """An action outside the acting agent's mask."""
 
 
-class PettingZooEnv(AECEnv):
+class PettingZooEnv(AECEnv):  # type: ignore[misc]  # pettingzoo ships no type information (no py.typed)
     """A user's PettingZoo AEC env as the loop's record env (see the module docstring).
 
     Args:
@@ -297,7 +299,7 @@ class PettingZooEnv(AECEnv):
 
     metadata: ClassVar[dict[str, Any]] = {"name": "pettingzoo_adapter_v0", "is_parallelizable": False, "render_modes": []}
 
-    def __init__(self, name: str, env_kwargs: Mapping[str, Any], version: str) -> None:
+    def __init__(self, name: str, env_kwargs: Mapping[str, JSONValue], version: str) -> None:
         super().__init__()
         self.env: AECEnv = import_object(factory_path(name), "name")(**env_kwargs)
         self.game_name, self.env_version = name, version
@@ -306,7 +308,7 @@ class PettingZooEnv(AECEnv):
         self._seat = {a: i for i, a in enumerate(self._names)}
         self.num_players = len(self._names)
         act = self.env.action_space(self._names[0])
-        self.num_actions = int(act.n)  # type: ignore[attr-defined]
+        self.num_actions = int(act.n)
         self.obs_dim = int(np.prod(_observation_shape(self.env.observation_space(self._names[0]), self._names[0])))
         self.render_mode = None
         self._observation_space = spaces.Dict(
@@ -347,7 +349,7 @@ class PettingZooEnv(AECEnv):
         if env.agents:
             self.agent_selection = self._name(env.agent_selection)
 
-    def reset(self, seed: int | None = None, options: dict | None = None) -> None:
+    def reset(self, seed: int | None = None, options: dict[str, object] | None = None) -> None:
         """Start a new game with ``env.reset(seed=...)`` (later seedless resets draw seeds from ``seed``).
 
         Args:
@@ -405,7 +407,7 @@ class PettingZooEnv(AECEnv):
             out[:] = np.asarray(mask, dtype=np.int8)
         return {"observation": np.asarray(obs, dtype=np.float32).reshape(-1), "action_mask": out}
 
-    def decision_record(self) -> dict:
+    def decision_record(self) -> JSONObject:
         """Record of the decision the acting agent is about to make (``ml.game.record.OpenSpielRecord``)."""
         agent, obs, mask = self._acting()
         return {
@@ -420,7 +422,7 @@ class PettingZooEnv(AECEnv):
             "action_mask": mask.astype(int).tolist(),
         }
 
-    def describe_action(self, action: int) -> dict:
+    def describe_action(self, action: int) -> JSONObject:
         """The record's ``action`` object (call before ``step``): ``type: move``, ``raw`` (the index), ``action_idx``."""
         return {"type": "move", "raw": str(int(action)), "action_idx": int(action)}
 
@@ -465,7 +467,7 @@ class CallablePlayer:
             an int, or an action outside the mask.
     """
 
-    def __init__(self, fn: Callable[..., Any], seed: int, name: str = "") -> None:
+    def __init__(self, fn: Callable[..., object], seed: int, name: str = "") -> None:
         self._fn, self.name = fn, name
         self._rng = np.random.default_rng(int(seed) % 2**63) if _takes_rng(fn) else None
 

@@ -35,6 +35,8 @@ from typing import Protocol
 
 import numpy as np
 
+from ml.base.io import JSONObject
+
 PLAYER_SEED_STRIDE = 7
 """A scripted seat's generator is seeded with ``seed * PLAYER_SEED_STRIDE + seat`` (``ml.play.rollout``, and
 the ``Game`` implementations that play scripted seats themselves)."""
@@ -117,7 +119,7 @@ class Game(Protocol):
         """The seat to act in ``row`` is a scripted seat (surfaced: ``step`` stopped at it)."""
         ...
 
-    def record(self, row: int, action: int) -> dict:
+    def record(self, row: int, action: int) -> JSONObject:
         """The decision record of the seat to act in ``row`` with its ``action`` object for
         ``action`` (call before ``step``), as the AEC env's ``decision_record`` and
         ``describe_action`` build it.

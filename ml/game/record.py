@@ -33,7 +33,7 @@ import functools
 import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any, Protocol, TypeAlias
 
 from pydantic import (
     BaseModel,
@@ -46,7 +46,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from ml.base.io import DataFileError
+from ml.base.io import DataFileError, JSONValue
 from ml.config.sections import Source
 
 SCHEMA_VERSION = 2
@@ -68,6 +68,10 @@ Text = Annotated[str, Field(max_length=TEXT_MAX_CHARS, description="at most 200 
 """A record's text field (``TEXT_MAX_CHARS``)."""
 UNION_TAG_RE = re.compile(r"^(?:(?:constrained-)?(?:int|str|float|bool)|dict\[.*\]|list\[.*\]|\[key\])$")
 """The loc parts pydantic adds for a union's member (``cmdr_dmg``'s ``constrained-int``), not field names."""
+RecordLike: TypeAlias = "Mapping[str, JSONValue] | BaseModel | Record"
+"""A decision record as a parsed JSON object or as a record model (``RecordModel``, read as :class:`Record`);
+:func:`record_field` reads either."""
+
 RANGE_ERRORS: dict[str, tuple[str, str, str]] = {
     **dict.fromkeys(("greater_than_equal", "less_than_equal", "greater_than", "less_than"), ("minimum", "maximum", "")),
     **dict.fromkeys(("too_short", "too_long"), ("minItems", "maxItems", " length")),
@@ -89,7 +93,7 @@ class RecordError(DataFileError):
         line: int | None,
         field: str | None,
         problem: str,
-        errors: Sequence[Mapping[str, Any]] = (),
+        errors: Sequence[Mapping[str, object]] = (),
     ) -> None:
         super().__init__(path, line, field, problem)
         self.errors = list(errors)
@@ -152,7 +156,9 @@ def _schema_node(model: type[BaseModel], loc: Sequence[str | int]) -> tuple[dict
     return node, why
 
 
-def allowed_range(model: type[BaseModel], loc: Sequence[str | int], error_type: str) -> tuple[Any, Any, str | None] | None:
+def allowed_range(
+    model: type[BaseModel], loc: Sequence[str | int], error_type: str
+) -> tuple[float | None, float | None, str | None] | None:
     """The bound that a pydantic error of ``error_type`` at ``loc`` broke, from ``model``'s JSON schema.
 
     Returns:
@@ -234,14 +240,14 @@ class Record(Protocol):
     def players_count(self) -> int: ...
 
 
-def record_field(obj: Any, key: str, default: Any = None) -> Any:
+def record_field(obj: object, key: str, default: JSONValue = None) -> JSONValue:
     """Field ``key`` of a record (or a part of one) given as a dict or as a pydantic model."""
     if isinstance(obj, Mapping):
         return obj.get(key, default)
     return getattr(obj, key, default)
 
 
-def get_dotted(obj: Any, dotted: str) -> Any:
+def get_dotted(obj: object, dotted: str) -> JSONValue:
     """Attribute ``a.b.c`` of a model."""
     for part in dotted.split("."):
         obj = getattr(obj, part)

@@ -33,18 +33,20 @@ game object is loaded (and cached per process) on first use.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 import numpy as np
+from typing_extensions import Unpack
 
-from ml.game.record import record_field
+from ml.base.io import JSONValue
+from ml.game.record import RecordLike, record_field
 from ml.game.spec import Encoder, ScriptedPlayer
 
 if TYPE_CHECKING:
-    from ml.config.params import GameParams, TeacherParams
+    from ml.config.sections import GameParams, TeacherParams
     from ml.game.commander.forge_record import DecisionRecord
     from ml.game.env_game import RecordingEnv, ScriptableEnv
     from ml.game.protocol import Game
@@ -62,7 +64,7 @@ PETTINGZOO_PREFIX = "pettingzoo:"
 
 
 @functools.lru_cache(maxsize=16)
-def load_openspiel(short_name: str, params: tuple[tuple[str, Any], ...] = ()) -> Any:
+def load_openspiel(short_name: str, params: tuple[tuple[str, int | float | bool | str], ...] = ()) -> Any:
     """``pyspiel.load_game(short_name, dict(params))``, cached per process.
 
     Raises:
@@ -94,7 +96,7 @@ class ObservationEncoder:
     def __init__(self, obs_dim: int, num_actions: int) -> None:
         self.obs_dim, self.num_actions = obs_dim, num_actions
 
-    def __call__(self, record: Any) -> np.ndarray:
+    def __call__(self, record: RecordLike) -> np.ndarray:
         """The record's ``observation`` as float32[obs_dim].
 
         Raises:
@@ -107,21 +109,32 @@ class ObservationEncoder:
             )
         return obs
 
-    def encode_batch(self, records: list[Any]) -> np.ndarray:
+    def encode_batch(self, records: Sequence[RecordLike]) -> np.ndarray:
         """float32[N, obs_dim] observations of ``records``."""
         out = np.zeros((len(records), self.obs_dim), dtype=np.float32)
         for i, rec in enumerate(records):
             out[i] = self(rec)
         return out
 
-    def label(self, record: Any) -> int | None:
+    def label(self, record: RecordLike) -> int | None:
         """The record's ``action.action_idx``."""
-        return record_field(record_field(record, "action"), "action_idx")
+        idx: int | None = record_field(record_field(record, "action"), "action_idx")
+        return idx
 
-    def action_mask(self, record: Any) -> np.ndarray:
+    def action_mask(self, record: RecordLike) -> np.ndarray:
         """bool[num_actions]: the stored mask, or all-ones when a record has none."""
         mask = record_field(record, "action_mask")
         return np.ones(self.num_actions, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+
+
+class OpenSpielTeacher(TypedDict, total=False):
+    """The teacher keywords of :func:`openspiel` (``GameSpec``'s fields of the same names; absent: their defaults)."""
+
+    mcts_simulations: int
+    mcts_rollouts: int
+    mcts_uct_c: float
+    teacher_policy: str
+    cfr_iterations: int
 
 
 @dataclass(frozen=True)
@@ -358,7 +371,7 @@ class GameSpec:
         }[self.teacher_policy]
 
 
-def record_model(obj: Any) -> type[DecisionRecord] | type[OpenSpielRecord]:
+def record_model(obj: object) -> type[DecisionRecord] | type[OpenSpielRecord]:
     """The record kind of a JSON object or record: ``OpenSpielRecord`` when it has an
     ``observation``, else the commander's (Forge's) ``DecisionRecord``."""
     from ml.game.commander.forge_record import DecisionRecord
@@ -378,7 +391,10 @@ def commander(pod_size: int = 4, max_turns: int = 30) -> GameSpec:
 
 
 def openspiel(
-    name: str, params: Mapping[str, Any] | None = None, observation: ObservationKind = "observation", **teacher: Any
+    name: str,
+    params: Mapping[str, int | float | bool | str] | None = None,
+    observation: ObservationKind = "observation",
+    **teacher: Unpack[OpenSpielTeacher],
 ) -> GameSpec:
     """An OpenSpiel game by short name (``kuhn_poker``) or full name (``openspiel:kuhn_poker``).
 
@@ -408,7 +424,7 @@ def openspiel(
     )  # fmt: skip
 
 
-def pettingzoo(name: str, env_kwargs: Mapping[str, Any] | None = None, policy: str = "random") -> GameSpec:
+def pettingzoo(name: str, env_kwargs: Mapping[str, JSONValue] | None = None, policy: str = "random") -> GameSpec:
     """A PettingZoo AEC env by import path (``pettingzoo:<module>:<factory>``), checked by
     ``ml.game.pettingzoo_env.inspect_env`` (cached per process).
 
@@ -423,7 +439,7 @@ def pettingzoo(name: str, env_kwargs: Mapping[str, Any] | None = None, policy: s
     from ml.game.pettingzoo_env import freeze, inspect_env
 
     full = name if name.startswith(PETTINGZOO_PREFIX) else PETTINGZOO_PREFIX + name
-    frozen = freeze(env_kwargs or {})
+    frozen = tuple(sorted((k, freeze(v)) for k, v in (env_kwargs or {}).items()))
     info = inspect_env(full, frozen)
     return GameSpec(
         full, info.num_players, info.obs_dim, info.num_actions, min_learner_decisions=1, env_kwargs=frozen,
@@ -453,10 +469,15 @@ def make_game(game: GameParams, teacher: TeacherParams | None = None) -> GameSpe
         raise ValueError(
             f"game.name must be {COMMANDER!r}, 'openspiel:<game>' or 'pettingzoo:<module>:<factory>', got {game.name!r}"
         )
-    knobs: dict[str, Any] = {}
+    knobs: OpenSpielTeacher = {}
     if teacher is not None:
-        knobs = {k: getattr(teacher, k) for k in ("mcts_simulations", "mcts_rollouts", "mcts_uct_c", "cfr_iterations")}
-        knobs["teacher_policy"] = teacher.policy
+        knobs = OpenSpielTeacher(
+            mcts_simulations=teacher.mcts_simulations,
+            mcts_rollouts=teacher.mcts_rollouts,
+            mcts_uct_c=teacher.mcts_uct_c,
+            cfr_iterations=teacher.cfr_iterations,
+            teacher_policy=teacher.policy,
+        )
     spec = openspiel(game.name, game.openspiel_params, game.observation, **knobs)
     if spec.num_players != game.pod_size:
         raise ValueError(

@@ -14,9 +14,12 @@ game package (``ml.game.commander``). ``ml.game.registry`` is the one module tha
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import numpy as np
+
+from ml.game.record import RecordLike
 
 
 class Encoder(Protocol):
@@ -34,19 +37,19 @@ class Encoder(Protocol):
     obs_dim: int
     num_actions: int
 
-    def __call__(self, record: Any) -> np.ndarray:
+    def __call__(self, record: RecordLike) -> np.ndarray:
         """float32[obs_dim] observation of one record."""
         ...
 
-    def encode_batch(self, records: list[Any]) -> np.ndarray:
+    def encode_batch(self, records: Sequence[RecordLike]) -> np.ndarray:
         """float32[N, obs_dim] observations of ``records``."""
         ...
 
-    def label(self, record: Any) -> int | None:
+    def label(self, record: RecordLike) -> int | None:
         """Action index of the record's action, or None when it is not trainable."""
         ...
 
-    def action_mask(self, record: Any) -> np.ndarray:
+    def action_mask(self, record: RecordLike) -> np.ndarray:
         """bool[num_actions] legal actions of the record (all-ones when it stores none)."""
         ...
 

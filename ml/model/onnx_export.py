@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import io
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from ml.base.io import atomic_write_bytes, atomic_write_json
+from ml.base.io import JSONObject, JSONValue, atomic_write_bytes, atomic_write_json
 from ml.model.policy import MASKED_LOGIT, PolicyNet
 
 OPSET = 17
@@ -59,7 +59,7 @@ class _Exported(nn.Module):
         return torch.softmax(logits, dim=-1), value, logits
 
 
-def io_layout(net: PolicyNet) -> dict[str, list[dict[str, Any]]]:
+def io_layout(net: PolicyNet) -> dict[str, list[JSONObject]]:
     """The inputs and outputs of the exported graph: name, dtype and shape (``batch`` is dynamic)."""
     a = net.num_actions
     return {
@@ -75,7 +75,7 @@ def io_layout(net: PolicyNet) -> dict[str, list[dict[str, Any]]]:
     }
 
 
-def export_onnx(net: PolicyNet, out: Path, sidecar: dict[str, Any]) -> Path:
+def export_onnx(net: PolicyNet, out: Path, sidecar: Mapping[str, JSONValue]) -> Path:
     """Write ``net`` as ONNX to ``out`` and the sidecar JSON beside it (``out`` with suffix ``.json``).
 
     Args:

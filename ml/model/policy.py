@@ -12,14 +12,14 @@ change of layout and ``load_policy`` rejects unknown versions with a clear error
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from ml.base.io import atomic_write_bytes
+from ml.base.io import JSONObject, JSONValue, atomic_write_bytes
 from ml.game.registry import commander
 
 CHECKPOINT_FORMAT = 1
@@ -112,7 +112,7 @@ def check_shape(net: PolicyNet, obs_dim: int, num_actions: int, what: str = "che
         )
 
 
-def save_policy(net: PolicyNet, path: str | Path, meta: dict[str, Any] | None = None) -> None:
+def save_policy(net: PolicyNet, path: str | Path, meta: Mapping[str, JSONValue] | None = None) -> None:
     """Write a checkpoint atomically: format version, architecture, weights and ``meta``."""
     payload = {
         "format": CHECKPOINT_FORMAT,
@@ -127,7 +127,7 @@ def save_policy(net: PolicyNet, path: str | Path, meta: dict[str, Any] | None = 
     atomic_write_bytes(path, buf.getvalue())
 
 
-def load_policy(path: str | Path) -> tuple[PolicyNet, dict[str, Any]]:
+def load_policy(path: str | Path) -> tuple[PolicyNet, JSONObject]:
     """Load a checkpoint written by ``save_policy``.
 
     Returns:

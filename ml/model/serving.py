@@ -24,12 +24,16 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
 
+from ml.base.io import JSONObject
 from ml.model.policy import PolicyNet
+
+T = TypeVar("T")
+"""The answer type of a request (what its ``finish`` returns)."""
 
 MAX_WAIT_S = 0.002
 """How long the worker waits for more requests after the first one of a batch (seconds). 2 ms: the
@@ -75,7 +79,7 @@ class ServedModel:
     generation: int | None = None
     mtime_ns: int = 0
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JSONObject:
         """The JSON description of the model (without the network)."""
         return {
             "name": self.name, "kind": self.kind, "path": self.path, "attempt_id": self.attempt_id,
@@ -113,11 +117,11 @@ class Job:
 
     model: ServedModel
     prepare: Callable[[], tuple[np.ndarray, np.ndarray]]
-    finish: Callable[[np.ndarray, np.ndarray, np.ndarray], Any]
+    finish: Callable[[np.ndarray, np.ndarray, np.ndarray], object]
     loop: asyncio.AbstractEventLoop = field(repr=False)
-    future: asyncio.Future = field(repr=False)
+    future: asyncio.Future[Any] = field(repr=False)  # holds what the job's finish returned
 
-    def settle(self, result: Any = None, error: BaseException | None = None) -> None:
+    def settle(self, result: object = None, error: BaseException | None = None) -> None:
         """Hand the answer (or the error) to the request's event loop (thread-safe; a closed loop is ignored)."""
 
         def set_() -> None:
@@ -161,14 +165,15 @@ class MicroBatcher:
         self,
         model: ServedModel,
         prepare: Callable[[], tuple[np.ndarray, np.ndarray]],
-        finish: Callable[[np.ndarray, np.ndarray, np.ndarray], Any],
-    ) -> Any:
+        finish: Callable[[np.ndarray, np.ndarray, np.ndarray], T],
+    ) -> T:
         """The answer of one request (see :class:`Job`); raises what ``prepare`` or ``finish`` raised."""
         loop = asyncio.get_running_loop()
         job = Job(model, prepare, finish, loop, loop.create_future())
         self._ensure_worker()
         self._queue.put(job)
-        return await job.future
+        answer: T = await job.future
+        return answer
 
     def close(self) -> None:
         """Stop the worker after the jobs already queued (a later ``submit`` starts a new one)."""

@@ -16,15 +16,16 @@ import platform
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, ParamSpec
+from typing import ParamSpec
 
 from ml.base.determinism import cpu_capability
 from ml.base.faults import seam
-from ml.base.io import WriteError, atomic_write_json
-from ml.config.params import DEFAULT_PARAMS_PATH, Params, ParamsError, load_params
+from ml.base.io import JSONValue, WriteError, atomic_write_json
+from ml.config.params import DEFAULT_PARAMS_PATH, Params, load_params
+from ml.config.yaml_file import ParamsError
 
 logger = logging.getLogger("distill")
 _P = ParamSpec("_P")
@@ -138,7 +139,9 @@ def stage_setup(
     return args, params
 
 
-def write_metrics(path: Path, metrics: dict[str, Any], args: argparse.Namespace, stage: str, *, episodes: int) -> None:
+def write_metrics(
+    path: Path, metrics: Mapping[str, JSONValue], args: argparse.Namespace, stage: str, *, episodes: int
+) -> None:
     """Write the stage's metrics JSON atomically, adding ``<stage>/episodes``, ``<stage>/wall_s`` and
     ``<stage>/env`` (``environment``).
 

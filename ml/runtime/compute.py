@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 import numpy as np
 
@@ -48,6 +48,9 @@ if TYPE_CHECKING:
     from ml.config.sections import ComputeParams
 
 logger = logging.getLogger(__name__)
+
+R = TypeVar("R")
+"""What a chunk function returns."""
 
 INSTALL_HINT = 'pip install -e ".[ray]"'
 
@@ -108,17 +111,17 @@ class Executor:
     backend = "local"
     slots = 1
 
-    def share(self, value: Any) -> Shared:
+    def share(self, value: object) -> Shared:
         """Make ``value`` readable by every chunk (on Ray: one ``ray.put``)."""
         return Shared(str(id(value)), value=value)
 
     def map(
         self,
-        fn: Callable[..., Any],
-        tasks: Sequence[Any],
+        fn: Callable[..., R],
+        tasks: Sequence[object],
         *shared: Shared,
-        on_result: Callable[[int, Any], object] | None = None,
-    ) -> list[Any]:
+        on_result: Callable[[int, R], object] | None = None,
+    ) -> list[R]:
         """``[fn(task, *shared values) for task in tasks]``, in task order.
 
         ``on_result(index, result)`` is called as each chunk finishes (in order of completion
@@ -135,7 +138,7 @@ class Executor:
                 on_result(i, out[-1])
         return out
 
-    def imap(self, fn: Callable[..., Any], tasks: Iterable[Any], *shared: Shared, window: int = 0) -> Iterator[Any]:
+    def imap(self, fn: Callable[..., R], tasks: Iterable[object], *shared: Shared, window: int = 0) -> Iterator[R]:
         """Lazy ``map`` for stages that may stop early (the gate's SPRT): results in task order.
 
         On Ray up to ``window`` chunks (0: ``slots``) run ahead of the one being read; the ones
@@ -182,7 +185,7 @@ def grpc_check(target: str, path: str | None, timeout_s: float) -> str | None:
         try:
             channel.unary_unary(path)(b"", timeout=max(0.1, deadline - time.monotonic()))
         except grpc.RpcError as e:
-            code = e.code()  # type: ignore[attr-defined]  # a failed call's RpcError is also a grpc.Call
+            code = e.code()  # a failed call's RpcError is also a grpc.Call
             if code == grpc.StatusCode.UNIMPLEMENTED:
                 return f"it speaks gRPC but has no {service} service (its call ended without a reply)"
             if code == grpc.StatusCode.DEADLINE_EXCEEDED:
@@ -193,11 +196,21 @@ def grpc_check(target: str, path: str | None, timeout_s: float) -> str | None:
 
 # ------------------------------------------------------------------------------------------------ Ray workers
 
+
+class RayRuntimeEnv(TypedDict):
+    """Ray's ``runtime_env`` of every chunk (:func:`runtime_env`): ``py_modules`` and ``excludes``
+    are paths and patterns, ``env_vars`` the variables set in each worker."""
+
+    py_modules: list[str]
+    excludes: list[str]
+    env_vars: dict[str, str]
+
+
 _CACHE: OrderedDict[str, Any] = OrderedDict()
 _CACHE_SIZE = 8
 
 
-def runtime_env() -> dict[str, Any]:
+def runtime_env() -> RayRuntimeEnv:
     """The Ray runtime environment of every chunk: the ``ml`` package and the user's modules of a
     PettingZoo game (``ml.game.pettingzoo_env.shipped_modules``: its env factory and teacher, when
     they are not installed requirements of this project) as ``py_modules``, and the driver's
@@ -264,7 +277,7 @@ class RayExecutor(Executor):
         self._probe()
         if not ray.is_initialized():
             self._connect()
-        resources = ray.cluster_resources()
+        resources = ray.cluster_resources()  # type: ignore[no-untyped-call]  # ray leaves it unannotated
         self.slots = max(1, int(resources.get("CPU", 1) // cfg.cpus_per_chunk))
         self._remote = ray.remote(_run_chunk).options(
             num_cpus=cfg.cpus_per_chunk,
@@ -291,7 +304,7 @@ class RayExecutor(Executor):
         host, port = address.removeprefix("ray://").rsplit(":", 1)
         dialed = host
         if not client and host in LOOPBACK_HOSTS:
-            dialed = self._ray.util.get_node_ip_address()
+            dialed = self._ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]  # ray leaves it unannotated
         at = f" at {dialed}:{port}, where Ray dials it (Ray replaces a loopback host by this machine's address)"
         at = at if dialed != host else ""
         timeout = self.cfg.connect_timeout_s  # the connect, then the gRPC check: each within it
@@ -314,7 +327,7 @@ class RayExecutor(Executor):
             raise ComputeError(f"compute.address {address}: cannot connect: {first}") from None
         self._started = True
 
-    def share(self, value: Any) -> Shared:
+    def share(self, value: object) -> Shared:
         ref = self._ray.put(value)
         return Shared(ref.hex(), ref=[ref])
 
@@ -336,11 +349,11 @@ class RayExecutor(Executor):
 
     def map(
         self,
-        fn: Callable[..., Any],
-        tasks: Sequence[Any],
+        fn: Callable[..., R],
+        tasks: Sequence[object],
         *shared: Shared,
-        on_result: Callable[[int, Any], object] | None = None,
-    ) -> list[Any]:
+        on_result: Callable[[int, R], object] | None = None,
+    ) -> list[R]:
         refs = [self._submit(fn, t, shared) for t in tasks]
         index = {r.hex(): i for i, r in enumerate(refs)}
         out: list[Any] = [None] * len(refs)
@@ -357,7 +370,7 @@ class RayExecutor(Executor):
                 self._ray.cancel(r)
         return out
 
-    def imap(self, fn: Callable[..., Any], tasks: Iterable[Any], *shared: Shared, window: int = 0) -> Iterator[Any]:
+    def imap(self, fn: Callable[..., R], tasks: Iterable[object], *shared: Shared, window: int = 0) -> Iterator[R]:
         window = window or self.cfg.max_in_flight or self.slots
         pending: deque[Any] = deque()
         todo = iter(tasks)

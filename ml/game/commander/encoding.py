@@ -11,8 +11,7 @@ be labelled either.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -31,7 +30,7 @@ from ml.game.commander.cards import Card, load_card_pool
 from ml.game.commander.core import CoreTables, load_tables
 from ml.game.commander.features import OBS_DIM
 from ml.game.commander.observation import encode_records, seat_eliminated
-from ml.game.record import record_field
+from ml.game.record import RecordLike, record_field
 
 __all__ = [
     "OBS_DIM",
@@ -67,19 +66,20 @@ class RecordEncoder:
         self.pool = pool if pool is not None else load_card_pool()
         self.tables = load_tables() if pool is None else CoreTables(pool, {})
 
-    def label(self, record: Mapping[str, Any] | Any) -> int | None:
+    def label(self, record: RecordLike) -> int | None:
         """Macro-action index of the record's action, or None if not trainable (``label_record``)."""
         return label_record(record, self.pool)
 
-    def action_mask(self, record: Mapping[str, Any] | Any) -> np.ndarray:
+    def action_mask(self, record: RecordLike) -> np.ndarray:
         """bool[NUM_ACTIONS] legal actions of the record (``record_action_mask``)."""
         return record_action_mask(record)
 
-    def __call__(self, record: Mapping[str, Any] | Any) -> np.ndarray:
+    def __call__(self, record: RecordLike) -> np.ndarray:
         """Encode one record. Returns float32[OBS_DIM]."""
-        return self.encode_batch([record])[0]
+        row: np.ndarray = self.encode_batch([record])[0]
+        return row
 
-    def encode_batch(self, records: list[Any]) -> np.ndarray:
+    def encode_batch(self, records: Sequence[RecordLike]) -> np.ndarray:
         """Encode many records at once (``observation.encode_records``). Returns float32[N, OBS_DIM].
 
         Raises:
@@ -87,12 +87,12 @@ class RecordEncoder:
         """
         return encode_records(records, self.tables, np.zeros((len(records), OBS_DIM), dtype=np.float32))
 
-    def encode_into(self, record: Mapping[str, Any] | Any, out: np.ndarray) -> None:
+    def encode_into(self, record: RecordLike, out: np.ndarray) -> None:
         """Write the encoding of ``record`` into ``out`` (float32[OBS_DIM])."""
         out[:] = self.encode_batch([record])[0]
 
 
-def label_record(record: Mapping[str, Any] | Any, pool: dict[str, Card]) -> int | None:
+def label_record(record: RecordLike, pool: dict[str, Card]) -> int | None:
     """Macro-action index of a record's action, or None if it is not trainable.
 
     Args:
@@ -131,7 +131,7 @@ def label_record(record: Mapping[str, Any] | Any, pool: dict[str, Card]) -> int 
     return None
 
 
-def record_action_mask(record: Mapping[str, Any] | Any) -> np.ndarray:
+def record_action_mask(record: RecordLike) -> np.ndarray:
     """Legal-action mask stored with a record, or all-ones when the record has none (Forge).
 
     Returns:
@@ -143,7 +143,7 @@ def record_action_mask(record: Mapping[str, Any] | Any) -> np.ndarray:
     return np.asarray(mask, dtype=bool)
 
 
-def attack_target_mask(record: Mapping[str, Any] | Any) -> np.ndarray:
+def attack_target_mask(record: RecordLike) -> np.ndarray:
     """The attacks a record allows by its seats: ``attack_opponent_k`` for each opponent present and not eliminated.
 
     Returns:
@@ -161,7 +161,7 @@ def attack_target_mask(record: Mapping[str, Any] | Any) -> np.ndarray:
     return out
 
 
-def record_legal_mask(record: Mapping[str, Any] | Any) -> np.ndarray:
+def record_legal_mask(record: RecordLike) -> np.ndarray:
     """Legal actions of a record to be answered: its ``action_mask`` (every action when it has none,
     as in Forge files), less the attacks on seats the pod lacks or that are out
     (:func:`attack_target_mask`), whatever the sent mask says.

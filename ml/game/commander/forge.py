@@ -14,9 +14,8 @@ counted in ``metrics/train.json``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from ruamel.yaml.error import YAMLError
@@ -26,6 +25,9 @@ from ml.base.io import DataFileError
 from ml.config.yaml_file import safe_yaml
 from ml.game.commander.cards import KINDS, Card
 from ml.game.commander.encoding import RecordEncoder, attack_target_mask, label_record
+from ml.game.commander.forge_record import DecisionRecord
+from ml.game.record import RecordLike
+from ml.game.spec import Encoder
 
 CARD_TABLE = "cards.yaml"
 """The user card table inside the Forge folder (``data/forge``): ``card name: kind``
@@ -116,19 +118,23 @@ class ForgeEncoder:
         extra = {n: Card(n, k, 0) for n, k in (card_kinds or {}).items() if n not in encoder.pool}
         self.label_pool = {**encoder.pool, **extra}
 
-    def encode_batch(self, records: list[Any]) -> np.ndarray:
+    def __call__(self, record: RecordLike) -> np.ndarray:
+        """float32[obs_dim], as the wrapped encoder."""
+        return self.encoder(record)
+
+    def encode_batch(self, records: Sequence[RecordLike]) -> np.ndarray:
         """float32[N, obs_dim], as the wrapped encoder."""
         return self.encoder.encode_batch(records)
 
-    def action_mask(self, record: Any) -> np.ndarray:
+    def action_mask(self, record: RecordLike) -> np.ndarray:
         """bool[num_actions], as the wrapped encoder."""
         return self.encoder.action_mask(record)
 
-    def label(self, record: Any) -> int | None:
+    def label(self, record: RecordLike) -> int | None:
         """Macro-action index (``label_record`` over the pool extended by the card table), or None."""
         return label_record(record, self.label_pool)
 
-    def unlabelled(self, record: Any) -> np.ndarray | tuple[str, str]:
+    def unlabelled(self, record: DecisionRecord) -> np.ndarray | tuple[str, str]:
         """For a record without a label: its partial label, or why it is not trainable.
 
         Returns:
@@ -152,7 +158,7 @@ class ForgeEncoder:
         return allowed if allowed.any() else ("attack_no_opponent", "")
 
 
-def teacher_encoder(encoder: Any, forge_dir: Path | None) -> Any:
+def teacher_encoder(encoder: Encoder, forge_dir: Path | None) -> Encoder:
     """The encoder the dataset builder labels teacher data with.
 
     Args:

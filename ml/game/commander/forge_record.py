@@ -13,13 +13,14 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidatorFunctionWrapHandler, field_validator, model_validator
 
+from ml.base.io import JSONValue
+from ml.config.sections import Source
 from ml.game.commander.actions import ACTION_INDEX, MACRO_ACTIONS, MAX_POD, NUM_ACTIONS
 from ml.game.commander.cards import DECK_SIZE
 from ml.game.commander.pod_rules import COMMANDER_DAMAGE_LETHAL, COMMANDER_TAX_STEP, STARTING_LIFE
 from ml.game.record import (
     FieldProblem,
     RecordModel,
-    Source,
     Text,
     check_complete,
     check_mask_bits,
@@ -67,7 +68,7 @@ PPO_REQUIRED += ("action.macro_action", "action.action_idx", "schema_version")
 """Fields a ``source == "ppo"`` record must carry (shared/docs/forge-decision-format.md "PPO extension")."""
 
 
-def cmdr_damage_by_source(value: Any) -> dict[int, int]:
+def cmdr_damage_by_source(value: JSONValue) -> dict[int, int]:
     """Commander damage taken (``PlayerView.cmdr_dmg``), by source seat.
 
     Returns:

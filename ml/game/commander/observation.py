@@ -56,7 +56,7 @@ from ml.game.commander.actions import MAX_POD
 from ml.game.commander.core import CoreTables, encode, kernels
 from ml.game.commander.core.kernels import CoreState, RecordView
 from ml.game.commander.features import OBS_DIM, PHASES
-from ml.game.record import record_field
+from ml.game.record import RecordLike, record_field
 
 CHUNK = 512
 """Records loaded and encoded at once: the zone arrays are as wide as the chunk's longest list (a
@@ -65,7 +65,7 @@ PHASE_CODE = {phase: i for i, phase in enumerate(PHASES)}
 _I16 = np.iinfo(np.int16)
 
 
-def seat_eliminated(player: Mapping[str, Any] | Any) -> bool:
+def seat_eliminated(player: object) -> bool:
     """Whether a record's player is out: its ``eliminated`` flag, or life 0 or less when it has none."""
     flag = record_field(player, "eliminated")
     return bool(flag) if flag is not None else int(record_field(player, "life")) <= 0
@@ -180,7 +180,7 @@ class _Rows:
             self.add_seat(g, seat, actor, pget, eliminated, tables)
 
 
-def record_arrays(records: Sequence[Any], tables: CoreTables) -> tuple[CoreState, RecordView, np.ndarray]:
+def record_arrays(records: Sequence[RecordLike], tables: CoreTables) -> tuple[CoreState, RecordView, np.ndarray]:
     """Records as the encoder's arrays, one row each: a ``CoreState`` whose fields the encoder reads of a record
     have one row per record (hands: the acting seat's card ids, -1 outside the pool; ``lib_n`` -1 when the
     library is not given), the others the zero-size ``kernels.EMPTY_STATE`` arrays, and the ``RecordView``.
@@ -256,7 +256,7 @@ _SEAT_COLUMNS = {dtype: [2 + (*_ROW_COLUMNS, "listed").index(name) for name in n
 """Columns of the gathered rows per block (``listed``: a column of ones appended to each row)."""
 
 
-def encode_records(records: Sequence[Any], tables: CoreTables, out: np.ndarray) -> np.ndarray:
+def encode_records(records: Sequence[RecordLike], tables: CoreTables, out: np.ndarray) -> np.ndarray:
     """The observations of ``records`` (each its ``active_seat``'s) into ``out`` (float32[N, OBS_DIM]), in
     chunks of :data:`CHUNK` records through :func:`record_arrays` and the compiled encoder.
 

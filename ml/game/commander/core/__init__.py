@@ -23,14 +23,19 @@ Typical use (N games, 4 seats, seat 0 played by a network, the rest by the heuri
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
+from ml.base.io import JSONObject
 from ml.game.commander.actions import MAX_POD, NUM_ACTIONS
 from ml.game.commander.cards import DECK_SIZE, KEYWORDS, KINDS, Card, Deck, load_card_pool, load_decks
 from ml.game.commander.core import kernels
 from ml.game.commander.core.kernels import CoreState, RecordView, Tables
 from ml.game.commander.features import OBS_DIM, PHASES
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "OBS_DIM",
@@ -40,6 +45,7 @@ __all__ = [
     "CoreState",
     "CoreTables",
     "RecordView",
+    "SeatArrays",
     "apply_actions",
     "choose_scripted",
     "decision_record",
@@ -122,10 +128,18 @@ def new_state(n: int) -> CoreState:
 
 
 def _per_game(value: int | np.ndarray, n: int, dtype: type, name: str) -> np.ndarray:
-    out = np.broadcast_to(np.asarray(value, dtype=dtype), (n,)).copy()
+    out: np.ndarray = np.broadcast_to(np.asarray(value, dtype=dtype), (n,)).copy()
     if out.shape != (n,):
         raise ValueError(f"{name} must be a scalar or shape ({n},), got {np.shape(value)}")
     return out
+
+
+class SeatArrays(TypedDict, total=False):
+    """The per-seat arrays of :func:`reset` (keyword arguments; each absent or None takes its default)."""
+
+    deck_choice: np.ndarray | None
+    seat_kind: np.ndarray | None
+    player_seeds: np.ndarray | None
 
 
 def reset(
@@ -135,10 +149,8 @@ def reset(
     pod_size: int | np.ndarray = 4,
     max_turns: int | np.ndarray = 30,
     game_index: np.ndarray | None = None,
-    deck_choice: np.ndarray | None = None,
-    seat_kind: np.ndarray | None = None,
-    player_seeds: np.ndarray | None = None,
     games: np.ndarray | None = None,
+    **seat_arrays: Unpack[SeatArrays],
 ) -> None:
     """Deal every game as ``rules.new_game(seeds[g], pod_size, max_turns, game_index[g], deck_names)`` does.
 
@@ -148,18 +160,20 @@ def reset(
         seeds: int64[N] game seeds (Python ``random.Random`` seeds).
         pod_size, max_turns: per game (scalar or int[N]); 2..MAX_POD seats, 1..MAX_TURNS rounds.
         game_index: int64[N] for ``game_id``; None: 0..N-1.
+        games: bool[N], the games to deal (the others are left as they are); None: all.
+        seat_arrays: the :class:`SeatArrays` keywords (an unknown keyword is a TypeError):
         deck_choice: int[N, MAX_POD] deck indices per seat before the seat shuffle; -1 in
             column 0 (or None) draws the decks from the seed.
         seat_kind: int8[N, MAX_POD] ``SEAT_*`` codes; None: every seat external.
         player_seeds: int64[N, MAX_POD] seeds of the scripted seats' generators
             (``HeuristicPlayer(seed)``/``RandomPlayer(seed)``); None: zeros.
-        games: bool[N], the games to deal (the others are left as they are); None: all.
 
     No seat acts: the games stop at their first decision (call :func:`step` with all -1 to
     let scripted seats play up to the first external decision).
 
     Raises:
         ValueError: a bad pod size, round cap or shape.
+        TypeError: a keyword that is not a parameter or a ``SeatArrays`` key.
     """
     n = st.seed.shape[0]
     seeds = _per_game(seeds, n, np.int64, "seeds")
@@ -168,6 +182,14 @@ def reset(
     if pods.min() < 2 or pods.max() > MAX_POD or turns.min() < 1 or turns.max() > MAX_TURNS:
         raise ValueError(f"pod_size must be in 2..{MAX_POD} and max_turns in 1..{MAX_TURNS}")
     index = np.arange(n, dtype=np.int64) if game_index is None else _per_game(game_index, n, np.int64, "game_index")
+    unknown = set(seat_arrays) - set(SeatArrays.__annotations__)
+    if unknown:
+        raise TypeError(f"reset() got unexpected keyword arguments {sorted(unknown)}")
+    deck_choice, seat_kind, player_seeds = (
+        seat_arrays.get("deck_choice"),
+        seat_arrays.get("seat_kind"),
+        seat_arrays.get("player_seeds"),
+    )
     decks = np.full((n, MAX_POD), -1, np.int64) if deck_choice is None else np.asarray(deck_choice, np.int64)
     kinds = np.zeros((n, MAX_POD), np.int8) if seat_kind is None else np.asarray(seat_kind, np.int8)
     pseeds = np.zeros((n, MAX_POD), np.int64) if player_seeds is None else np.asarray(player_seeds, np.int64)
@@ -235,7 +257,7 @@ def encode(
     return out
 
 
-def decision_record(st: CoreState, tables: CoreTables, g: int, seat: int | None = None) -> dict:
+def decision_record(st: CoreState, tables: CoreTables, g: int, seat: int | None = None) -> JSONObject:
     """``rules.decision_record`` of game ``g`` from the arrays (same keys, order and values).
 
     Reads each of the game's arrays once (``tolist``): element reads of numpy arrays cost about

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from ml.base.io import JSONObject
 from ml.game.commander import core
 from ml.game.commander.actions import (
     CAST_COMMANDER,
@@ -179,15 +180,16 @@ class CoreGame:
             core.choose_scripted(self.st, self.tables, self._choice)
         finally:
             self.st.seat_kind[rows] = core.SEAT_EXTERNAL
-        return self._choice[rows].copy()
+        chosen: np.ndarray = self._choice[rows].copy()
+        return chosen
 
-    def record(self, row: int, action: int) -> dict:
+    def record(self, row: int, action: int) -> JSONObject:
         """``core.decision_record`` of ``row`` with ``action`` set to :meth:`describe_action` (before ``step``)."""
         rec = core.decision_record(self.st, self.tables, row)
         rec["action"] = self.describe_action(row, action)
         return rec
 
-    def describe_action(self, row: int, action: int) -> dict:
+    def describe_action(self, row: int, action: int) -> JSONObject:
         """The record's ``action`` object (:func:`action_object`) of ``action`` by the seat to act in ``row``.
 
         Raises:
