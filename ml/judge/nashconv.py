@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyspiel
 import torch
 from open_spiel.python import policy as os_policy
 from open_spiel.python.algorithms import exploitability
@@ -63,14 +64,14 @@ class NetPolicy(os_policy.Policy):
         observation: the tensor the network reads (``game.observation``, ``ml.game.openspiel_env.ObservationKind``).
     """
 
-    def __init__(self, game: Any, net: PolicyNet, observation: ObservationKind = "observation") -> None:
+    def __init__(self, game: pyspiel.Game, net: PolicyNet, observation: ObservationKind = "observation") -> None:
         super().__init__(game, list(range(game.num_players())))
         self.net = net
         self.observation: ObservationKind = observation
         self._memo: dict[tuple, dict[int, float]] = {}
 
     @torch.no_grad()
-    def action_probabilities(self, state: Any, player_id: int | None = None) -> dict[int, float]:
+    def action_probabilities(self, state: pyspiel.State, player_id: int | None = None) -> dict[int, float]:
         """``{action: probability}`` over the legal moves of the acting player (softmax of masked logits)."""
         player = state.current_player() if player_id is None else player_id
         key = _key(state, player, self.observation)
@@ -97,7 +98,7 @@ class EmpiricalPolicy(os_policy.Policy):
     """
 
     def __init__(
-        self, game: Any, decisions: Iterable[tuple[list[float], list[int], int]], observation: ObservationKind = "observation"
+        self, game: pyspiel.Game, decisions: Iterable[tuple[list[float], list[int], int]], observation: ObservationKind = "observation"
     ) -> None:
         super().__init__(game, list(range(game.num_players())))
         self.observation: ObservationKind = observation
@@ -107,7 +108,7 @@ class EmpiricalPolicy(os_policy.Policy):
         self._table = {k: {a: c / sum(v.values()) for a, c in v.items()} for k, v in counts.items()}
         self.covered = len(self._table)
 
-    def action_probabilities(self, state: Any, player_id: int | None = None) -> dict[int, float]:
+    def action_probabilities(self, state: pyspiel.State, player_id: int | None = None) -> dict[int, float]:
         """Recorded frequencies (zero for legal moves never taken there), or uniform when unseen."""
         player = state.current_player() if player_id is None else player_id
         key = _key(state, player, self.observation)
@@ -130,7 +131,7 @@ def teacher_decisions(teacher_dir: Path) -> list[tuple[list[float], list[int], i
     return out
 
 
-def nash_conv_metrics(net: PolicyNet, game: GameSpec, teacher_dir: Path | None, prefix: str = "train") -> dict[str, Any]:
+def nash_conv_metrics(net: PolicyNet, game: GameSpec, teacher_dir: Path | None, prefix: str = "train") -> dict[str, float]:
     """NashConv of ``net``, of the teacher's empirical policy and of the uniform policy.
 
     Args:

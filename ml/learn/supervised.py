@@ -33,7 +33,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ml.base.io import file_md5
+from ml.base.io import JSONObject, file_md5
 from ml.base.progress import ProgressBar
 from ml.data.dataset import load_ppo, load_teacher, ppo_files, teacher_files
 from ml.data.decisions import DecisionSet, sample_mixture
@@ -273,7 +273,7 @@ def training_fingerprint(cfg: TrainParams, game: GameSpec, data: TrainingData, d
     return hashlib.md5(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def reusable_student(path: Path | None, fingerprint: str) -> tuple[PolicyNet, dict[str, Any]] | None:
+def reusable_student(path: Path | None, fingerprint: str) -> tuple[PolicyNet, JSONObject] | None:
     """The student checkpoint at ``path`` when it was trained as ``fingerprint`` says (its
     ``train_fingerprint`` metadata, ``build_and_train``'s ``record``), else None (also for a
     missing or unreadable file, said in the log)."""

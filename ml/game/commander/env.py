@@ -43,6 +43,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from ml.base.io import JSONObject
 from ml.game.commander import core
 from ml.game.commander.actions import NUM_ACTIONS, IllegalActionError
 from ml.game.commander.core.game import SCRIPTED_KINDS, CoreGame
@@ -85,7 +86,7 @@ class CommanderPodEnv(PodEnvBase):
 
     # ------------------------------------------------------------------ AEC API
 
-    def reset(self, seed: int | None = None, options: dict | None = None) -> None:
+    def reset(self, seed: int | None = None, options: dict[str, object] | None = None) -> None:
         """Start a new game.
 
         Args:
@@ -102,9 +103,10 @@ class CommanderPodEnv(PodEnvBase):
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)
                                  or not -core.MAX_SEED <= seed <= core.MAX_SEED):  # fmt: skip
             raise ValueError(f"seed must be an int in -{core.MAX_SEED}..{core.MAX_SEED} or None, got {seed!r}")
-        scripted: Mapping[int, str] = (options or {}).get("scripted", dict.fromkeys(range(self.pod_size), "heuristic"))
+        scripted = (options or {}).get("scripted", dict.fromkeys(range(self.pod_size), "heuristic"))
         if not isinstance(scripted, Mapping) or any(not isinstance(s, int) or not 0 <= s < self.pod_size for s in scripted):
-            raise ValueError(f"options['scripted']: seats must be in 0..{self.pod_size - 1}, got {sorted(scripted)}")
+            got = sorted(scripted, key=repr) if isinstance(scripted, Mapping) else scripted
+            raise ValueError(f"options['scripted']: seats must be in 0..{self.pod_size - 1}, got {got!r}")
         unknown = sorted({repr(k) for k in scripted.values() if k not in SCRIPTED_KINDS})
         if unknown:
             raise ValueError(f"options['scripted']: no scripted player of kind {', '.join(unknown)}; use heuristic or random")
@@ -203,12 +205,12 @@ class CommanderPodEnv(PodEnvBase):
 
     # ------------------------------------------------------------------ records
 
-    def decision_record(self) -> dict:
+    def decision_record(self) -> JSONObject:
         """Forge-format record of the decision the current agent is about to make (``core.decision_record``)."""
         g = self.core
         return core.decision_record(g.st, g.tables, 0)
 
-    def describe_action(self, action: int) -> dict:
+    def describe_action(self, action: int) -> JSONObject:
         """The record's ``action`` object for ``action`` by the current agent (call before ``step``).
 
         Raises:

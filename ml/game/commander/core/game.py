@@ -40,7 +40,7 @@ RAW_MAX_CHARS = 200
 """Forge's ``action.raw`` is at most 200 characters (shared/docs/forge-decision-format.md)."""
 
 
-def action_object(kind: str, card: str, target: str, raw: str, action: int) -> dict:
+def action_object(kind: str, card: str, target: str, raw: str, action: int) -> JSONObject:
     """A record's ``action`` object (shared/docs/forge-decision-format.md "Record"):
     ``{"type", "card", "target", "raw", "macro_action", "action_idx"}``, ``raw`` cut to
     ``RAW_MAX_CHARS``, ``macro_action`` named from ``action`` (an index into ``MACRO_ACTIONS``)."""
