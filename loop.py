@@ -163,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace, lock: FileLock | None) -> int:
     """The command of ``args`` (``main``), holding ``lock`` when ``early_lock`` took it; returns the exit status."""
     from ml.base.io import WriteError
-    from ml.config.params import ParamsError, load_params
+    from ml.config.params import load_params
+    from ml.config.yaml_file import ParamsError
     from ml.driver.bots import PromoteError
     from ml.driver.commands import apply_override, apply_profile, print_elo, promote_command, run_attempts, seed_checkpoint
     from ml.driver.dataguard import refuse_foreign_data

@@ -73,7 +73,7 @@ from ml.play.rollout import Controller
 from ml.runtime.compute import LOCAL, Executor
 
 if TYPE_CHECKING:
-    from ml.config.params import GateParams, TrainParams
+    from ml.config.sections import GateParams, TrainParams
 
 
 class GateError(ValueError):
@@ -510,7 +510,7 @@ def run_gate(
     """
     test = strength_test(cfg, game)
     if cfg.decide_by == "nash_conv":
-        from ml.judge.nashconv import nash_conv_refusal  # lazy: open_spiel, never needed by the commander
+        from ml.game.checks import nash_conv_refusal  # lazy: open_spiel, never needed by the commander
 
         refusal = nash_conv_refusal(game)
         if refusal is not None:

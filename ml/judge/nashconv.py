@@ -68,7 +68,7 @@ class NetPolicy(os_policy.Policy):
         super().__init__(game, list(range(game.num_players())))
         self.net = net
         self.observation: ObservationKind = observation
-        self._memo: dict[tuple, dict[int, float]] = {}
+        self._memo: dict[tuple[tuple[float, ...], tuple[int, ...]], dict[int, float]] = {}
 
     @torch.no_grad()
     def action_probabilities(self, state: pyspiel.State, player_id: int | None = None) -> dict[int, float]:
@@ -102,7 +102,7 @@ class EmpiricalPolicy(os_policy.Policy):
     ) -> None:
         super().__init__(game, list(range(game.num_players())))
         self.observation: ObservationKind = observation
-        counts: dict[tuple, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+        counts: dict[tuple[tuple[float, ...], tuple[int, ...]], dict[int, int]] = defaultdict(lambda: defaultdict(int))
         for obs, legal, action in decisions:
             counts[(tuple(obs), tuple(legal))][action] += 1
         self._table = {k: {a: c / sum(v.values()) for a, c in v.items()} for k, v in counts.items()}

@@ -166,7 +166,10 @@ def _stages(rankings: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     return [(rankings[:, s], rankings[:, s:]) for s in range(k - 1)]
 
 
-def _objective(free: np.ndarray, anchor: int, n: int, stages, prior_pairs: np.ndarray, prior_prec: float):
+def _objective(
+    free: np.ndarray, anchor: int, n: int, stages: list[tuple[np.ndarray, np.ndarray]], prior_pairs: np.ndarray, prior_prec: float
+) -> tuple[float, np.ndarray, np.ndarray]:
+    """Negative log posterior of the free ratings (anchor fixed at 0), its gradient and Hessian over the free ones."""
     theta = np.insert(free, anchor, 0.0)
     nll = 0.0
     grad = np.zeros(n)

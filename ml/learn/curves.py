@@ -36,7 +36,7 @@ class Curves:
     def __init__(self, directory: Path) -> None:
         os.environ.setdefault("DVC_STUDIO_OFFLINE", "true")  # never post to DVC Studio
         os.environ.setdefault("DVC_NO_ANALYTICS", "1")
-        from dvclive import Live  # lazy: dvclive imports dvc, slow to load
+        from dvclive.live import Live  # lazy: dvclive imports dvc, slow to load
 
         for name in ("dvclive", "dvc"):  # DVCLive's "Logging to experiment ..." is noise in a stage log
             logging.getLogger(name).setLevel(logging.WARNING)

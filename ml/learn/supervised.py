@@ -42,7 +42,7 @@ from ml.learn.settings import RunSettings
 from ml.model.policy import MASKED_LOGIT, CheckpointError, PolicyNet, check_shape, load_policy
 
 if TYPE_CHECKING:
-    from ml.config.params import TrainParams
+    from ml.config.sections import TrainParams
     from ml.game.registry import GameSpec
 
 logger = logging.getLogger(__name__)

@@ -35,6 +35,7 @@ from typing import Literal
 import numpy as np
 import torch
 
+from ml.base.io import JSONObject
 from ml.game.protocol import Game
 from ml.game.record import POLICY_DECIMALS
 from ml.game.registry import GameSpec
@@ -187,7 +188,7 @@ class GameResult:
     winner: int | None
     seats: list[str]
     returns: np.ndarray
-    records: list[dict] = field(default_factory=list)
+    records: list[JSONObject] = field(default_factory=list)
     transitions: dict[int, Rollout] = field(default_factory=dict)
     decisions: int = 0
     ranking: list[int] = field(default_factory=list)
@@ -247,7 +248,7 @@ class _Row:
     seats: list[str]
     surfaced: bool
     log_seats: frozenset[int]
-    records: list[dict]
+    records: list[JSONObject]
 
 
 class _Tracker:
@@ -280,7 +281,8 @@ class _Tracker:
 
     def keys(self, games: np.ndarray, seats: np.ndarray) -> np.ndarray:
         """int64[k] keys of the seats ``seats`` of the games started as ``games``."""
-        return games * self.stride + seats
+        keys: np.ndarray = games * self.stride + seats
+        return keys
 
     def add(self, games: np.ndarray, rows: np.ndarray, seats: np.ndarray, obs: np.ndarray, mask: np.ndarray,
             acted: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:  # fmt: skip

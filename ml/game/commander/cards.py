@@ -87,7 +87,8 @@ def _read_yaml(path: Path, key: str) -> list[Any]:
     data = safe_yaml().load(Path(path).read_text(encoding="utf-8"))
     if not isinstance(data, dict) or not isinstance(data.get(key), list):
         raise ValueError(f"{path}: expected a mapping with a list under '{key}'")
-    return data[key]
+    items: list[Any] = data[key]
+    return items
 
 
 def _parse_card(path: Path, i: int, entry: Any) -> Card:
