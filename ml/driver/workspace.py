@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -74,7 +74,7 @@ class Workspace:
         LoopError: ``root`` is not a git repository.
     """
 
-    def __init__(self, root: Path, echo=print) -> None:
+    def __init__(self, root: Path, echo: Callable[[str], None] = print) -> None:
         self.root = root.resolve()
         self.echo = echo
         self.dvc = DVC
