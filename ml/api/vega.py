@@ -20,6 +20,7 @@ from typing import Any
 
 from ml.api.readers import read_json_or
 from ml.driver.generations import GENERATIONS_FILE, generation_rows
+from ml.driver.state import HistoryEntry
 from ml.learn.curves import METRICS_SUBDIR
 
 SCHEMA = "https://vega.github.io/schema/vega-lite/v6.json"
@@ -58,7 +59,7 @@ def _base(values: list[dict], height: int = 220) -> dict[str, Any]:
 def generation_data(root: Path, history: list[dict], elo_history: list[dict]) -> list[dict]:
     """The rows of ``plots/generations.json`` under ``root``, or the same rows built from the history."""
     rows = read_json_or(root / GENERATIONS_FILE, None)
-    return rows if isinstance(rows, list) else generation_rows(history, elo_history)
+    return rows if isinstance(rows, list) else generation_rows([HistoryEntry.model_validate(e) for e in history], elo_history)
 
 
 def winrate_chart(rows: list[dict], target: float | None, parity: float | None) -> Chart:
