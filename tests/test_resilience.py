@@ -38,6 +38,7 @@ from ml.driver.evaluate import evaluate
 from ml.driver.feedback import LEDGER, FeedbackRecord, append_record, read_ledger
 from ml.driver.generations import generation_rows
 from ml.driver.journal import PENDING_COMMIT, Step
+from ml.driver.messages import pending_message
 from ml.driver.orchestrator import Loop
 from ml.driver.promotion import refuse_hand_made
 from ml.driver.state import HISTORY_FILE, AttemptLog, HistoryEntry, LoopState
@@ -188,7 +189,7 @@ def test_resumed_commit_keeps_the_figures(loop: Loop):
                  "holdout_accuracy_drop": 0.01},
     )  # fmt: skip
     state = LoopState(generation=1, log=[entry])
-    message = loop.pending_message(state)
+    message = pending_message(state)
     assert message.startswith("gen 000 attempt 1: accepted") and "PPO win 0.400 [0.300, 0.500]" in message
     assert message.rstrip().endswith("Attempt-Id: 20261201-0000-gen000-a1")
 

@@ -105,7 +105,7 @@ def elo_history(root: Path) -> list[dict]:
     return read_json(p) if p.exists() else []
 
 
-def attempt_figures(root: Path, verdict: GateVerdict) -> dict:
+def attempt_figures(root: Path, verdict: GateVerdict) -> dict[str, JsonValue]:
     """The headline figures of a gated attempt (win rate with its interval in games, holdout
     accuracy, SPRT, sampled source shares; in a zero-sum game the mean return in chips with its
     interval first) from the gate's ``verdict`` and
@@ -187,7 +187,9 @@ def attempt_entry(
     )  # fmt: skip
 
 
-def ledger_record(flight: InFlight, params: Params, gate: dict, abort_reason: str | None, outcome: str) -> FeedbackRecord:
+def ledger_record(
+    flight: InFlight, params: Params, gate: Mapping[str, JsonValue], abort_reason: str | None, outcome: str
+) -> FeedbackRecord:
     """The ledger line (``state/feedback.jsonl``) of a finished attempt, with every gate metric
     (``gate``, empty when aborted); its ``outcome`` as the state says it."""
     return FeedbackRecord(

@@ -1,6 +1,6 @@
 """Commit messages of the loop: built from the state alone, so a run killed between a state
 write and its commit makes the same commit when it resumes. Each ends with an ``Attempt-Id:``
-trailer (``Workspace.commit`` skips a commit whose attempt id is already at HEAD).
+trailer (``ml.driver.journal.Journal.commit_last`` skips a commit whose attempt id is already at HEAD).
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
+from pydantic import JsonValue
 from ruamel.yaml import YAML
 
 from ml.base.io import atomic_write_text, read_json
@@ -317,7 +318,7 @@ class Loop(Workspace):
             self.seam("begin.params")
         return flight
 
-    def set_params(self, overrides: dict[str, dict], message: str) -> None:
+    def set_params(self, overrides: dict[str, dict[str, JsonValue]], message: str) -> None:
         """Write ``overrides`` (section -> key -> value) into params.yaml, comments kept, and commit
         (``ml.driver.params_file.overrides_text``, the one writer of params.yaml).
 
@@ -389,7 +390,7 @@ class Loop(Workspace):
         for i, stage in enumerate(stages):
             if self.wait_while_paused(flight) == "stop":
                 return None
-            self.write_status("running", flight, stage=stage, stage_index=i, stages=stages)
+            self.write_status("running", flight, stage=stage, stage_index=i, stages=[*stages])
             refuse_foreign_data(self.root, promotion_pending=False)
             self.seam(f"repro.{stage}")
             _, stage_times = self.run_timed([*DVC, "repro", "--single-item", stage])
@@ -412,7 +413,7 @@ class Loop(Workspace):
             self.save_state(state)
 
     # ------------------------------------------------------------------ runtime status and control
-    def write_status(self, status: str, flight: InFlight | None = None, **extra) -> None:
+    def write_status(self, status: str, flight: InFlight | None = None, **extra: JsonValue) -> None:
         """Write the runtime ``status.json`` for the dashboard, with the run's generation limit."""
         if self.max_generations is not None:
             extra.setdefault("max_generations", self.max_generations)

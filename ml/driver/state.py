@@ -143,7 +143,7 @@ def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def write_status(root: Path, status: str, flight: InFlight | None = None, **extra) -> None:
+def write_status(root: Path, status: str, flight: InFlight | None = None, **extra: JsonValue) -> None:
     """Write ``status.json`` for the dashboard (atomic)."""
     doc = {"pid": os.getpid(), "status": status, "updated_at": time.time(), **extra}
     if flight is not None:
