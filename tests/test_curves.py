@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from ml.driver.generations import generation_rows, version_warning
+from ml.driver.state import HistoryEntry
 from ml.learn.curves import METRICS_SUBDIR
 from stages import gate, selfplay, train
 from tests.conftest import Pipeline
@@ -92,7 +93,7 @@ def test_generation_rows_count_episodes_and_nash_conv():
     for entry, episodes, nash_conv in zip(attempts, (1200, 300, 700), (0.9, 0.8, 0.5), strict=True):
         entry["episodes"] = episodes
         entry["metrics"]["train"]["train/nash_conv"] = nash_conv
-    rows = generation_rows(attempts, [])
+    rows = generation_rows([HistoryEntry.model_validate(a) for a in attempts], [])
     assert [(r["episodes"], r["cumulative_episodes"], r["nash_conv"]) for r in rows] == [
         (1200, 1200, 0.9),
         (300, 1500, 0.8),
@@ -101,7 +102,10 @@ def test_generation_rows_count_episodes_and_nash_conv():
 
 
 def test_generation_rows_and_version_warning():
-    attempts = [_attempt("a1", 1, "accepted", "2.13.0"), _attempt("a2", 2, "rejected", "2.13.0")]
+    attempts = [
+        HistoryEntry.model_validate(a)
+        for a in (_attempt("a1", 1, "accepted", "2.13.0"), _attempt("a2", 2, "rejected", "2.13.0"))
+    ]
     elo = [{"attempt_id": "a1", "table": [{"player": "gen001", "elo": 35.0, "low": 5.0, "high": 65.0}]}]
     rows = generation_rows(attempts, elo)
     assert [r["attempt_no"] for r in rows] == [1, 2]
@@ -112,7 +116,7 @@ def test_generation_rows_and_version_warning():
         "student_mean_return": None, "episodes": None, "cumulative_episodes": 0, "nash_conv": None,
     }  # fmt: skip
     assert rows[1]["elo"] is None  # a rejected attempt triggers no refit
-    assert version_warning(attempts[:1], attempts[1]["metrics"], "a2") is None
+    assert version_warning(attempts[:1], attempts[1].metrics, "a2") is None
     newer = _attempt("a3", 2, "accepted", "2.14.0")["metrics"]
     warning = version_warning(attempts, newer, "a3")
     assert warning is not None and "torch 2.13.0 -> 2.14.0" in warning and "a2" in warning

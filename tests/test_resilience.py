@@ -18,6 +18,7 @@ line naming the folder and the step, a ``.tmp`` left by a kill is removed, and t
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -28,14 +29,19 @@ import pytest
 from git import GitCommandError
 
 from ml.base.faults import FAULT_ENV
+from ml.base.io import atomic_write_json
 from ml.config.params import ParamsError, load_params
 from ml.config.yaml_file import safe_yaml
+from ml.driver import history
 from ml.driver.commands import apply_profile
 from ml.driver.evaluate import evaluate
 from ml.driver.feedback import LEDGER, FeedbackRecord, append_record, read_ledger
+from ml.driver.generations import generation_rows
+from ml.driver.journal import PENDING_COMMIT, Step
+from ml.driver.messages import pending_message
 from ml.driver.orchestrator import Loop
 from ml.driver.promotion import refuse_hand_made
-from ml.driver.state import HISTORY_FILE, AttemptLog, LoopState
+from ml.driver.state import HISTORY_FILE, AttemptLog, HistoryEntry, LoopState
 from ml.driver.workspace import LoopError
 from tests.conftest import git, immutable, make_project_copy, run_loop, tiny_params, yaml_text
 
@@ -183,7 +189,7 @@ def test_resumed_commit_keeps_the_figures(loop: Loop):
                  "holdout_accuracy_drop": 0.01},
     )  # fmt: skip
     state = LoopState(generation=1, log=[entry])
-    message = loop.pending_message(state)
+    message = pending_message(state)
     assert message.startswith("gen 000 attempt 1: accepted") and "PPO win 0.400 [0.300, 0.500]" in message
     assert message.rstrip().endswith("Attempt-Id: 20261201-0000-gen000-a1")
 
@@ -230,7 +236,7 @@ def _one_attempt(loop: Loop) -> LoopState:
     entry = AttemptLog(attempt_id="a1", generation=0, attempt=1, verdict="rejected")
     state = LoopState(log=[entry])
     (loop.root / HISTORY_FILE).parent.mkdir(parents=True, exist_ok=True)
-    (loop.root / HISTORY_FILE).write_text('[{"attempt_id": "a1", "verdict": "rejected"}]\n')
+    (loop.root / HISTORY_FILE).write_text('[{"attempt_id": "a1", "generation": 0, "attempt": 1, "verdict": "rejected"}]\n')
     record = FeedbackRecord(timestamp="t", attempt_id="a1", generation=0, attempt=1, params={}, figures={}, passed=False,
                             outcome="rejected")  # fmt: skip
     append_record(loop.root / LEDGER, record)
@@ -250,6 +256,72 @@ def test_lost_history_is_an_error_naming_the_file(loop: Loop):
         loop.check_records(state)
     (loop.root / HISTORY_FILE).unlink()
     assert loop.load_history(LoopState()) == []  # no attempt yet: an absent file is a fresh start
+
+
+OLD_HISTORY_ENTRY = {  # as an earlier version wrote it: no phase, stage_wall_s or episodes; a key this one does not know
+    "attempt_id": "20260101-0000-gen000-a1", "generation": 0, "attempt": 1, "verdict": "accepted", "overrides": {},
+    "figures": {"win_rate": 0.5, "win_rate_low": 0.4, "win_rate_high": 0.6, "sprt_decision": None},
+    "reasons": ["win rate 0.500 >= 0.45"], "wall_s": 12.5, "nudges": {"train.lr": 0.001},
+    "metrics": {"train": {"train/sampled_share": {"ppo": 0.25, "teacher": 0.75}, "train/nash_conv": float("nan")}},
+    "note": "kept as it was",
+}  # fmt: skip
+
+
+def test_an_old_history_file_is_read_typed_and_written_back_unchanged(loop: Loop):
+    """The history's entries are ``HistoryEntry`` models; an entry of an older file (keys missing,
+    one unknown) reads with defaults, and writing the history back leaves its bytes as they were."""
+    path = loop.root / HISTORY_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, [OLD_HISTORY_ENTRY])
+    before = path.read_bytes()
+    state = LoopState(
+        log=[AttemptLog.model_validate({k: OLD_HISTORY_ENTRY[k] for k in ("attempt_id", "generation", "attempt", "verdict")})]
+    )
+    [entry] = loop.load_history(state)
+    assert isinstance(entry, HistoryEntry) and entry.phase == "main" and entry.episodes is None and entry.stage_wall_s == {}
+    assert entry.nudges == {"train.lr": 0.001} and entry.metrics["train"]["train/sampled_share"] == {
+        "ppo": 0.25,
+        "teacher": 0.75,
+    }
+    assert [r["ppo_share"] for r in generation_rows([entry], [])] == [0.25]
+    new = history.history_entry(AttemptLog(attempt_id="a2", generation=1, attempt=1, verdict="rejected"), {}, {})
+    attempts = loop.journal.add_history([entry], new)
+    assert [e.attempt_id for e in attempts] == [entry.attempt_id, "a2"] and loop.journal.done(Step.HISTORY, "a2")
+    written = json.loads(path.read_text())
+    assert path.read_bytes().startswith(before[: before.rindex(b"}")]) and written[0].keys() == OLD_HISTORY_ENTRY.keys()
+    assert list(written[1]) == [*AttemptLog.model_fields, "nudges", "metrics"]  # a new entry: every key, in order
+    assert loop.journal.add_history(attempts, new) == attempts and json.loads(path.read_text()) == written  # once
+
+
+def test_a_bad_history_entry_is_one_line_naming_the_entry_and_field(loop: Loop):
+    state = _one_attempt(loop)
+    (loop.root / HISTORY_FILE).write_text(
+        '[{"attempt_id": "a1", "generation": "first", "attempt": 1, "verdict": "rejected"}]\n'
+    )
+    with pytest.raises(
+        LoopError, match=r"^state/eval_history.json: entry 0 \(a1\): generation: Input should be a valid integer"
+    ):
+        loop.load_history(state)
+
+
+def test_the_journal_records_promotion_and_completes_an_old_pending_commit(loop: Loop):
+    """``Step.PROMOTE`` is done once recorded (and for an attempt that ended); a pending-commit
+    journal in the format without ``dvc_add`` is completed at the next start."""
+    repo = loop.root
+    loop.ensure_data_dirs()
+    flight = loop.begin(loop.load_state())
+    assert not loop.journal.done(Step.PROMOTE, flight.attempt_id)
+    loop.journal.record_promoted(flight.attempt_id)
+    assert loop.journal.done(Step.PROMOTE, flight.attempt_id) and loop.load_state().in_flight.promoted
+    assert not loop.journal.done(Step.STATE, flight.attempt_id) and not loop.journal.done(Step.COMMIT, flight.attempt_id)
+    git(repo, "checkout", "-q", "--", "params.yaml")
+    git(repo, "clean", "-qfd", "state", "data")
+    (repo / "notes").mkdir()
+    (repo / "notes/x.txt").write_text("journalled\n")
+    atomic_write_json(repo / PENDING_COMMIT, {"message": "an old journal\n", "paths": ["notes"]})
+    loop.finish_pending_commit()
+    assert git(repo, "log", "-1", "--format=%s").strip() == "an old journal" and not (repo / PENDING_COMMIT).exists()
+    assert "completed the commit interrupted by a kill: an old journal" in loop.messages
 
 
 def test_bad_ledger_bytes_reported_and_kept(loop: Loop):

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ml.api.readers import read_json_or
 from ml.base.io import JSONObject
 from ml.driver.generations import GENERATIONS_FILE, generation_rows
+from ml.driver.state import HistoryEntry
 from ml.learn.curves import METRICS_SUBDIR
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ def _base(values: list[JSONObject], height: int = 220) -> JSONObject:
 def generation_data(root: Path, history: list[JSONObject], elo_history: list[EloEntry]) -> list[JSONObject]:
     """The rows of ``plots/generations.json`` under ``root``, or the same rows built from the history."""
     rows = read_json_or(root / GENERATIONS_FILE, None)
-    return rows if isinstance(rows, list) else generation_rows(history, elo_history)
+    return rows if isinstance(rows, list) else generation_rows([HistoryEntry.model_validate(e) for e in history], elo_history)
 
 
 def winrate_chart(rows: list[JSONObject], target: float | None, parity: float | None) -> Chart:

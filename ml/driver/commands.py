@@ -1,8 +1,8 @@
-"""The commands of ``loop.py`` other than ``eval``: the attempt runner, overrides, profiles,
-the seed checkpoint, the Elo table and the final report.
+"""The commands of ``loop.py`` other than ``eval``: the attempts (``Loop.run_attempts``), overrides,
+profiles, the seed checkpoint, the Elo table and the final report.
 
 Each takes the ``Loop`` of the repository and prints for a person; the state changes are the
-pure functions of ``ml.driver.transitions``, the attempt steps ``ml.driver.orchestrator.Loop``'s.
+pure functions of ``ml.driver.transitions``, the attempt loop and its steps ``ml.driver.orchestrator.Loop``'s.
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from ml.config.params import load_params
 from ml.driver import history, transitions
 from ml.driver.bots import BOTS_DIR, final_report, load_bots, promote
 from ml.driver.evaluate import accepted_students
-from ml.driver.messages import override_message
 from ml.driver.orchestrator import Loop
-from ml.driver.phases import enter_phase, queue_seed_checkpoint
+from ml.driver.phases import queue_seed_checkpoint
 from ml.driver.state import AttemptLog
 from ml.driver.workspace import LoopError
 from ml.game.registry import make_game
@@ -27,77 +26,14 @@ from ml.runtime.compute import open_executor
 
 
 def run_attempts(loop: Loop, max_generations: int | None = None, max_attempts: int | None = None) -> int:
-    """Attempts until done, blocked, stopped or ``max_attempts``; returns the exit status.
-
-    Args:
-        loop: the loop.
-        max_generations: accepted generations to stop at (None: ``loop.max_generations``).
-        max_attempts: attempts to run in this call at most (None: no limit).
-
-    Returns:
-        0 (done, stopped, ``max_attempts`` reached) or 3 (blocked, waits for an override).
+    """``loop.py`` (no command): ``Loop.run_attempts``, with the final report (``report``) once done;
+    returns the exit status (0 done, stopped or ``max_attempts`` reached; 3 blocked).
 
     Raises:
         LoopError: a step failed (the attempt stays in flight; the next run resumes it).
         ParamsError: params.yaml does not validate.
     """
-    ran = 0
-    while True:
-        state = loop.load_state()
-        params = load_params(loop.path("params.yaml"))
-        max_gen = loop.max_generations = max_generations or params.loop.max_generations
-        loop.commit_pending(state)  # killed between the state write and its commit
-        if state.in_flight is None:
-            if state.status == "blocked":
-                print(
-                    f"BLOCKED: gen {state.generation:03d} was rejected {state.failures} times "
-                    f"(loop.max_retries = {params.loop.max_retries}). Last reasons: {'; '.join(state.log[-1].reasons)}.\n"
-                    "Fix the cause, then run `python loop.py --force-retry`, or `python loop.py --skip-to-next-stage`."
-                )
-                loop.write_status("blocked", generation=state.generation, attempt=state.attempt)
-                return 3
-            if (done := transitions.finished(state, params, max_gen)) is not None:
-                enter_phase(loop, state, params)  # after a curriculum: params.yaml back to its base values
-                print(f"done: {done[0]}.{done[1]}")
-                loop.write_status("done", generation=state.generation, attempt=state.attempt)
-                report(loop)
-                return 0
-            if max_attempts is not None and ran >= max_attempts:
-                loop.write_status("stopped", generation=state.generation, attempt=state.attempt)
-                return 0
-        if loop.wait_while_paused(state.in_flight) == "stop":
-            print("stopped on request; run `python loop.py` to go on.")
-            return 0
-        started = time.perf_counter()
-        if state.in_flight is None:
-            state = enter_phase(loop, state, params)
-        flight = loop.begin(state)
-        loop.ensure_data_dirs()  # in flight: a kill inside it leaves changes the next start knows as its own
-        print(f"== attempt {flight.attempt_id}: gen {flight.generation:03d} attempt {flight.attempt}", flush=True)
-        loop.promote(flight)
-        ran_stages = loop.repro(flight)
-        if ran_stages is None:
-            print(f"stopped on request during {flight.attempt_id}; run `python loop.py` to resume it.")
-            return 0
-        wall_s = time.perf_counter() - started
-        entry = loop.finish(loop.load_state(), flight, wall_s, ran_stages.stage_wall_s, ran_stages.aborted)
-        ran += 1
-        f = entry.figures
-        stages = ", ".join(f"{k} {v:.0f}s" for k, v in entry.stage_wall_s.items()) or "no stage re-ran"
-        if entry.verdict == "aborted":
-            print(f"== {entry.attempt_id}: ABORTED  {entry.reasons[0]}; wall {entry.wall_s:.0f}s", flush=True)
-            continue
-        chips = (
-            f"PPO chips {f['mean_return']:+.3f} [{f['return_low']:+.3f}, {f['return_high']:+.3f}], "
-            if "mean_return" in f
-            else ""
-        )
-        print(
-            f"== {entry.attempt_id} [{entry.phase}]: {entry.verdict.upper()}  {chips}PPO win {f['win_rate']:.3f} "
-            f"[{f['win_rate_low']:.3f}, {f['win_rate_high']:.3f}] on {f['eval_games']} games (SPRT LLR {f['sprt_llr']:.2f}), "
-            f"holdout acc {f['holdout_accuracy']:.3f}; {entry.episodes or 0} episodes; wall {entry.wall_s:.0f}s ({stages})",
-            flush=True,
-        )
+    return loop.run_attempts(max_generations, max_attempts, on_done=lambda: report(loop))
 
 
 def apply_override(loop: Loop, skip: bool) -> None:
@@ -131,7 +67,7 @@ def apply_override(loop: Loop, skip: bool) -> None:
         entry.reasons.append(note)
     state.log.append(entry)
     loop.save_state(state)
-    loop.commit(override_message(entry, state.generation, entry.reasons[1:]))
+    loop.journal.commit_last(state)  # the message: ml.driver.messages.override_message, from the state alone
     after = f"next is gen {state.generation:03d} attempt {state.attempt}"
     after = f"done, {state.stop_reason}" if state.status == "done" else after
     print("\n".join([f"override {kind} recorded: {after}", *entry.reasons[1:]]))

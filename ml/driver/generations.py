@@ -14,10 +14,14 @@ from the previous attempt's.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pydantic import JsonValue
 
 from ml.base.io import atomic_write_json
+from ml.driver.state import HistoryEntry, Metrics
 
 if TYPE_CHECKING:
     from ml.judge.ratings import EloEntry
@@ -25,27 +29,30 @@ if TYPE_CHECKING:
 GENERATIONS_FILE = Path("plots/generations.json")
 """The generation plot file (sync partner: the top-level ``plots:`` of ``dvc.yaml``)."""
 
+GenerationRow = dict[str, JsonValue]
+"""One row of ``plots/generations.json`` (the keys: ``generation_rows``)."""
+
 VERSION_KEYS = ("python", "torch", "dvc", "numpy", "cpu_capability")
 """The versions compared between attempts (the git SHA changes every attempt); ``cpu_capability``
 is the vector unit torch's CPU kernels used (``ml.base.determinism``): another one rounds differently."""
 
 
-def _elo_row(elo_history: list[EloEntry], entry: dict) -> dict[str, Any]:
+def _elo_row(elo_history: list[EloEntry], entry: HistoryEntry) -> dict[str, float | None]:
     """The Elo and 95% interval of an accepted attempt's student (``gen<generation>``) in the latest
     refit (all generations are rated together, so earlier figures move as games are added); else nulls."""
-    if entry.get("verdict") == "accepted" and elo_history:
+    if entry.verdict == "accepted" and elo_history:
         for row in elo_history[-1].get("table", []):
-            if row.get("player") == f"gen{int(entry.get('generation') or 0):03d}":
+            if row.get("player") == f"gen{entry.generation:03d}":
                 return {"elo": row["elo"], "elo_low": row["low"], "elo_high": row["high"]}
     return {"elo": None, "elo_low": None, "elo_high": None}
 
 
-def generation_rows(attempts: list[dict], elo_history: list[EloEntry]) -> list[dict[str, Any]]:
+def generation_rows(attempts: Sequence[HistoryEntry], elo_history: list[EloEntry]) -> list[GenerationRow]:
     """One row per finished attempt, in run order (``attempt_no`` from 1).
 
     Args:
         attempts: ``state/eval_history.json`` (each entry's ``figures`` and ``metrics``).
-        elo_history: ``state/elo_history.json``.
+        elo_history: ``state/elo_history.json`` (``ml.judge.ratings``' records).
 
     Returns:
         Rows with ``attempt_no``, ``generation``, ``attempt``, ``verdict``, ``gate_win_rate``,
@@ -62,27 +69,27 @@ def generation_rows(attempts: list[dict], elo_history: list[EloEntry]) -> list[d
     rows = []
     cumulative = 0
     for no, entry in enumerate(attempts, start=1):
-        cumulative += int(entry.get("episodes") or 0)
-        figures, metrics = entry.get("figures") or {}, entry.get("metrics") or {}
-        gate, train = metrics.get("gate") or {}, metrics.get("train") or {}
+        cumulative += entry.episodes or 0
+        figures, gate, train = entry.figures, entry.metrics.get("gate") or {}, entry.metrics.get("train") or {}
         share = train.get("train/sampled_share") or {}
+        assert isinstance(share, dict), "train/sampled_share is source -> share (ml.learn.supervised)"
         rows.append(
             {
                 "attempt_no": no,
-                "generation": entry.get("generation"),
-                "attempt": entry.get("attempt"),
-                "verdict": entry.get("verdict"),
+                "generation": entry.generation,
+                "attempt": entry.attempt,
+                "verdict": entry.verdict,
                 "gate_win_rate": figures.get("win_rate"),
                 "gate_win_low": figures.get("win_rate_low"),
                 "gate_win_high": figures.get("win_rate_high"),
                 "student_win_rate": gate.get("gate/student_win_rate"),
                 **_elo_row(elo_history, entry),
-                "ppo_share": float(share.get("ppo", 0.0)) if train else None,
+                "ppo_share": float(share.get("ppo", 0.0)) if train else None,  # type: ignore[arg-type]
                 "gate_mean_return": figures.get("mean_return"),
                 "gate_return_low": figures.get("return_low"),
                 "gate_return_high": figures.get("return_high"),
                 "student_mean_return": gate.get("gate/student_mean_return"),
-                "episodes": entry.get("episodes"),
+                "episodes": entry.episodes,
                 "cumulative_episodes": cumulative,
                 "nash_conv": train.get("train/nash_conv"),
             }
@@ -90,12 +97,12 @@ def generation_rows(attempts: list[dict], elo_history: list[EloEntry]) -> list[d
     return rows
 
 
-def write_generations(root: Path, attempts: list[dict], elo_history: list[EloEntry]) -> None:
+def write_generations(root: Path, attempts: Sequence[HistoryEntry], elo_history: list[EloEntry]) -> None:
     """Rewrite ``plots/generations.json`` under ``root`` from the history (atomic, idempotent)."""
     atomic_write_json(root / GENERATIONS_FILE, generation_rows(attempts, elo_history))
 
 
-def recorded_versions(metrics: dict[str, dict]) -> dict[str, str]:
+def recorded_versions(metrics: Metrics) -> dict[str, str]:
     """The versions an attempt's stages recorded (``<stage>/env`` of the first stage that has one).
 
     Args:
@@ -117,7 +124,7 @@ def version_changes(previous: dict[str, str], current: dict[str, str]) -> list[s
     ]
 
 
-def version_warning(attempts: list[dict], metrics: dict[str, dict], attempt_id: str) -> str | None:
+def version_warning(attempts: Sequence[HistoryEntry], metrics: Metrics, attempt_id: str) -> str | None:
     """A warning line when this attempt's stages ran on other versions (or CPU capability) than the previous attempt's.
 
     Args:
@@ -125,10 +132,10 @@ def version_warning(attempts: list[dict], metrics: dict[str, dict], attempt_id: 
         metrics: this attempt's ``metrics/<stage>.json`` (stage name -> metrics).
         attempt_id: this attempt.
     """
-    earlier = [a for a in attempts if a.get("attempt_id") != attempt_id]
+    earlier = [a for a in attempts if a.attempt_id != attempt_id]
     if not earlier:
         return None
-    changes = version_changes(recorded_versions(earlier[-1].get("metrics") or {}), recorded_versions(metrics))
+    changes = version_changes(recorded_versions(earlier[-1].metrics), recorded_versions(metrics))
     if not changes:
         return None
-    return f"warning: this attempt ran on other versions than attempt {earlier[-1].get('attempt_id')}: {', '.join(changes)}"
+    return f"warning: this attempt ran on other versions than attempt {earlier[-1].attempt_id}: {', '.join(changes)}"

@@ -7,15 +7,16 @@ an empty record in place of a lost one.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import JsonValue, ValidationError
 
 from ml.base.io import DataFileError, atomic_write_json, read_json
 from ml.config.params import Params
 from ml.driver.feedback import FeedbackRecord
 from ml.driver.feedback import now as feedback_now
-from ml.driver.state import HISTORY_FILE, STATE_FILE, AttemptLog, InFlight, LoopState
+from ml.driver.state import HISTORY_FILE, STATE_FILE, AttemptLog, HistoryEntry, InFlight, LoopState, Metrics
 from ml.driver.workspace import LoopError
 from ml.judge.gate import GateVerdict
 from ml.judge.ratings import ELO_FILE, EloEntry
@@ -46,12 +47,13 @@ def save_state(root: Path, state: LoopState) -> None:
     atomic_write_json(root / STATE_FILE, state.model_dump(mode="json"))
 
 
-def load_history(root: Path, state: LoopState) -> list[dict]:
-    """``state/eval_history.json``: every finished attempt with its metrics, oldest first.
+def load_history(root: Path, state: LoopState) -> list[HistoryEntry]:
+    """``state/eval_history.json`` under ``root``: every finished attempt with its metrics, oldest first.
 
     Raises:
-        LoopError: the file is missing while ``state`` records finished attempts, or it
-            cannot be read. Never an empty history in place of a lost one.
+        LoopError: the file is missing while ``state`` records finished attempts, it cannot be
+            read, or an entry does not validate (the file, the entry's index and attempt id and
+            the field named). Never an empty history in place of a lost one.
     """
     p = root / HISTORY_FILE
     if not p.exists():
@@ -62,12 +64,35 @@ def load_history(root: Path, state: LoopState) -> list[dict]:
             )
         return []
     try:
-        history = read_json(p)
+        doc = read_json(p)
     except DataFileError as e:
         raise LoopError(f"{e}\n{RESTORE_HINT.format(path=HISTORY_FILE)}") from e
-    if not isinstance(history, list):
+    if not isinstance(doc, list):
         raise LoopError(f"{HISTORY_FILE}: expected a JSON list of attempts\n{RESTORE_HINT.format(path=HISTORY_FILE)}")
-    return history
+    entries = []
+    for i, raw in enumerate(doc):
+        try:
+            entries.append(HistoryEntry.model_validate(raw))
+        except ValidationError as e:
+            err = e.errors()[0]
+            where = ".".join(map(str, err["loc"])) or "entry"
+            named = f" ({raw.get('attempt_id')})" if isinstance(raw, dict) and raw.get("attempt_id") else ""
+            raise LoopError(
+                f"{HISTORY_FILE}: entry {i}{named}: {where}: {err['msg']}\n{RESTORE_HINT.format(path=HISTORY_FILE)}"
+            ) from e
+    return entries
+
+
+def save_history(root: Path, entries: Sequence[HistoryEntry]) -> None:
+    """Write ``state/eval_history.json`` under ``root`` (atomic): each entry with the keys it was
+    read or made with, so entries read from an older file are written back unchanged."""
+    atomic_write_json(root / HISTORY_FILE, [e.model_dump(mode="json", exclude_unset=True) for e in entries])
+
+
+def history_entry(entry: AttemptLog, nudges: Mapping[str, JsonValue], metrics: Metrics) -> HistoryEntry:
+    """The history entry of a finished attempt: its log ``entry``, the ``nudges`` it ran with and
+    every stage's ``metrics`` (``all_metrics``)."""
+    return HistoryEntry(**entry.model_dump(mode="json"), nudges=dict(nudges), metrics=metrics)
 
 
 def elo_history(root: Path) -> list[EloEntry]:
@@ -80,7 +105,7 @@ def elo_history(root: Path) -> list[EloEntry]:
     return read_json(p) if p.exists() else []
 
 
-def attempt_figures(root: Path, verdict: GateVerdict) -> dict:
+def attempt_figures(root: Path, verdict: GateVerdict) -> dict[str, JsonValue]:
     """The headline figures of a gated attempt (win rate with its interval in games, holdout
     accuracy, SPRT, sampled source shares; in a zero-sum game the mean return in chips with its
     interval first) from the gate's ``verdict`` and
@@ -162,7 +187,9 @@ def attempt_entry(
     )  # fmt: skip
 
 
-def ledger_record(flight: InFlight, params: Params, gate: dict, abort_reason: str | None, outcome: str) -> FeedbackRecord:
+def ledger_record(
+    flight: InFlight, params: Params, gate: Mapping[str, JsonValue], abort_reason: str | None, outcome: str
+) -> FeedbackRecord:
     """The ledger line (``state/feedback.jsonl``) of a finished attempt, with every gate metric
     (``gate``, empty when aborted); its ``outcome`` as the state says it."""
     return FeedbackRecord(
@@ -173,7 +200,7 @@ def ledger_record(flight: InFlight, params: Params, gate: dict, abort_reason: st
     )  # fmt: skip
 
 
-def all_metrics(root: Path) -> dict:
+def all_metrics(root: Path) -> Metrics:
     """Every ``metrics/<stage>.json`` under ``root``: stage name -> its metrics."""
     return {p.stem: read_json(p) for p in sorted((root / "metrics").glob("*.json"))}
 

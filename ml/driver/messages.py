@@ -1,9 +1,13 @@
 """Commit messages of the loop: built from the state alone, so a run killed between a state
 write and its commit makes the same commit when it resumes. Each ends with an ``Attempt-Id:``
-trailer (``Workspace.commit`` skips a commit whose attempt id is already at HEAD).
+trailer (``ml.driver.journal.Journal.commit_last`` skips a commit whose attempt id is already at HEAD).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pydantic import JsonValue
 
 from ml.driver.state import AttemptLog, LoopState
 
@@ -15,8 +19,8 @@ def pending_message(state: LoopState) -> str:
         IndexError: the state's log is empty.
     """
     last = state.log[-1]
-    if last.verdict == "override":
-        return override_message(last, state.generation)
+    if last.verdict == "override":  # its first reason is the kind, the others the notes
+        return override_message(last, state.generation, last.reasons[1:])
     return attempt_message(last, last.overrides, state.nudges)
 
 
@@ -35,7 +39,7 @@ def override_message(entry: AttemptLog, next_generation: int, notes: list[str] |
     )
 
 
-def attempt_message(entry: AttemptLog, used: dict, next_nudges: dict) -> str:
+def attempt_message(entry: AttemptLog, used: Mapping[str, JsonValue], next_nudges: Mapping[str, JsonValue]) -> str:
     """The commit message of a finished attempt.
 
     Subject: generation, attempt, verdict, phase, then the headline figures, or for an
@@ -63,8 +67,7 @@ def attempt_message(entry: AttemptLog, used: dict, next_nudges: dict) -> str:
         lines.append("params nudged by the suggester for this attempt: " + ", ".join(f"{k} = {v}" for k, v in used.items()))
     if next_nudges:
         lines.append("next attempt's params nudged: " + ", ".join(f"{k} = {v}" for k, v in next_nudges.items()))
-    if "elo_gain" in f:
-        g = f["elo_gain"]
+    if isinstance(g := f.get("elo_gain"), dict):  # the tournament's gain (``ml.judge.ratings``)
         lines.append(f"Elo gain {g['new']} over {g['old']}: {g['elo']:+.0f} [{g['low']:+.0f}, {g['high']:+.0f}]")
     body = "\n".join(lines)
     return f"{head}\n\n{body}\n\nAttempt-Id: {entry.attempt_id}\n" if body else f"{head}\n\nAttempt-Id: {entry.attempt_id}\n"

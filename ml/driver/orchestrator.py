@@ -1,7 +1,9 @@
 """The unattended driver behind ``loop.py``: one committed attempt at a time, resumable.
 
-An attempt goes through these steps; each is idempotent, so a run killed anywhere
-(Ctrl-C, ``kill -9``) and started again converges to the same commits and data:
+``Loop.run_attempts`` runs attempts until the run is done, blocked or stopped. An attempt goes
+through these steps; each is idempotent, so a run killed anywhere (Ctrl-C, ``kill -9``) and
+started again converges to the same commits and data (what is done once, its record and what a
+kill between two steps leaves: ``ml.driver.journal``):
 
 1. ``begin``: pick (generation, attempt), record it as in flight in
    ``state/curriculum_state.json`` together with the hash of the params it will use,
@@ -12,9 +14,10 @@ An attempt goes through these steps; each is idempotent, so a run killed anywher
 3. ``dvc repro``: DVC skips stages whose deps and params did not change and re-runs the
    one that was interrupted.
 4. ``finish``: read the verdict in ``metrics/gate.json``, append the attempt to
-   ``state/eval_history.json`` and the state's log (keyed by attempt id, never twice),
-   move on (next generation, a retry, or ``blocked``), then ``git commit`` params,
-   ``dvc.lock``, DVC pointer files, metrics and state with an ``Attempt-Id:`` trailer.
+   ``state/eval_history.json`` (``HistoryEntry``), the ledger and the state's log (keyed by
+   attempt id, never twice), move on (next generation, a retry, or ``blocked``), then
+   ``git commit`` params, ``dvc.lock``, DVC pointer files, metrics and state with an
+   ``Attempt-Id:`` trailer.
 
 Only the paths in ``OWNED_PATHS`` may be dirty when the loop starts, and only while an
 attempt is in flight or uncommitted; ``params.yaml`` must still be what the loop wrote. The
@@ -27,27 +30,33 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import sys
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import NamedTuple
+from pathlib import Path
+from typing import NamedTuple, cast
 
+from pydantic import JsonValue
 from ruamel.yaml import YAML
 
-from ml.base.io import atomic_write_json, atomic_write_text, read_json
+from ml.base.io import atomic_write_text, read_json
 from ml.config.params import Params, load_params
 from ml.data.merge import promote_folders
 from ml.driver import generations, history, transitions
 from ml.driver.dataguard import refuse_foreign_data
-from ml.driver.feedback import LEDGER, append_record, read_ledger, suggest
-from ml.driver.messages import pending_message
+from ml.driver.feedback import LEDGER, read_ledger, suggest
+from ml.driver.journal import Journal, Step
 from ml.driver.params_edit import commit_params_edit, in_flight_edit_refusal
 from ml.driver.params_file import attempt_params_text, overrides_text
+from ml.driver.phases import enter_phase
 from ml.driver.promotion import PROMOTED, TRACKED_INPUTS
 from ml.driver.state import (
-    HISTORY_FILE,
     POLL_S,
     STATE_FILE,
     AttemptLog,
+    HistoryEntry,
     InFlight,
     LoopState,
     clear_control,
@@ -84,6 +93,11 @@ class Loop(Workspace):
 
     max_generations: int | None = None
 
+    def __init__(self, root: Path, echo: Callable[[str], None] = print) -> None:
+        super().__init__(root, echo)
+        self.journal = Journal(self)
+        """The records of the steps done once (``ml.driver.journal``)."""
+
     def load_state(self) -> LoopState:
         """``state/curriculum_state.json`` (``ml.driver.history.load_state``).
 
@@ -96,7 +110,7 @@ class Loop(Workspace):
         """Write ``state/curriculum_state.json`` (atomic)."""
         history.save_state(self.root, state)
 
-    def load_history(self, state: LoopState) -> list[dict]:
+    def load_history(self, state: LoopState) -> list[HistoryEntry]:
         """``state/eval_history.json`` (``ml.driver.history.load_history``).
 
         Raises:
@@ -119,6 +133,89 @@ class Loop(Workspace):
             )
         for problem in read_ledger(ledger)[1]:
             self.echo(f"{LEDGER}:{problem.line}: unreadable ledger line left in place ({problem.error})")
+
+    # ------------------------------------------------------------------ the attempt loop
+    def say(self, line: str) -> None:
+        """A line of the run's progress for a person (``echo``), flushed so that it keeps its
+        place among the stages' streamed output."""
+        self.echo(line)
+        sys.stdout.flush()
+
+    def run_attempts(
+        self, max_generations: int | None = None, max_attempts: int | None = None, on_done: Callable[[], None] = lambda: None
+    ) -> int:
+        """Attempts until done, blocked, stopped or ``max_attempts``; returns the exit status.
+
+        Each pass: commit a finished attempt a kill left uncommitted, stop when blocked or done,
+        then ``begin``, ``ensure_data_dirs``, ``promote``, ``repro`` and ``finish`` the attempt
+        in flight (module docstring; what is done once: ``ml.driver.journal``).
+
+        Args:
+            max_generations: accepted generations to stop at (None: ``loop.max_generations``).
+            max_attempts: attempts to run in this call at most (None: no limit).
+            on_done: called once the run is done (``loop.py``'s final report).
+
+        Returns:
+            0 (done, stopped, ``max_attempts`` reached) or 3 (blocked, waits for an override).
+
+        Raises:
+            LoopError: a step failed (the attempt stays in flight; the next run resumes it).
+            ParamsError: params.yaml does not validate.
+        """
+        ran = 0
+        while True:
+            state = self.load_state()
+            params = load_params(self.path("params.yaml"))
+            max_gen = self.max_generations = max_generations or params.loop.max_generations
+            self.commit_pending(state)  # killed between the state write and its commit
+            if state.in_flight is None:
+                status = self._between_attempts(state, params, (max_gen, ran, max_attempts), on_done)
+                if status is not None:
+                    return status
+            if self.wait_while_paused(state.in_flight) == "stop":
+                self.say("stopped on request; run `python loop.py` to go on.")
+                return 0
+            started = time.perf_counter()
+            if state.in_flight is None:
+                state = enter_phase(self, state, params)
+            flight = self.begin(state)
+            self.ensure_data_dirs()  # in flight: a kill inside it leaves changes the next start knows as its own
+            self.say(f"== attempt {flight.attempt_id}: gen {flight.generation:03d} attempt {flight.attempt}")
+            self.promote(flight)
+            ran_stages = self.repro(flight)
+            if ran_stages is None:
+                self.say(f"stopped on request during {flight.attempt_id}; run `python loop.py` to resume it.")
+                return 0
+            wall_s = time.perf_counter() - started
+            entry = self.finish(self.load_state(), flight, wall_s, ran_stages.stage_wall_s, ran_stages.aborted)
+            ran += 1
+            self.say(attempt_line(entry))
+
+    def _between_attempts(
+        self, state: LoopState, params: Params, limits: tuple[int, int, int | None], on_done: Callable[[], None]
+    ) -> int | None:
+        """With nothing in flight: the exit status when the run ends here (blocked 3; done, then
+        ``on_done``, or ``max_attempts`` reached 0), status.json written; None to start the next
+        attempt. ``limits``: (generations to stop at, attempts run so far, ``max_attempts``)."""
+        max_gen, ran, max_attempts = limits
+        if state.status == "blocked":
+            self.say(
+                f"BLOCKED: gen {state.generation:03d} was rejected {state.failures} times "
+                f"(loop.max_retries = {params.loop.max_retries}). Last reasons: {'; '.join(state.log[-1].reasons)}.\n"
+                "Fix the cause, then run `python loop.py --force-retry`, or `python loop.py --skip-to-next-stage`."
+            )
+            self.write_status("blocked", generation=state.generation, attempt=state.attempt)
+            return 3
+        if (done := transitions.finished(state, params, max_gen)) is not None:
+            enter_phase(self, state, params)  # after a curriculum: params.yaml back to its base values
+            self.say(f"done: {done[0]}.{done[1]}")
+            self.write_status("done", generation=state.generation, attempt=state.attempt)
+            on_done()
+            return 0
+        if max_attempts is not None and ran >= max_attempts:
+            self.write_status("stopped", generation=state.generation, attempt=state.attempt)
+            return 0
+        return None
 
     # ------------------------------------------------------------------ checks
 
@@ -159,8 +256,19 @@ class Loop(Workspace):
         return commit_params_edit(self, state)
 
     def uncommitted_log(self, state: LoopState) -> bool:
-        """Whether the state's last log entry has no commit at HEAD (a kill came between its state write and its commit)."""
-        return bool(state.log) and state.log[-1].attempt_id not in self.head_attempt_ids()
+        """Whether the state's last log entry has no commit at HEAD (a kill came between its state
+        write and its commit): ``ml.driver.journal.Journal.uncommitted``."""
+        return self.journal.uncommitted(state)
+
+    def committing(
+        self, message: str, paths: list[str], dvc_add: tuple[str, ...] = ()
+    ) -> AbstractContextManager[dict[str, str]]:
+        """Journal the writes of the block and their commit (``ml.driver.journal.Journal.committing``)."""
+        return self.journal.committing(message, paths, dvc_add)
+
+    def finish_pending_commit(self) -> None:
+        """Complete a journalled commit that a kill interrupted (``ml.driver.journal.Journal.finish_pending_commit``)."""
+        self.journal.finish_pending_commit()
 
     # ------------------------------------------------------------------ attempt steps
     def ensure_data_dirs(self) -> None:
@@ -208,7 +316,7 @@ class Loop(Workspace):
             self.seam("begin.params")
         return flight
 
-    def set_params(self, overrides: dict[str, dict], message: str) -> None:
+    def set_params(self, overrides: dict[str, dict[str, JsonValue]], message: str) -> None:
         """Write ``overrides`` (section -> key -> value) into params.yaml, comments kept, and commit
         (``ml.driver.params_file.overrides_text``, the one writer of params.yaml).
 
@@ -230,7 +338,8 @@ class Loop(Workspace):
         ``dvc add`` converges to pointers that match the data. A file counts as unchanged when it
         is the same file (a link: no read), so the cost does not grow with the pool, and the
         unchanged files keep their inode and mtime: DVC's hash state answers for them (no
-        rehash). Once done, the flag is saved; a resumed attempt never promotes its own merge output.
+        rehash). Once done, it is recorded (``ml.driver.journal.Step.PROMOTE``); a resumed attempt
+        never promotes its own merge output.
 
         Raises:
             ml.base.io.WriteError: a promoted folder cannot be written (``ml.data.merge.promote_folders``:
@@ -242,7 +351,7 @@ class Loop(Workspace):
                 changed; loop.py checks both at start, so they are met here only for a change made
                 while the loop was running.
         """
-        if flight.promoted:
+        if self.journal.done(Step.PROMOTE, flight.attempt_id):
             return
         merged = self.path("data/merged")
         refuse_foreign_data(self.root, promotion_pending=True)
@@ -251,11 +360,8 @@ class Loop(Workspace):
         self.seam("promote.dvc_add")
         self.run([*DVC, "add", *(f"data/{name}" for name in PROMOTED)], label="promote.dvc_add")
         self.seam("promote.added")
-        state = self.load_state()
-        assert state.in_flight is not None and state.in_flight.attempt_id == flight.attempt_id, "promote runs in flight"
-        state.in_flight.promoted = flight.promoted = True
-        self.save_state(state)
-        self.seam("promote.done")
+        self.journal.record_promoted(flight.attempt_id)
+        flight.promoted = True
 
     def stages(self) -> list[str]:
         """Stage names of ``dvc.yaml`` in pipeline order."""
@@ -282,7 +388,7 @@ class Loop(Workspace):
         for i, stage in enumerate(stages):
             if self.wait_while_paused(flight) == "stop":
                 return None
-            self.write_status("running", flight, stage=stage, stage_index=i, stages=stages)
+            self.write_status("running", flight, stage=stage, stage_index=i, stages=[*stages])
             refuse_foreign_data(self.root, promotion_pending=False)
             self.seam(f"repro.{stage}")
             _, stage_times = self.run_timed([*DVC, "repro", "--single-item", stage])
@@ -305,7 +411,7 @@ class Loop(Workspace):
             self.save_state(state)
 
     # ------------------------------------------------------------------ runtime status and control
-    def write_status(self, status: str, flight: InFlight | None = None, **extra) -> None:
+    def write_status(self, status: str, flight: InFlight | None = None, **extra: JsonValue) -> None:
         """Write the runtime ``status.json`` for the dashboard, with the run's generation limit."""
         if self.max_generations is not None:
             extra.setdefault("max_generations", self.max_generations)
@@ -356,41 +462,33 @@ class Loop(Workspace):
         elo = self.rate(flight, params) if accepted else None
         self.seam("finish.rated")
         if elo and elo.get("gain"):
-            entry.figures["elo_gain"] = elo["gain"]
-        if not any(h.get("attempt_id") == flight.attempt_id for h in attempts):
-            attempts.append(
-                {**entry.model_dump(mode="json"), "nudges": flight.nudges, "metrics": history.all_metrics(self.root)}
-            )
-            atomic_write_json(self.path(HISTORY_FILE), attempts)
-            self.seam("finish.history")
+            entry.figures["elo_gain"] = cast("JsonValue", elo["gain"])  # a GainRow: plain JSON
+        # the steps done once, in the order of ml.driver.journal: history, ledger, state, commit
+        attempts = self.journal.add_history(
+            attempts, history.history_entry(entry, flight.nudges, history.all_metrics(self.root))
+        )
         generations.write_generations(self.root, attempts, history.elo_history(self.root))  # rebuilt: idempotent
-        if not any(e.attempt_id == flight.attempt_id for e in state.log):
+        if not self.journal.done(Step.STATE, flight.attempt_id):
             state.log.append(entry)
             elo_history = history.elo_history(self.root)
             state = transitions.after_attempt(state, flight.generation, flight.attempt, accepted, params, elo_history)
             if not accepted and state.status == "running" and params.loop.suggest_on_retry and verdict is not None:
                 state.nudges = suggest(verdict.failed, params.model_dump(mode="json"))
         state.in_flight = None
-        # the ledger line (keyed by attempt id) before the state that ends the attempt: a kill
-        # between them re-runs finish, which finds the line and the history entry and adds neither
+        # the ledger's outcome is the new state's: the line is written before the state that ends the attempt
         outcome = "blocked" if state.status == "blocked" else "rejected" if abort_reason else entry.verdict
-        append_record(self.path(LEDGER), history.ledger_record(flight, params, gate, abort_reason, outcome))
-        self.seam("finish.ledger")
-        self.save_state(state)
-        self.seam("finish.state")
-        self.commit(self.pending_message(state))
+        self.journal.add_ledger(history.ledger_record(flight, params, gate, abort_reason, outcome))
+        self.journal.end_attempt(state)
+        self.journal.commit_last(state)
         self.push()
         return entry
 
     def commit_pending(self, state: LoopState) -> None:
-        """Commit the state's last log entry if a kill came between its state write and its commit."""
+        """Commit the state's last log entry if a kill came between its state write and its commit
+        (``ml.driver.journal.Journal.commit_last``)."""
         if state.in_flight is None and self.uncommitted_log(state):
             self.seam_prefix = f"g{state.log[-1].generation:03d}"
-            self.commit(self.pending_message(state))
-
-    def pending_message(self, state: LoopState) -> str:
-        """The commit message of the state's last log entry (``ml.driver.messages.pending_message``)."""
-        return pending_message(state)
+            self.journal.commit_last(state)
 
     def rate(self, flight: InFlight, params: Params) -> EloEntry:
         """Record the ``rate`` stage's tournament of an accepted generation (``data/tournament.json``)
@@ -412,3 +510,20 @@ class Loop(Workspace):
         if entry["table"]:
             self.echo(format_table(entry))
         return entry
+
+
+def attempt_line(entry: AttemptLog) -> str:
+    """The line ``loop.py`` prints when an attempt is finished: its verdict and headline figures
+    (``AttemptLog.figures``), or an aborted attempt's reason; its episodes and wall seconds."""
+    f = entry.figures
+    stages = ", ".join(f"{k} {v:.0f}s" for k, v in entry.stage_wall_s.items()) or "no stage re-ran"
+    if entry.verdict == "aborted":
+        return f"== {entry.attempt_id}: ABORTED  {entry.reasons[0]}; wall {entry.wall_s:.0f}s"
+    chips = (
+        f"PPO chips {f['mean_return']:+.3f} [{f['return_low']:+.3f}, {f['return_high']:+.3f}], " if "mean_return" in f else ""
+    )
+    return (
+        f"== {entry.attempt_id} [{entry.phase}]: {entry.verdict.upper()}  {chips}PPO win {f['win_rate']:.3f} "
+        f"[{f['win_rate_low']:.3f}, {f['win_rate_high']:.3f}] on {f['eval_games']} games (SPRT LLR {f['sprt_llr']:.2f}), "
+        f"holdout acc {f['holdout_accuracy']:.3f}; {entry.episodes or 0} episodes; wall {entry.wall_s:.0f}s ({stages})"
+    )

@@ -10,18 +10,33 @@ resumes the attempt with it (:func:`in_flight_edit_refusal`). docs/design-notes.
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Protocol
 
 from ml.config.params import ParamsError
 from ml.driver.messages import params_edit_message
 from ml.driver.params_file import attempt_text, check_text, value_changes
 from ml.driver.state import InFlight, LoopState
 
-if TYPE_CHECKING:
-    from ml.driver.orchestrator import Loop
+
+class EditedRepo(Protocol):
+    """What a hand edit of params.yaml needs of the loop's repository (``ml.driver.orchestrator.Loop`` has it)."""
+
+    def path(self, rel: Path | str) -> Path: ...
+    def head_bytes(self, rel: str) -> bytes | None: ...
+    def uncommitted_log(self, state: LoopState) -> bool: ...
+    def tree_changes(self) -> tuple[list[str], list[str]]: ...
+    def committing(
+        self, message: str, paths: list[str], dvc_add: tuple[str, ...] = ()
+    ) -> AbstractContextManager[dict[str, str]]: ...
+    def seam(self, name: str) -> None: ...
+
+    echo: Callable[[str], None]
 
 
-def in_flight_edit_refusal(loop: Loop, flight: InFlight) -> str:
+def in_flight_edit_refusal(loop: EditedRepo, flight: InFlight) -> str:
     """The refusal of a params.yaml edited while ``flight`` is in flight: the values changed
     against what the loop wrote for it, and the one command that resumes it with them."""
     path = loop.path("params.yaml")
@@ -41,7 +56,7 @@ def in_flight_edit_refusal(loop: Loop, flight: InFlight) -> str:
     )
 
 
-def commit_params_edit(loop: Loop, state: LoopState) -> str | None:
+def commit_params_edit(loop: EditedRepo, state: LoopState) -> str | None:
     """Commit a hand edit of params.yaml made between attempts as its own commit, before the next attempt.
 
     Only when params.yaml is the one change in the loop's paths, no other tracked file is

@@ -3,21 +3,37 @@
 The state changes are ``ml.driver.transitions.enter_phase`` and ``leave_curriculum`` (pure);
 here the notes are said (once: not again when the override that led into the phase said it)
 and, once the curriculum is over, params.yaml gets its base values back in one journalled
-commit (``Workspace.committing``): a key params.yaml did not have before the curriculum is
+commit (``ml.driver.journal.Journal.committing``): a key params.yaml did not have before the curriculum is
 taken out again, so the file equals the one before it apart from the ``run`` section.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Protocol
+
 from ml.base.io import atomic_write_text
 from ml.config.params import Params
 from ml.driver import transitions
-from ml.driver.orchestrator import Loop
 from ml.driver.params_file import attempt_params_text, check_text, file_values, get_or_absent
 from ml.driver.state import LoopState
 
 
-def enter_phase(loop: Loop, state: LoopState, params: Params) -> LoopState:
+class CurriculumRepo(Protocol):
+    """What the curriculum's side effects need of the loop's repository (``ml.driver.orchestrator.Loop`` has it)."""
+
+    def path(self, rel: Path | str) -> Path: ...
+    def save_state(self, state: LoopState) -> None: ...
+    def committing(
+        self, message: str, paths: list[str], dvc_add: tuple[str, ...] = ()
+    ) -> AbstractContextManager[dict[str, str]]: ...
+
+    echo: Callable[[str], None]
+
+
+def enter_phase(loop: CurriculumRepo, state: LoopState, params: Params) -> LoopState:
     """Keep params.yaml in step with the curriculum before the next attempt (no-op without one).
 
     Within the curriculum, the state of ``ml.driver.transitions.enter_phase`` (the phase's
@@ -50,7 +66,7 @@ def queue_seed_checkpoint(state: LoopState, params: Params, checkpoint: str) -> 
     state.phase_restore["train.init_checkpoint"] = get_or_absent(file_values(params), "train.init_checkpoint")
 
 
-def end_curriculum(loop: Loop, state: LoopState, params: Params) -> LoopState:
+def end_curriculum(loop: CurriculumRepo, state: LoopState, params: Params) -> LoopState:
     """Write the base values of what the last phase changed back into params.yaml and commit
     it with the state, once (``state.phase_restore`` is then empty), so params.yaml after the
     curriculum equals params.yaml before it (the ``run`` section apart).

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from ml.base.io import atomic_write_json, read_json
 
@@ -45,14 +45,33 @@ class AttemptLog(BaseModel):
     attempt: int
     verdict: Literal["accepted", "rejected", "aborted", "override"]
     phase: str = "main"
-    overrides: dict = Field(default_factory=dict)
-    figures: dict = Field(default_factory=dict)
+    overrides: dict[str, JsonValue] = Field(default_factory=dict)
+    figures: dict[str, JsonValue] = Field(default_factory=dict)
     reasons: list[str] = Field(default_factory=list)
     wall_s: float | None = None
     stage_wall_s: dict[str, float] = Field(default_factory=dict)
     episodes: int | None = None
     """Games the attempt played: each stage that ran (its ``<stage>/episodes``) plus the tournament
     of an accepted attempt (``ml.driver.history.attempt_episodes``); None for an override."""
+
+
+Metrics = dict[str, dict[str, JsonValue]]
+"""Every ``metrics/<stage>.json`` of an attempt: stage name -> its metrics (``ml.driver.history.all_metrics``)."""
+
+
+class HistoryEntry(AttemptLog):
+    """One entry of ``state/eval_history.json``: a finished attempt's log entry (``AttemptLog``'s
+    fields, in its order), then the ``nudges`` it ran with and every stage's ``metrics``.
+
+    Frozen. Keys it does not know are kept as they are (``extra="allow"``), and
+    ``ml.driver.history.save_history`` writes back only the keys an entry was read or made with,
+    so an entry read from an older file is written back as it was.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    nudges: dict[str, JsonValue] = Field(default_factory=dict)
+    metrics: Metrics = Field(default_factory=dict)
 
 
 class InFlight(BaseModel):
@@ -63,7 +82,7 @@ class InFlight(BaseModel):
     attempt: int
     params_sha256: str
     started_at: str
-    nudges: dict = Field(default_factory=dict)
+    nudges: dict[str, JsonValue] = Field(default_factory=dict)
     stage_wall_s: dict[str, float] = Field(default_factory=dict)
     """Wall seconds of each stage run so far, summed over interrupted runs of this attempt."""
     promoted: bool = False
@@ -104,13 +123,13 @@ class LoopState(BaseModel):
     attempt: int = 1
     failures: int = 0
     in_flight: InFlight | None = None
-    nudges: dict = Field(default_factory=dict)
+    nudges: dict[str, JsonValue] = Field(default_factory=dict)
     stop_reason: str | None = None
     phase: int = 0
     phase_name: str = "main"
     phase_generations: int = 0
     entered_phase: int = -1
-    phase_restore: dict = Field(default_factory=dict)
+    phase_restore: dict[str, JsonValue] = Field(default_factory=dict)
     phase_winners: dict[str, str] = Field(default_factory=dict)
     log: list[AttemptLog] = Field(default_factory=list)
 
@@ -124,7 +143,7 @@ def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def write_status(root: Path, status: str, flight: InFlight | None = None, **extra) -> None:
+def write_status(root: Path, status: str, flight: InFlight | None = None, **extra: JsonValue) -> None:
     """Write ``status.json`` for the dashboard (atomic)."""
     doc = {"pid": os.getpid(), "status": status, "updated_at": time.time(), **extra}
     if flight is not None:

@@ -3,8 +3,8 @@
 ``Workspace`` is the plumbing under ``ml.driver.orchestrator.Loop`` (which adds the attempt steps):
 it runs commands in the repo with DVC analytics off and this interpreter first on ``PATH``,
 streams ``dvc repro`` output and times its stages, retries git briefly around another
-process's ``index.lock``, kills stage processes orphaned by a killed loop, commits the
-loop's own paths (``OWNED_PATHS``) once per attempt, and pushes to configured remotes.
+process's ``index.lock``, kills stage processes orphaned by a killed loop, and pushes to
+configured remotes. What is committed, and once, is ``ml.driver.journal``'s.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -33,7 +33,6 @@ from tenacity import (
 )
 
 from ml.base.faults import during, kill_group, seam
-from ml.base.io import atomic_write_json, read_json
 from ml.base.progress import PROGRESS_FILE_ENV
 from ml.driver.dvc_output import DvcOutputFilter, stage_times
 from ml.driver.state import LOCK_FILE, PROGRESS_FILE, RUNTIME_DIR
@@ -46,8 +45,6 @@ DVC_ENV = {"DVC_NO_ANALYTICS": "1"}
 """Environment of every DVC call (update checks are off in .dvc/config: core.check_update)."""
 DVC = (sys.executable, "-m", "dvc")
 """DVC of this interpreter's environment (works without an activated venv)."""
-PENDING_COMMIT = RUNTIME_DIR / "pending-commit.json"
-"""Journal of a non-attempt commit in progress (``Workspace.committing``)."""
 GIT_LOCK_WAITS_S = (0.2, 0.5, 1.0, 2.0)
 """Seconds between the tries of a git command while another process holds ``index.lock``."""
 
@@ -75,7 +72,7 @@ class Workspace:
         LoopError: ``root`` is not a git repository.
     """
 
-    def __init__(self, root: Path, echo=print) -> None:
+    def __init__(self, root: Path, echo: Callable[[str], None] = print) -> None:
         self.root = root.resolve()
         self.echo = echo
         self.dvc = DVC
@@ -290,63 +287,6 @@ class Workspace:
             except (psutil.Error, TypeError):
                 continue
         return pids
-
-    @contextlib.contextmanager
-    def committing(self, message: str, paths: list[str], dvc_add: tuple[str, ...] = ()) -> Iterator[dict[str, str]]:
-        """Journal the writes of the block and their commit, for commands other than attempts.
-
-        The journal (``.dvc/tmp/loop/pending-commit.json``: message, paths, ``dvc_add``) is
-        written before the block; after it, ``dvc_add`` is ``dvc add``-ed, ``paths`` committed
-        and the journal removed. A run killed in between leaves the journal, and the next
-        start completes it (``finish_pending_commit``), so a profile, a params override, the
-        end of a curriculum, a seed checkpoint or an import is committed whole, never left as
-        a dirty tree that the next start refuses. An exception in the block (nothing written,
-        by the callers' contract) removes the journal and propagates. The block gets a dict
-        whose ``"message"`` it may set once it knows more (a resumed journal uses the first).
-
-        Raises:
-            LoopError: ``dvc add`` failed (the journal stays; the next start retries it).
-        """
-        journal = self.path(PENDING_COMMIT)
-        atomic_write_json(journal, {"message": message, "paths": list(paths), "dvc_add": list(dvc_add)})
-        commit = {"message": message}
-        try:
-            yield commit
-        except BaseException as e:
-            if not isinstance(e, KeyboardInterrupt):
-                journal.unlink(missing_ok=True)
-            raise
-        self.seam("journal.written")
-        self._complete(commit["message"], paths, dvc_add)
-        journal.unlink()
-
-    def finish_pending_commit(self) -> None:
-        """Complete a journalled commit that a kill interrupted (see ``committing``); no-op without one."""
-        journal = self.path(PENDING_COMMIT)
-        if not journal.exists():
-            return
-        doc = read_json(journal)
-        self._complete(doc["message"], doc["paths"], tuple(doc.get("dvc_add", ())))
-        journal.unlink()
-        self.echo(f"completed the commit interrupted by a kill: {doc['message'].splitlines()[0]}")
-
-    def _complete(self, message: str, paths: list[str], dvc_add: tuple[str, ...]) -> None:
-        if dvc_add:
-            self.run([*DVC, "add", *dvc_add])
-        self.git("add", "-A", "--", *(p for p in paths if self.path(p).exists()))
-        if self.git("diff", "--cached", "--name-only").strip():
-            self.git("commit", "--quiet", "--no-verify", "-m", message)
-
-    def commit(self, message: str) -> None:
-        """Stage the loop's paths and commit, unless this attempt's commit already exists."""
-        attempt_id = message.rsplit("Attempt-Id: ", 1)[-1].strip()
-        if attempt_id in self.head_attempt_ids():
-            return
-        self.seam("commit.add")
-        self.git("add", "-A", "--", *(p for p in OWNED_PATHS if self.path(p).exists()))
-        self.seam("commit.staged")
-        self.git("commit", "--quiet", "--no-verify", "-m", message)
-        self.seam("commit.done")
 
     def push(self, tries: int = 3, backoff_s: float = 2.0) -> bool:
         """Push DVC data, then git, to the configured remotes, with retries. Never raises.
