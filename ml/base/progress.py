@@ -123,7 +123,7 @@ def log_once(log: logging.Logger, level: int, msg: str, *args: object) -> bool:
     return True
 
 
-class ProgressBar(tqdm):  # type: ignore[misc]  # tqdm ships no type stubs (types-tqdm is not installed)
+class ProgressBar(tqdm):  # tqdm ships no type stubs (types-tqdm is not installed)
     """``tqdm`` that mirrors its count into ``$DISTILL_PROGRESS_FILE`` (if set), even when disabled,
     and logs a plain progress line at most every ``line_every_s`` seconds while disabled.
 

@@ -117,7 +117,7 @@ def outcome_of(returns: list[float]) -> tuple[str, int | None, list[int]]:
     return (f"win_seat_{winner}" if winner is not None else "draw"), winner, ranking
 
 
-class OpenSpielEnv(AECEnv):  # type: ignore[misc]  # pettingzoo ships no type information (no py.typed)
+class OpenSpielEnv(AECEnv):  # pettingzoo ships no type information (no py.typed)
     """A sequential OpenSpiel game as a PettingZoo AEC environment.
 
     Args:

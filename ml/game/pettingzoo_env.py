@@ -285,7 +285,7 @@ class IllegalMoveError(ValueError):
     """An action outside the acting agent's mask."""
 
 
-class PettingZooEnv(AECEnv):  # type: ignore[misc]  # pettingzoo ships no type information (no py.typed)
+class PettingZooEnv(AECEnv):  # pettingzoo ships no type information (no py.typed)
     """A user's PettingZoo AEC env as the loop's record env (see the module docstring).
 
     Args:
