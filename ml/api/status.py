@@ -104,7 +104,7 @@ def loop_status(view: RepoView, controller: LoopController) -> JSONObject:
     Generations are numbered from 0, as in the commits (``gen 000 attempt 1: ...``):
     ``generation`` is the one in flight (``generation_in_flight``) or, when none is, the one
     to run next, so after gen 000 and gen 001 are accepted it is 2 with ``generation_label``
-    ``gen 002`` and ``accepted`` 2 (issue #12, item 13).
+    ``gen 002`` and ``accepted`` 2.
     """
     running, pid = controller.running()
     state = view.state()

@@ -134,7 +134,7 @@ class TrainParams(_Section):
     samples_per_epoch: int = Field(40_000, ge=1)
     """Decisions drawn (with replacement) from the source mixture per epoch."""
     holdout_fraction: float = Field(0.12, ge=0.10, le=0.15)
-    """Share of teacher *games* held out for evaluation (issue 2: 10-15%, split by game)."""
+    """Share of teacher *games* held out for evaluation (split by game, so no game is in both; 10-15% is usual)."""
     source_weights: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=lambda: {"sim": 1.0, "ppo": 0.5})
     """Mixture ratios of the sampled training set per record ``source`` (``sim``, ``ppo``, ``forge``; another
     name is refused: a misspelt one would silently train without that source); {sim: 1, ppo: 0.5} makes PPO a third."""

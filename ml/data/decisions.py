@@ -245,7 +245,7 @@ def sample_mixture(data: DecisionSet, source_weights: dict[str, float], n: int, 
     """
     present = {s: np.flatnonzero(data.source == s) for s in source_weights if source_weights[s] > 0}
     missing = [s for s, rows in present.items() if len(rows) == 0]
-    if missing:  # normal in generation 0 (no PPO data yet); once per process, not once per epoch (issue #12)
+    if missing:  # normal in generation 0 (no PPO data yet); once per process, not once per epoch
         log_once(logger, logging.INFO, "source_weights names %s but the dataset has no such decisions; renormalising", missing)
     present = {s: rows for s, rows in present.items() if len(rows)}
     if not present:

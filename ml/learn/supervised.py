@@ -162,7 +162,7 @@ def train_student(
         train.obs.shape[1], cfg.hidden_sizes, train.action_mask.shape[1]
     )  # initialised on the CPU: same weights on any device
     if init is not None:
-        net.load_state_dict(init.state_dict())  # the seed's weights, not only its shape (issue #12, item 9)
+        net.load_state_dict(init.state_dict())  # the seed's weights, not only its shape
     init_accuracy = accuracy(net, holdout)
     net.to(device)
     obs, mask = torch.from_numpy(train.obs).to(device), torch.from_numpy(train.action_mask).to(device)
