@@ -204,8 +204,15 @@ def record_arrays(records: Sequence[RecordLike], tables: CoreTables) -> tuple[Co
     crt_cap = 1 + max((c[2] for c in rows.creatures), default=0)
     hand_cap = 1 + max((h[1] for h in rows.hands), default=0)
     n, s = len(records), MAX_POD
-    # One zeroed block per dtype and shape; every field is a C-contiguous view of one (few allocations and scatters)
-    per_seat = {dtype: np.zeros((len(names), n, s), dtype) for dtype, names in _SEAT_BLOCKS.items()}
+    glob = np.asarray(rows.games, np.int64).reshape(n, 4)
+    table = np.asarray(rows.seat_rows, np.int64).reshape(len(rows.seat_rows), 2 + len(_ROW_COLUMNS) + 1)
+    if n and max(glob.max(), -glob.min(), table.max(), -table.min()) > _I16.max:
+        raise ValueError(f"a record's count lies beyond int16 ({_I16.min}..{_I16.max}); the schema's bounds are far inside")
+    # The per-seat values scattered once into (record, seat) and cast to one block per dtype; every field is a
+    # C-contiguous view of a block (few allocations and scatters: a one-record call is the endpoint's)
+    gathered = np.zeros((len(_SEAT_ORDER), n, s), np.int64)
+    gathered[:, table[:, 0], table[:, 1]] = table.T[_SEAT_ORDER]
+    per_seat = {dtype: gathered[rows_of].astype(dtype) for dtype, rows_of in _SEAT_SLICES.items()}
     cubes, flags = np.zeros((2, n, s, s), np.int16), np.zeros((3, n, s, crt_cap), np.bool_)
     g8, g16 = np.zeros((2, n), np.int8), np.zeros((2, n), np.int16)
     fields = {name: block[i] for dtype, block in per_seat.items() for i, name in enumerate(_SEAT_BLOCKS[dtype])}
@@ -216,14 +223,8 @@ def record_arrays(records: Sequence[RecordLike], tables: CoreTables) -> tuple[Co
     st = kernels.EMPTY_STATE._replace(**fields)
     if not records:
         return st, view, rows.seats
-    glob, table = np.asarray(rows.games, np.int64), np.asarray(rows.seat_rows, np.int64)
-    if max(np.abs(glob).max(), np.abs(table).max()) > _I16.max:
-        raise ValueError(f"a record's count lies beyond int16 ({_I16.min}..{_I16.max}); the schema's bounds are far inside")
     g8[:] = glob[:, [0, 2]].T  # pod, phase
     g16[:] = glob[:, [1, 3]].T  # turn, living
-    seat_at = table[:, 0] * s + table[:, 1]  # flat (record, seat) indices
-    for dtype, block in per_seat.items():
-        block.reshape(len(block), n * s)[:, seat_at] = table[:, _SEAT_COLUMNS[dtype]].T
     if rows.damage:
         d = np.asarray(rows.damage, np.int64)
         at = (d[:, 0] * s + d[:, 1]) * s
@@ -252,8 +253,13 @@ _SEAT_BLOCKS = {
     np.dtype(np.bool_): ("in_cz", "eliminated", "listed"),
 }  # fmt: skip
 """The per-seat fields by dtype (the dtypes of ``kernels.allocate`` and ``kernels.allocate_view``)."""
-_SEAT_COLUMNS = {dtype: [2 + (*_ROW_COLUMNS, "listed").index(name) for name in names] for dtype, names in _SEAT_BLOCKS.items()}
-"""Columns of the gathered rows per block (``listed``: a column of ones appended to each row)."""
+_SEAT_ORDER = np.array([2 + (*_ROW_COLUMNS, "listed").index(name) for names in _SEAT_BLOCKS.values() for name in names])
+"""The columns of the gathered rows, block after block (``listed``: a column of ones appended to each row)."""
+_SEAT_SLICES: dict[np.dtype, slice] = {}
+for _dtype, _names in _SEAT_BLOCKS.items():
+    _start = sum(s.stop - s.start for s in _SEAT_SLICES.values())
+    _SEAT_SLICES[_dtype] = slice(_start, _start + len(_names))
+"""Each block's rows of the gathered values, in ``_SEAT_ORDER``."""
 
 
 def encode_records(records: Sequence[RecordLike], tables: CoreTables, out: np.ndarray) -> np.ndarray:
