@@ -42,6 +42,7 @@ from pydantic import JsonValue
 from ruamel.yaml import YAML
 
 from ml.base.io import atomic_write_text, read_json
+from ml.config.curriculum import Overrides
 from ml.config.params import Params, load_params
 from ml.data.merge import promote_folders
 from ml.driver import generations, history, transitions
@@ -316,7 +317,7 @@ class Loop(Workspace):
             self.seam("begin.params")
         return flight
 
-    def set_params(self, overrides: dict[str, dict[str, JsonValue]], message: str) -> None:
+    def set_params(self, overrides: Overrides, message: str) -> None:
         """Write ``overrides`` (section -> key -> value) into params.yaml, comments kept, and commit
         (``ml.driver.params_file.overrides_text``, the one writer of params.yaml).
 
