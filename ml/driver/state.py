@@ -154,7 +154,8 @@ def write_status(root: Path, status: str, flight: InFlight | None = None, **extr
 def read_control(root: Path) -> str | None:
     """The pending control command (``pause``, ``resume``, ``stop``) or None."""
     try:
-        return read_json(root / CONTROL_FILE).get("command")
+        command: str | None = read_json(root / CONTROL_FILE).get("command")
+        return command
     except (FileNotFoundError, ValueError):
         return None
 
