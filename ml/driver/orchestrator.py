@@ -38,10 +38,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple, cast
 
-from pydantic import JsonValue
 from ruamel.yaml import YAML
 
-from ml.base.io import atomic_write_text, read_json
+from ml.base.io import JSONValue, atomic_write_text, read_json
 from ml.config.curriculum import Overrides
 from ml.config.params import Params, load_params
 from ml.data.merge import promote_folders
@@ -412,7 +411,7 @@ class Loop(Workspace):
             self.save_state(state)
 
     # ------------------------------------------------------------------ runtime status and control
-    def write_status(self, status: str, flight: InFlight | None = None, **extra: JsonValue) -> None:
+    def write_status(self, status: str, flight: InFlight | None = None, **extra: JSONValue) -> None:
         """Write the runtime ``status.json`` for the dashboard, with the run's generation limit."""
         if self.max_generations is not None:
             extra.setdefault("max_generations", self.max_generations)
@@ -463,7 +462,7 @@ class Loop(Workspace):
         elo = self.rate(flight, params) if accepted else None
         self.seam("finish.rated")
         if elo and elo.get("gain"):
-            entry.figures["elo_gain"] = cast("JsonValue", elo["gain"])  # a GainRow: plain JSON
+            entry.figures["elo_gain"] = cast("JSONValue", elo["gain"])  # a GainRow: plain JSON
         # the steps done once, in the order of ml.driver.journal: history, ledger, state, commit
         attempts = self.journal.add_history(
             attempts, history.history_entry(entry, flight.nudges, history.all_metrics(self.root))
