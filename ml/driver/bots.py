@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from ml.config.yaml_file import safe_yaml
 from ml.game.registry import GameSpec
@@ -27,11 +27,22 @@ BOT_FORMAT = 1
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
+class Git(Protocol):
+    """A callable running ``git`` with the given arguments in the repository, returning its stdout
+    (``ml.driver.workspace.Workspace.git``)."""
+
+    def __call__(self, *args: str) -> str: ...
+
+
+BotReportRow = dict[str, str | int | float | None]
+"""A row of :func:`final_report`: ``bot`` (its name) plus the keys of ``ml.judge.deals.PodRate.row``."""
+
+
 class PromoteError(ValueError):
     """The attempt or its student cannot be promoted; the message says why."""
 
 
-def find_attempt(git: Any, query: str) -> tuple[str, str]:
+def find_attempt(git: Git, query: str) -> tuple[str, str]:
     """``(commit sha, attempt id)`` of the attempt whose id equals or uniquely contains ``query``.
 
     Args:
@@ -51,16 +62,16 @@ def find_attempt(git: Any, query: str) -> tuple[str, str]:
     return hits[0]
 
 
-def student_from_commit(root: Path, git: Any, sha: str) -> Path:
+def student_from_commit(root: Path, git: Git, sha: str) -> Path:
     """Path in the DVC cache of the student checkpoint recorded in ``dvc.lock`` at ``sha``.
 
     Raises:
         PromoteError: the commit has no student, or the cache lacks it (``dvc pull`` first).
     """
     lock = safe_yaml().load(git("show", f"{sha}:dvc.lock"))
-    md5 = next(
+    md5: str | None = next(
         (
-            o["md5"]
+            str(o["md5"])
             for st in lock.get("stages", {}).values()
             for o in st.get("outs", [])
             if o["path"] == "data/models/student.pt"
@@ -75,7 +86,7 @@ def student_from_commit(root: Path, git: Any, sha: str) -> Path:
     return path
 
 
-def promote(root: Path, git: Any, query: str, name: str | None = None) -> Path:
+def promote(root: Path, git: Git, query: str, name: str | None = None) -> Path:
     """Write ``bots/promoted/<name>.pt`` from an attempt's student. Returns its path.
 
     Raises:
@@ -111,7 +122,7 @@ def final_report(
     num_envs: int,
     seed: int,
     executor: Executor = LOCAL,
-) -> list[dict]:
+) -> list[BotReportRow]:
     """Win rate of ``student`` in pods of ``game`` (``ml.game.registry.GameSpec``) against
     ``game.num_players - 1`` copies of each bot (both greedy).
 
@@ -121,7 +132,7 @@ def final_report(
     Returns:
         Rows ``bot`` plus the keys of ``pod_win_rate``.
     """
-    rows = []
+    rows: list[BotReportRow] = []
     for i, (name, bot) in enumerate(sorted(bots.items())):
         row = pod_win_rate(
             Controller("net", student, greedy=True), Controller("net", bot, greedy=True), games=games,

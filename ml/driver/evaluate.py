@@ -6,6 +6,7 @@ Reads the run's params.yaml and state and changes nothing but the optional ``--j
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from ml.base.io import atomic_write_json, read_json
@@ -31,7 +32,7 @@ def accepted_students(loop: Loop) -> list[Path]:
     return merged or sorted(loop.path("data/students").glob("gen*.pt"))
 
 
-def _chips(row: dict, mean: str, low: str, high: str) -> str:
+def _chips(row: Mapping[str, object], mean: str, low: str, high: str) -> str:
     """``+0.123 [-0.100, +0.350]`` (chips per game), ``+0.123`` without an interval (one deal), ``-`` without a figure."""
     if row.get(mean) is None:
         return "-"

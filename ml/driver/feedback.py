@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ml.base.io import DataFileError, iter_jsonl
+from ml.base.io import DataFileError, JSONObject, iter_jsonl
 from ml.driver.params_file import get_dotted
 
 logger = logging.getLogger(__name__)
@@ -133,7 +133,7 @@ RULES: tuple[Rule, ...] = (
 """The suggester's rules: bounded, one direction each, so repeated retries converge to the bounds."""
 
 
-def suggest(failed: Sequence[str], params: dict[str, Any]) -> dict[str, Any]:
+def suggest(failed: Sequence[str], params: JSONObject) -> JSONObject:
     """Nudged values for a retry after a rejection.
 
     Args:
@@ -144,7 +144,7 @@ def suggest(failed: Sequence[str], params: dict[str, Any]) -> dict[str, Any]:
         dotted key -> new value, only for values that actually change (a value already at
         its bound is left alone).
     """
-    out: dict[str, Any] = {}
+    out: JSONObject = {}
     for check in failed:
         for rule in (r for r in RULES if r.check == check and r.key not in out):
             try:

@@ -17,10 +17,11 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from ml.base.io import UTF8_BOM, DataFileError, iter_jsonl
-from ml.data.batch_files import RecordError, scan_batches, validate_line
+from ml.base.io import UTF8_BOM, DataFileError, JSONObject, iter_jsonl
+from ml.data.batch_files import scan_batches, validate_line
+from ml.game.record import RecordError
 
 ORIGINAL_ID = "forge_game_id"
 """The record key keeping the ``game_id`` Forge wrote on a re-keyed game (``DecisionRecord.forge_game_id``)."""
@@ -49,7 +50,7 @@ class Game:
     line_digests: tuple[bytes, ...]
 
 
-def canonical_record(obj: dict[str, Any]) -> bytes:
+def canonical_record(obj: JSONObject) -> bytes:
     """A parsed record as canonical JSON (RFC 8785's idea: keys sorted, no whitespace; ASCII escapes).
 
     Line endings, a byte-order mark, key order and whitespace thus make no difference. A

@@ -38,12 +38,14 @@ import hashlib
 import io
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal, Protocol
 
 from ml.base.io import TMP_SUFFIX, DataFileError, atomic_write_bytes, atomic_write_text, file_md5
+from ml.config.curriculum import Overrides
 from ml.config.params import load_params
 from ml.config.yaml_file import safe_yaml
 from ml.data.batch_files import classify_file, scan_batches
@@ -56,6 +58,7 @@ from ml.driver.forge_games import (
     read_games,
     rekeyed_line,
 )
+from ml.driver.state import LoopState
 from ml.game.commander.cards import load_card_pool
 from ml.game.commander.forge import CARD_TABLE, load_card_table, merge_card_tables
 
@@ -302,7 +305,22 @@ def format_report(reports: Sequence[FileReport], root: Path) -> str:
 # --------------------------------------------------------------------------- the loop.py command
 
 
-def import_command(loop: Any, paths: Sequence[Path], cards: Path | None, weight: float) -> int:
+class ImportingRepo(Protocol):
+    """What ``import-forge`` needs of the loop's repository (``ml.driver.orchestrator.Loop`` has it)."""
+
+    root: Path
+    echo: Callable[[str], None]
+
+    def path(self, rel: Path | str) -> Path: ...
+    def git(self, *args: str) -> str: ...
+    def load_state(self) -> LoopState: ...
+    def committing(
+        self, message: str, paths: list[str], dvc_add: tuple[str, ...] = ()
+    ) -> AbstractContextManager[dict[str, str]]: ...
+    def set_params(self, overrides: Overrides, message: str) -> None: ...
+
+
+def import_command(loop: ImportingRepo, paths: Sequence[Path], cards: Path | None, weight: float) -> int:
     """``python loop.py import-forge PATH... [--cards TABLE] [--weight W]``.
 
     Validates and copies the files (:func:`import_files`), merges the card table, ``dvc add``s
@@ -310,8 +328,7 @@ def import_command(loop: Any, paths: Sequence[Path], cards: Path | None, weight:
     ``forge`` weight yet, sets it to ``weight`` in ``params.yaml`` and commits that too.
 
     Args:
-        loop: the ``ml.driver.orchestrator.Loop`` of the repository (``path``, ``run``, ``dvc``,
-            ``git``, ``committing``, ``set_params``, ``load_state``, ``echo``).
+        loop: the repository (``ml.driver.orchestrator.Loop``: :class:`ImportingRepo`).
         paths: Forge files to import.
         cards: a card table to merge into ``data/forge/cards.yaml``, or None.
         weight: the ``forge`` mixture weight to set when there is none (finite, >= 0: ``loop.py``'s ``forge_weight``).
@@ -397,7 +414,7 @@ def _write_cards(forge_dir: Path, table: dict[str, str]) -> None:
     atomic_write_text(forge_dir / CARD_TABLE, text)
 
 
-def _set_weight(loop: Any, source_weights: dict[str, float], weight: float) -> None:
+def _set_weight(loop: ImportingRepo, source_weights: dict[str, float], weight: float) -> None:
     """Give the ``forge`` source its mixture weight once, so imported decisions are sampled."""
     if not (loop.path(FORGE_DIR).is_dir() and scan_batches(loop.path(FORGE_DIR), sources=(), include_forge=True)):
         return

@@ -18,9 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import JsonValue
-
-from ml.base.io import atomic_write_json
+from ml.base.io import JSONObject, atomic_write_json
 from ml.driver.state import HistoryEntry, Metrics
 
 if TYPE_CHECKING:
@@ -29,7 +27,7 @@ if TYPE_CHECKING:
 GENERATIONS_FILE = Path("plots/generations.json")
 """The generation plot file (sync partner: the top-level ``plots:`` of ``dvc.yaml``)."""
 
-GenerationRow = dict[str, JsonValue]
+GenerationRow = JSONObject
 """One row of ``plots/generations.json`` (the keys: ``generation_rows``)."""
 
 VERSION_KEYS = ("python", "torch", "dvc", "numpy", "cpu_capability")

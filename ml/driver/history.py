@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from pydantic import JsonValue, ValidationError
+from pydantic import ValidationError
 
-from ml.base.io import DataFileError, atomic_write_json, read_json
+from ml.base.io import DataFileError, JSONObject, JSONValue, atomic_write_json, read_json
 from ml.config.params import Params
 from ml.driver.feedback import FeedbackRecord
 from ml.driver.feedback import now as feedback_now
@@ -89,7 +89,7 @@ def save_history(root: Path, entries: Sequence[HistoryEntry]) -> None:
     atomic_write_json(root / HISTORY_FILE, [e.model_dump(mode="json", exclude_unset=True) for e in entries])
 
 
-def history_entry(entry: AttemptLog, nudges: Mapping[str, JsonValue], metrics: Metrics) -> HistoryEntry:
+def history_entry(entry: AttemptLog, nudges: Mapping[str, JSONValue], metrics: Metrics) -> HistoryEntry:
     """The history entry of a finished attempt: its log ``entry``, the ``nudges`` it ran with and
     every stage's ``metrics`` (``all_metrics``)."""
     return HistoryEntry(**entry.model_dump(mode="json"), nudges=dict(nudges), metrics=metrics)
@@ -105,7 +105,7 @@ def elo_history(root: Path) -> list[EloEntry]:
     return read_json(p) if p.exists() else []
 
 
-def attempt_figures(root: Path, verdict: GateVerdict) -> dict[str, JsonValue]:
+def attempt_figures(root: Path, verdict: GateVerdict) -> JSONObject:
     """The headline figures of a gated attempt (win rate with its interval in games, holdout
     accuracy, SPRT, sampled source shares; in a zero-sum game the mean return in chips with its
     interval first) from the gate's ``verdict`` and
@@ -188,7 +188,7 @@ def attempt_entry(
 
 
 def ledger_record(
-    flight: InFlight, params: Params, gate: Mapping[str, JsonValue], abort_reason: str | None, outcome: str
+    flight: InFlight, params: Params, gate: Mapping[str, JSONValue], abort_reason: str | None, outcome: str
 ) -> FeedbackRecord:
     """The ledger line (``state/feedback.jsonl``) of a finished attempt, with every gate metric
     (``gate``, empty when aborted); its ``outcome`` as the state says it."""

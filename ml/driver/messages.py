@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pydantic import JsonValue
-
+from ml.base.io import JSONValue
 from ml.driver.state import AttemptLog, LoopState
 
 
@@ -39,7 +38,7 @@ def override_message(entry: AttemptLog, next_generation: int, notes: list[str] |
     )
 
 
-def attempt_message(entry: AttemptLog, used: Mapping[str, JsonValue], next_nudges: Mapping[str, JsonValue]) -> str:
+def attempt_message(entry: AttemptLog, used: Mapping[str, JSONValue], next_nudges: Mapping[str, JSONValue]) -> str:
     """The commit message of a finished attempt.
 
     Subject: generation, attempt, verdict, phase, then the headline figures, or for an

@@ -21,7 +21,7 @@ DEFAULT_DIR = Path("onnx")
 """Default folder of exports (``onnx/<model name>.onnx``), untracked."""
 
 
-def add_export_parser(sub: argparse._SubParsersAction) -> None:
+def add_export_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The ``export-onnx`` subcommand of loop.py."""
     p = sub.add_parser(
         "export-onnx",

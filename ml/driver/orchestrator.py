@@ -38,10 +38,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple, cast
 
-from pydantic import JsonValue
 from ruamel.yaml import YAML
 
-from ml.base.io import atomic_write_text, read_json
+from ml.base.io import JSONValue, atomic_write_text, read_json
+from ml.config.curriculum import Overrides
 from ml.config.params import Params, load_params
 from ml.data.merge import promote_folders
 from ml.driver import generations, history, transitions
@@ -316,7 +316,7 @@ class Loop(Workspace):
             self.seam("begin.params")
         return flight
 
-    def set_params(self, overrides: dict[str, dict[str, JsonValue]], message: str) -> None:
+    def set_params(self, overrides: Overrides, message: str) -> None:
         """Write ``overrides`` (section -> key -> value) into params.yaml, comments kept, and commit
         (``ml.driver.params_file.overrides_text``, the one writer of params.yaml).
 
@@ -411,7 +411,7 @@ class Loop(Workspace):
             self.save_state(state)
 
     # ------------------------------------------------------------------ runtime status and control
-    def write_status(self, status: str, flight: InFlight | None = None, **extra: JsonValue) -> None:
+    def write_status(self, status: str, flight: InFlight | None = None, **extra: JSONValue) -> None:
         """Write the runtime ``status.json`` for the dashboard, with the run's generation limit."""
         if self.max_generations is not None:
             extra.setdefault("max_generations", self.max_generations)
@@ -462,7 +462,7 @@ class Loop(Workspace):
         elo = self.rate(flight, params) if accepted else None
         self.seam("finish.rated")
         if elo and elo.get("gain"):
-            entry.figures["elo_gain"] = cast("JsonValue", elo["gain"])  # a GainRow: plain JSON
+            entry.figures["elo_gain"] = cast("JSONValue", elo["gain"])  # a GainRow: plain JSON
         # the steps done once, in the order of ml.driver.journal: history, ledger, state, commit
         attempts = self.journal.add_history(
             attempts, history.history_entry(entry, flight.nudges, history.all_metrics(self.root))

@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Protocol
 
-from ml.config.params import ParamsError
+from ml.config.yaml_file import ParamsError
 from ml.driver.messages import params_edit_message
 from ml.driver.params_file import attempt_text, check_text, value_changes
 from ml.driver.state import InFlight, LoopState

@@ -13,6 +13,7 @@ key params.yaml does not have (setting it removes the key).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,11 @@ from pydantic import BaseModel
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedSeq
 
-from ml.config.params import BaseParams, Params, ParamsError, attempt_seed, params_from_text
-from ml.config.yaml_file import check_characters, read_params_text, read_yaml, yaml_error
+from ml.base.io import JSONObject, JSONValue
+from ml.config.curriculum import Overrides
+from ml.config.params import Params, attempt_seed, params_from_text
+from ml.config.sections import BaseParams
+from ml.config.yaml_file import ParamsError, check_characters, read_params_text, read_yaml, yaml_error
 from ml.game.checks import check_params
 
 DEFAULT_BASE_SEED: int = BaseParams.model_fields["seed"].default
@@ -37,7 +41,7 @@ class MergeError(ParamsError):
     """params.yaml with the overrides set does not validate; the message names the file, section and key."""
 
 
-def get_dotted(params: dict[str, Any], key: str) -> Any:
+def get_dotted(params: JSONObject, key: str) -> JSONValue:
     """The value at dotted ``key`` (``section.key[.subkey]``) of nested dicts.
 
     Raises:
@@ -50,7 +54,7 @@ def get_dotted(params: dict[str, Any], key: str) -> Any:
     return node
 
 
-def get_or_absent(params: dict[str, Any], key: str) -> Any:
+def get_or_absent(params: JSONObject, key: str) -> JSONValue:
     """The value at dotted ``key`` of nested dicts, ``ABSENT`` where a part of it is missing."""
     try:
         return get_dotted(params, key)
@@ -58,7 +62,7 @@ def get_or_absent(params: dict[str, Any], key: str) -> Any:
         return ABSENT
 
 
-def set_dotted(params: dict[str, Any], key: str, value: Any) -> None:
+def set_dotted(params: JSONObject, key: str, value: JSONValue) -> None:
     """Set the value at dotted ``key`` of nested dicts in place (every parent must exist);
     ``ABSENT`` removes the key (nothing to remove is fine).
 
@@ -75,7 +79,7 @@ def set_dotted(params: dict[str, Any], key: str, value: Any) -> None:
         node[leaf] = value
 
 
-def file_values(params: Params) -> dict[str, Any]:
+def file_values(params: Params) -> JSONObject:
     """``params`` as nested dicts (``model_dump(mode="json")``) without the keys params.yaml does not have.
 
     A key is left out when its section is in the file and the key is not (the default applies);
@@ -130,7 +134,7 @@ def _dump(data: Any, like: str) -> str:
     return buf.getvalue()
 
 
-def attempt_params_text(path: Path, generation: int, attempt: int, nudges: dict[str, Any] | None = None) -> str:
+def attempt_params_text(path: Path, generation: int, attempt: int, nudges: Mapping[str, JSONValue] | None = None) -> str:
     """The text of params.yaml at ``path`` with the ``run`` section set for (generation, attempt)
     and ``nudges`` (dotted key -> value) applied, comments kept. Not validated, not written.
 
@@ -143,7 +147,7 @@ def attempt_params_text(path: Path, generation: int, attempt: int, nudges: dict[
     return attempt_text(read_params_text(path), str(path), generation, attempt, nudges)
 
 
-def attempt_text(text: str, source: str, generation: int, attempt: int, nudges: dict[str, Any] | None = None) -> str:
+def attempt_text(text: str, source: str, generation: int, attempt: int, nudges: Mapping[str, JSONValue] | None = None) -> str:
     """``attempt_params_text`` of the params.yaml ``text`` (``source`` names it in errors)."""
     data, original = _parse(text, source)
     base_seed = int(data.get("base", {}).get("seed", DEFAULT_BASE_SEED))
@@ -153,7 +157,7 @@ def attempt_text(text: str, source: str, generation: int, attempt: int, nudges: 
     return _dump(data, original)
 
 
-def overrides_text(path: Path, overrides: dict[str, dict[str, Any]]) -> tuple[str, list[str]]:
+def overrides_text(path: Path, overrides: Overrides) -> tuple[str, list[str]]:
     """The text of params.yaml at ``path`` with ``overrides`` (section -> key -> value) set, validated.
 
     A list replacing a flow-style list (``[a, b]``) stays flow style.

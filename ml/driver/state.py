@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from ml.base.io import atomic_write_json, read_json
+from ml.base.io import JSONValue, atomic_write_json, read_json
 
 LoopStatus = Literal["idle", "running", "blocked", "done"]
 """``LoopState.status``."""
@@ -143,7 +143,7 @@ def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def write_status(root: Path, status: str, flight: InFlight | None = None, **extra: JsonValue) -> None:
+def write_status(root: Path, status: str, flight: InFlight | None = None, **extra: JSONValue) -> None:
     """Write ``status.json`` for the dashboard (atomic)."""
     doc = {"pid": os.getpid(), "status": status, "updated_at": time.time(), **extra}
     if flight is not None:
@@ -154,7 +154,8 @@ def write_status(root: Path, status: str, flight: InFlight | None = None, **extr
 def read_control(root: Path) -> str | None:
     """The pending control command (``pause``, ``resume``, ``stop``) or None."""
     try:
-        return read_json(root / CONTROL_FILE).get("command")
+        command: str | None = read_json(root / CONTROL_FILE).get("command")
+        return command
     except (FileNotFoundError, ValueError):
         return None
 

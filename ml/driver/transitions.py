@@ -14,8 +14,7 @@ git; ``ml.driver.orchestrator`` and ``ml.driver.commands`` save and commit what 
 
 from __future__ import annotations
 
-from typing import Any
-
+from ml.base.io import JSONObject
 from ml.config.curriculum import opponent_fallback, phase_overrides
 from ml.config.params import Params
 from ml.driver.params_file import file_values, get_or_absent
@@ -146,7 +145,7 @@ def enter_phase(state: LoopState, params: Params) -> tuple[LoopState, str | None
     return new, note
 
 
-def leave_curriculum(state: LoopState, current: dict[str, Any]) -> tuple[LoopState, dict[str, Any]]:
+def leave_curriculum(state: LoopState, current: JSONObject) -> tuple[LoopState, JSONObject]:
     """The state once the curriculum is over, and the base values to write back into params.yaml.
 
     Args:

@@ -193,7 +193,8 @@ class Workspace:
     def head_bytes(self, rel: str) -> bytes | None:
         """The bytes of ``rel`` at HEAD exactly (trailing newline kept), or None without it."""
         try:
-            return self.repo.head.commit.tree[rel].data_stream.read()
+            data: bytes = self.repo.head.commit.tree[rel].data_stream.read()  # GitPython types it Any
+            return data
         except (KeyError, ValueError):  # no such path at HEAD, or no commit yet
             return None
 
