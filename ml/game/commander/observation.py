@@ -246,7 +246,7 @@ def record_arrays(records: Sequence[RecordLike], tables: CoreTables) -> tuple[Co
 _ROW_COLUMNS = ("life", "mana", "mana_sources", "tax", "lands", "creatures", "hand_n", "grave_n", "lib_n", "in_cz",
                 "eliminated", "last_attacker", "cmdr_card", "crt_n", "dmg_n")  # fmt: skip
 """The per-seat values :func:`_Rows.add_seat` gathers after (record, seat), by their field in the state or the view."""
-_SEAT_BLOCKS = {
+_SEAT_BLOCKS: dict[np.dtype[Any], tuple[str, ...]] = {
     np.dtype(np.int16): ("life", "mana", "mana_sources", "tax", "lands", "creatures", "hand_n", "grave_n", "lib_n",
                          "cmdr_card", "crt_n"),
     np.dtype(np.int8): ("last_attacker", "dmg_n"),
@@ -255,11 +255,11 @@ _SEAT_BLOCKS = {
 """The per-seat fields by dtype (the dtypes of ``kernels.allocate`` and ``kernels.allocate_view``)."""
 _SEAT_ORDER = np.array([2 + (*_ROW_COLUMNS, "listed").index(name) for names in _SEAT_BLOCKS.values() for name in names])
 """The columns of the gathered rows, block after block (``listed``: a column of ones appended to each row)."""
-_SEAT_SLICES: dict[np.dtype, slice] = {}
+_SEAT_SLICES: dict[np.dtype[Any], slice] = {}
+"""Each block's rows of the gathered values, in ``_SEAT_ORDER``."""
 for _dtype, _names in _SEAT_BLOCKS.items():
     _start = sum(s.stop - s.start for s in _SEAT_SLICES.values())
     _SEAT_SLICES[_dtype] = slice(_start, _start + len(_names))
-"""Each block's rows of the gathered values, in ``_SEAT_ORDER``."""
 
 
 def encode_records(records: Sequence[RecordLike], tables: CoreTables, out: np.ndarray) -> np.ndarray:
