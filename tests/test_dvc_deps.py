@@ -10,12 +10,12 @@ from another stage and nothing from ``ml/driver/``.
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
 
 from ml.config.yaml_file import safe_yaml
+from tests.test_layering import imports as _imports
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("teacher", "train", "selfplay", "export", "gate", "merge", "rate")
@@ -31,17 +31,6 @@ def _module_file(name: str) -> Path | None:
         if f.is_file():
             return f
     return None
-
-
-def _imports(path: Path) -> set[str]:
-    """Project modules ``path`` names in any import statement (``from a import b``: ``a`` and ``a.b``)."""
-    out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            out |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
-    return {m for m in out if m.split(".")[0] in PACKAGES}
 
 
 def _closure(stage: str) -> set[str]:
