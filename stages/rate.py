@@ -29,17 +29,33 @@ def _args(p: argparse.ArgumentParser) -> None:
 @stage_main
 def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("rate", __doc__, argv, _args)
-    from ml.base.io import read_json
+    from ml.base.io import DataFileError, read_json
     from ml.game.registry import make_game
     from ml.judge.ratings import PlayedTournament, TournamentPlay, play_tournament
-    from ml.model.policy import load_policy
+    from ml.model.policy import CheckpointError, load_policy
     from ml.runtime.compute import ComputeError, open_executor
 
-    accepted = bool(read_json(args.gate)["gate/accepted"])
-    paths = sorted(args.students.glob("*.pt"))
-    played = PlayedTournament(generation=params.run.generation, accepted=accepted, students=[p.stem for p in paths], games=[])
-    if accepted and params.rating.games:
-        students = {p.stem: load_policy(p)[0] for p in paths}
+    try:
+        verdict = read_json(args.gate)
+        if not isinstance(verdict, dict) or not isinstance(verdict.get("gate/accepted"), bool):
+            raise DataFileError(args.gate, None, "gate/accepted", "missing or not true/false: not the gate stage's metrics")
+        accepted = verdict["gate/accepted"]
+        paths = sorted(args.students.glob("*.pt"))
+        played = PlayedTournament(
+            generation=params.run.generation, accepted=accepted, students=[p.stem for p in paths], games=[]
+        )
+        if accepted and played.newest not in played.students:
+            raise DataFileError(
+                args.students, None, None, f"no {played.newest}.pt, the accepted student the merge stage puts there"
+            )
+        students = {p.stem: load_policy(p)[0] for p in paths} if accepted and params.rating.games else {}
+    except FileNotFoundError as e:
+        print(f"error: {e.filename}: not found", file=sys.stderr)
+        return 2
+    except (DataFileError, CheckpointError) as e:  # a bad verdict file or checkpoint: one line
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if students:
         play = TournamentPlay(
             params.rating.games, params.selfplay.num_envs, params.stage_seed("rating"), params.compute.chunk_games
         )

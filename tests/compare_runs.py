@@ -111,7 +111,12 @@ def main() -> None:
     parser.add_argument("run_a", type=Path)
     parser.add_argument("run_b", type=Path)
     args = parser.parse_args()
+    for run in (args.run_a, args.run_b):
+        if not (run / ".git").exists():
+            parser.exit(2, f"error: {run}: not a clone (no .git) of a loop run\n")
     runs_a, runs_b = attempts(args.run_a), attempts(args.run_b)
+    if not runs_a or not runs_b:
+        parser.exit(2, f"error: {args.run_a if not runs_a else args.run_b}: no attempt commits (subjects 'gen ...'): run loop.py there first\n")
     if len(runs_a) != len(runs_b):
         print(f"!! {len(runs_a)} attempts in A, {len(runs_b)} in B")
     for (sha_a, subject_a), (sha_b, subject_b) in zip(runs_a, runs_b, strict=False):  # the counts are said above

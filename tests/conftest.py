@@ -286,7 +286,7 @@ def run_fingerprint(repo: Path) -> dict:
     Per attempt commit: its subject (verdict and figures), the ``dvc.lock`` output hashes and
     the ``data/*.dvc`` pointers. At the end: every batch and checkpoint file in
     ``data/merged`` with its hash (none duplicated, lost or overwritten), one ledger line and
-    one history entry per attempt, one Elo refit and one tournament per accepted attempt.
+    one history entry per attempt (its verdict, figures and games played), one Elo refit and one tournament per accepted attempt.
     Attempt ids (which hold a timestamp) are replaced by ``gen/attempt``.
     """
     import hashlib
@@ -310,7 +310,7 @@ def run_fingerprint(repo: Path) -> dict:
         "pointers": [pointer_hashes(repo, sha) for sha, _ in commits],
         "merged": merged,
         "ledger": [(ids[r["attempt_id"]], r["outcome"], r["passed"]) for r in ledger],
-        "history": [(ids[h["attempt_id"]], h["verdict"], h["figures"]) for h in history],
+        "history": [(ids[h["attempt_id"]], h["verdict"], h["figures"], h.get("episodes")) for h in history],
         "elo": [(ids[e["attempt_id"]], e["games"], e["table"]) for e in elo],
         "tournament": {ids[a]: sum(g["attempt_id"] == a for g in games) for a in {g["attempt_id"] for g in games}},
         "state": {k: state[k] for k in ("status", "generation", "attempt", "failures")},

@@ -37,6 +37,19 @@ def test_commander_stages_report_episodes(pipeline: Pipeline) -> None:
     assert g["gate/episodes"] == g["gate/eval_games"] + g["gate/student_games"] + g["gate/student_draws"] > 0
 
 
+def test_the_stages_that_ran_are_those_whose_lock_entry_changed(tmp_path: Path) -> None:
+    """A stage that ended before a kill, skipped by DVC on resume, still ran in the attempt; the teacher,
+    cached since the first attempt, did not (its entry is the committed one)."""
+    from ml.driver.history import stages_run
+
+    committed = "schema: '2.0'\nstages:\n  teacher:\n    cmd: t\n  train:\n    cmd: a\n  rate:\n    cmd: r1\n"
+    (tmp_path / "dvc.lock").write_text(committed.replace("cmd: a", "cmd: b").replace("cmd: r1", "cmd: r2"))
+    assert stages_run(tmp_path, committed.encode()) == ["train", "rate"]
+    assert stages_run(tmp_path, None) == ["teacher", "train", "rate"]  # the first attempt: every stage ran
+    (tmp_path / "dvc.lock").write_text(committed)
+    assert stages_run(tmp_path, committed.encode()) == []
+
+
 @pytest.mark.parametrize("pipeline", ["kuhn_poker"], indirect=True)
 def test_kuhn_stages_report_episodes_and_the_gate_judges_chips(pipeline: Pipeline) -> None:
     m = _check_stage_episodes(pipeline, KUHN_TINY["teacher"]["games"], TINY["export"]["games"])

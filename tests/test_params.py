@@ -247,6 +247,7 @@ def test_a_file_with_no_sections_is_refused_by_reader_and_writer(tmp_path: Path,
             "more than 100000 states",
         ),
         ("game:\n  observation: information_state\n", 2, "game.observation: information_state is for OpenSpiel games"),
+        ("game:\n  name: openspiel:tic_tac_toe\n  pod_size: 2\ngate:\n  alpha: 0.05\n", 4, "gate.target_win_rate (0.35) must exceed"),
     ],
 )
 def test_options_a_game_cannot_take_are_refused_at_load_naming_the_line(tmp_path: Path, text: str, line: int, message: str):

@@ -176,3 +176,39 @@ def test_rate_stage_plays_the_tournament_of_an_accepted_gate_only(tmp_path):
     want = play_tournament({"gen000": net}, "gen000", play, make_game(p.game, p.teacher), progress=False)
     assert played.students == ["gen000"] and played.games == want and len(want) == 8
     assert read_json(tmp_path / "rate.json")["rate/episodes"] == 8
+
+
+@pytest.mark.parametrize(
+    ("gate", "students", "said"),
+    [
+        (None, ["gen000"], "gate.json: not found"),
+        ("{bad", ["gen000"], "gate.json:1: invalid JSON"),
+        ('{"gate/batch": "x"}', ["gen000"], "gate.json: gate/accepted: missing or not true/false"),
+        ('{"gate/accepted": true}', [], "students: no gen000.pt, the accepted student the merge stage puts there"),
+        ('{"gate/accepted": true}', ["gen000!"], "gen000.pt"),
+    ],
+)
+def test_rate_stage_refuses_bad_inputs_in_one_line(tmp_path, capsys, gate: str | None, students: list[str], said: str):
+    """A missing or foreign verdict file, or no checkpoint of the accepted student: one line, exit 2, nothing written."""
+    from ml.config.yaml_file import safe_yaml
+    from ml.game.commander.encoding import OBS_DIM
+    from ml.model.policy import PolicyNet, save_policy
+    from stages.rate import main
+    from tests.conftest import tiny_params
+
+    (tmp_path / "students").mkdir()
+    for name in students:
+        path = tmp_path / "students" / f"{name.rstrip('!')}.pt"
+        if name.endswith("!"):
+            path.write_bytes(b"not a checkpoint")
+        else:
+            save_policy(PolicyNet(OBS_DIM, (16,)), path)
+    if gate is not None:
+        (tmp_path / "gate.json").write_text(gate)
+    safe_yaml().dump(tiny_params({"rating": {"games": 8}}), tmp_path / "params.yaml")
+    argv = ["--params", str(tmp_path / "params.yaml"), "--gate", str(tmp_path / "gate.json"), "--students",
+            str(tmp_path / "students"), "--out", str(tmp_path / "t.json"), "--metrics", str(tmp_path / "rate.json")]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and said in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "t.json").exists() and not (tmp_path / "rate.json").exists()

@@ -85,8 +85,9 @@ class Params(_Section):
     @model_validator(mode="after")
     def _check_target_above_parity(self) -> Params:
         if self.gate.target_win_rate <= (parity := 1.0 / self.game.pod_size):
-            raise ValueError(
-                f"gate.target_win_rate ({self.gate.target_win_rate}) must exceed parity 1/game.pod_size ({parity:.3f})"
+            raise At(
+                ("gate", "target_win_rate"),
+                f"gate.target_win_rate ({self.gate.target_win_rate}) must exceed parity 1/game.pod_size ({parity:.3f})",
             )
         return self
 

@@ -7,13 +7,14 @@ an empty record in place of a lost one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from ml.base.io import DataFileError, JSONObject, JSONValue, atomic_write_json, read_json
 from ml.config.params import Params
+from ml.config.yaml_file import safe_yaml
 from ml.driver.feedback import FeedbackRecord
 from ml.driver.feedback import now as feedback_now
 from ml.driver.state import HISTORY_FILE, STATE_FILE, AttemptLog, HistoryEntry, InFlight, LoopState, Metrics
@@ -136,17 +137,33 @@ def attempt_figures(root: Path, verdict: GateVerdict) -> JSONObject:
     }
 
 
-def attempt_episodes(root: Path, stages: dict[str, float]) -> int:
+def attempt_episodes(root: Path, stages: Iterable[str]) -> int:
     """Games played by the stages of an attempt that ran: the sum of ``<stage>/episodes`` of
-    ``metrics/<stage>.json`` under ``root`` over ``stages`` (stage name -> wall seconds; a stage
-    DVC skipped played nothing this attempt and is not named). A stage whose metrics file is
-    missing (the attempt aborted before it) counts 0."""
+    ``metrics/<stage>.json`` under ``root`` over ``stages`` (``stages_run``; a stage DVC skipped
+    played nothing this attempt and is not named). A stage whose metrics file is missing counts 0."""
     total = 0
     for stage in stages:
         p = root / "metrics" / f"{stage}.json"
         if p.exists():
             total += int(read_json(p).get(f"{stage}/episodes") or 0)
     return total
+
+
+def stages_run(root: Path, committed_lock: bytes | None) -> list[str]:
+    """The stages that ran in the attempt in flight, in ``dvc.lock``'s order: those whose entry in
+    ``root/dvc.lock`` differs from the last commit's (``committed_lock``; None: no commit has one).
+
+    DVC writes a stage's entry only when it runs the stage, and every attempt commits ``dvc.lock``,
+    so this holds after a kill too: a stage that ended before the kill and that DVC skips on resume
+    (its outputs cached) still counts, while the teacher, run once, counts in its first attempt only.
+    """
+    path = root / "dvc.lock"
+    if not path.is_file():
+        return []
+    now = safe_yaml().load(path.read_text(encoding="utf-8")) or {}
+    before = (safe_yaml().load(committed_lock.decode("utf-8")) or {}) if committed_lock else {}
+    done = before.get("stages") or {}
+    return [name for name, entry in (now.get("stages") or {}).items() if done.get(name) != entry]
 
 
 def attempt_entry(
@@ -157,6 +174,7 @@ def attempt_entry(
     abort_reason: str | None,
     wall_s: float,
     stage_wall_s: dict[str, float],
+    ran: Sequence[str],
 ) -> AttemptLog:
     """The log entry of a finished attempt: its verdict, figures (``attempt_figures``) and reasons.
 
@@ -169,6 +187,8 @@ def attempt_entry(
         abort_reason: why self-play aborted the attempt, or None.
         wall_s: wall seconds of this run of the attempt.
         stage_wall_s: wall seconds per stage that ran in this run.
+        ran: the stages that ran in the attempt (``stages_run``): its games are theirs; a stage among
+            them with no recorded time (it ended just before a kill) gets its metrics' ``<stage>/wall_s``.
 
     Raises:
         FileNotFoundError: as ``attempt_figures``.
@@ -176,6 +196,10 @@ def attempt_entry(
     if state.in_flight is not None and state.in_flight.stage_wall_s:  # include stages run before an interruption
         earlier = sum(state.in_flight.stage_wall_s.values()) - sum(stage_wall_s.values())
         wall_s, stage_wall_s = wall_s + max(earlier, 0.0), dict(state.in_flight.stage_wall_s)
+    for stage in ran:
+        metrics = root / "metrics" / f"{stage}.json"
+        if stage not in stage_wall_s and metrics.is_file():
+            stage_wall_s = {**stage_wall_s, stage: float(read_json(metrics).get(f"{stage}/wall_s") or 0.0)}
     accepted = verdict is not None and verdict.accepted
     return AttemptLog(
         attempt_id=flight.attempt_id, generation=flight.generation, attempt=flight.attempt,
@@ -183,7 +207,7 @@ def attempt_entry(
         figures=attempt_figures(root, verdict) if verdict is not None and not abort_reason else {},
         reasons=[abort_reason] if abort_reason else list(verdict.reasons if verdict is not None else []),
         wall_s=round(wall_s, 1), stage_wall_s=stage_wall_s, phase=state.phase_name, overrides=flight.nudges,
-        episodes=attempt_episodes(root, stage_wall_s),
+        episodes=attempt_episodes(root, ran),
     )  # fmt: skip
 
 

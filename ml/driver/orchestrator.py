@@ -455,7 +455,8 @@ class Loop(Workspace):
         gate = {} if abort_reason else read_json(self.path("metrics/gate.json"))
         verdict = GateVerdict.from_metrics(gate) if gate else None
         accepted = verdict is not None and verdict.accepted
-        entry = history.attempt_entry(self.root, state, flight, verdict, abort_reason, wall_s, stage_wall_s)
+        ran = history.stages_run(self.root, self.head_bytes("dvc.lock"))
+        entry = history.attempt_entry(self.root, state, flight, verdict, abort_reason, wall_s, stage_wall_s, ran)
         attempts = self.load_history(state)  # before the tournament: a lost history stops here
         if warning := generations.version_warning(attempts, history.all_metrics(self.root), flight.attempt_id):
             self.echo(warning)

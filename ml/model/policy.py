@@ -141,8 +141,9 @@ def load_policy(path: str | Path) -> tuple[PolicyNet, JSONObject]:
         raise CheckpointError(f"{path}: checkpoint not found")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # torch raises several types for corrupt zips
-        raise CheckpointError(f"{path}: not a readable checkpoint ({e})") from e
+    except Exception as e:  # torch raises several types for corrupt zips, some with pages of advice
+        why = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
+        raise CheckpointError(f"{path}: not a readable checkpoint ({why[:200]})") from e
     fmt = payload.get("format") if isinstance(payload, dict) else None
     if fmt != CHECKPOINT_FORMAT:
         raise CheckpointError(f"{path}: unsupported checkpoint format {fmt!r} (this reader knows {CHECKPOINT_FORMAT})")
