@@ -129,3 +129,26 @@ def test_readme_edit_recipe_is_accepted_and_keeps_the_earlier_commits(reference_
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
     assert len(attempt_commits(repo)) == 3
     assert git(repo, "show", "HEAD:data/forge.dvc") == (repo / "data/forge.dvc").read_text()
+
+
+def test_an_output_of_the_attempt_in_flight_edited_in_place_is_rebuilt_by_its_stage(reference_run, tmp_path: Path):
+    """A stage's output edited through its hard link before the attempt's commit (no commit records it): the advice
+    is to run that stage again, and the printed commands restore the bytes and finish the attempt."""
+    repo = _copy_run(reference_run, tmp_path / "repo")
+    killed = run_loop(repo, "--max-generations", "3", env={"DISTILL_FAULT": "g002.repro.rate.done"})
+    assert killed.returncode != 0 and (repo / "data/tournament.json").is_file(), killed.stderr[-2000:]
+    played = repo / "data/tournament.json"
+    md5 = _md5(played)
+    os.chmod(played, 0o644)
+    played.write_text("{bad")  # in place: the cache object changes with it
+    res = run_loop(repo, "--max-generations", "3")
+    err = res.stderr
+    assert res.returncode == 2 and "Traceback" not in err, res.stdout[-2000:] + err[-3000:]
+    assert "edited in place: data/tournament.json (recorded in dvc.lock, stage rate)" in err
+    assert "stage rate made it in the attempt in flight" in err and "dvc add" not in err
+    commands = [line.strip() for line in err.splitlines() if line.startswith("      ")]
+    assert commands[-2:] == ["dvc repro --single-item --force rate", "python loop.py"]
+    done = _sh(repo, "\n".join([*commands[:-1], f"{sys.executable} loop.py --max-generations 3"]))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert _md5(played) == md5 and tracked_changes(repo) == []
+    assert len(attempt_commits(repo)) == 3 and git(repo, "status", "--porcelain", "--untracked-files=no") == ""

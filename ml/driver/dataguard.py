@@ -212,6 +212,16 @@ def _lost_object_lines(root: Path, obj: str, names: list[TrackedChange], remote:
         lines += ["    restore it from the DVC remote:", f"      rm -f {obj}", f"      dvc pull --force {outs}"]
         return lines
     made = _producer(git, root, md5)
+    staged = [c.record.removeprefix("dvc.lock, stage ") for c in names if c.record.startswith("dvc.lock, stage ")]
+    if made is None and staged:  # made by a stage of the attempt in flight, not committed yet
+        lines += [
+            f"    stage {staged[0]} made it in the attempt in flight (no commit records it yet), and a stage run again on "
+            "the same inputs makes the same bytes: remove the object and run the stage again, then resume (venv active):",
+            f"      rm -f {obj}",
+            f"      dvc repro --single-item --force {staged[0]}",
+            "      python loop.py",
+        ]
+        return lines
     if made is None:
         lines += [
             "    no stage made it (it came in with a `dvc add`; `git log --format='%h %s' -- data/*.dvc` names the commit): "
