@@ -96,8 +96,8 @@ def test_tournament_entry_counts_its_games(pipeline: Pipeline, tmp_path: Path) -
 
 @pytest.mark.expensive
 def test_kuhn_loop_counts_episodes_and_plots_nash_conv(tmp_path: Path) -> None:
-    """A 2-generation kuhn_poker loop: each attempt's episodes are its stages' games plus its
-    tournament's, plots/generations.json sums them, and ``dvc plots show`` draws NashConv against them."""
+    """A 2-generation kuhn_poker loop: each attempt's episodes are its stages' games (the rate stage's
+    tournament among them, the games the driver's refit records), plots/generations.json sums them, and ``dvc plots show`` draws NashConv against them."""
     import os
     import subprocess
     import sys
@@ -112,7 +112,8 @@ def test_kuhn_loop_counts_episodes_and_plots_nash_conv(tmp_path: Path) -> None:
     assert [h["verdict"] for h in history] == ["accepted", "accepted"]
     for h in history:
         stages = sum(h["metrics"][s][f"{s}/episodes"] for s in h["stage_wall_s"])
-        assert h["episodes"] == stages + elo[h["attempt_id"]]["episodes"] > 0
+        assert h["episodes"] == stages > 0 and "rate" in h["stage_wall_s"]  # the rate stage's tournament among them
+        assert h["metrics"]["rate"]["rate/episodes"] == elo[h["attempt_id"]]["episodes"] > 0
         assert h["figures"]["return_low"] <= h["figures"]["mean_return"] <= h["figures"]["return_high"]
     assert "teacher" in history[0]["stage_wall_s"] and "teacher" not in history[1]["stage_wall_s"]  # cached: not counted again
     rows = json.loads((repo / "plots/generations.json").read_text())
