@@ -1,4 +1,4 @@
-"""The public signatures of ml/ that keep a bare ``Any`` (or more than 8 parameters), with the reason.
+"""The public signatures of ml/ that keep a bare ``Any``, with the reason (no function of ml/ takes more than 8 parameters).
 
 Each entry is ``("path:function", "reason")``; ``function`` is ``Class.method`` for a method. Every
 other public signature of ml/ names its types (frozen dataclasses, pydantic models, TypedDicts,
@@ -15,20 +15,6 @@ SIGNATURE_EXCEPTIONS: tuple[tuple[str, str], ...] = (
         "(a pydantic model or a DataFileError naming the line and field); a recursive union return of read_json "
         "and iter_jsonl makes 94 mypy errors in 8 files of ml/driver, ml/judge and stages (measured), each a "
         "hand narrowing of a value already validated",
-    ),
-    # numba kernels: arrays, not Python objects
-    (
-        "ml/game/commander/core/kernels.py:reset_kernel",
-        "numba @njit kernel (11 parameters): numba compiles arrays and scalars, not a dataclass of them; "
-        "core.reset is its 8-parameter Python face",
-    ),
-    (
-        "ml/game/commander/core/kernels.py:_encode_seat",
-        "numba @njit kernel (10 parameters): numba compiles arrays, not Python objects",
-    ),
-    (
-        "ml/game/commander/core/kernels.py:_encode_hand",
-        "numba @njit kernel (9 parameters): numba compiles arrays, not Python objects",
     ),
     # pyspiel: no type stubs
     ("ml/game/registry.py:load_openspiel", "returns a pyspiel.Game; pyspiel ships no type stubs"),

@@ -302,7 +302,7 @@ def test_plain_python_kernels_equal_the_compiled_ones():
     for k in (kernels, plain):
         st = k.allocate(n)
         tables = k.Tables(*TABLES.nb)
-        k.reset_kernel(st, tables, *args, core.scratch())
+        k.reset_kernel(st, tables, k.Deal(*args), core.scratch())
         k.step_kernel(st, tables, np.full(n, -1), np.zeros((n, MAX_POD), np.float32), core.scratch())
         obs = np.zeros((n, core.OBS_DIM), np.float32)
         k.encode_kernel(st, tables, k.NO_RECORD, np.zeros(n, np.int64), obs, core.scratch())

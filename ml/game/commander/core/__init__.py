@@ -199,7 +199,7 @@ def reset(
     which = np.ones(n, bool) if games is None else np.asarray(games, bool)
     if which.shape != (n,):
         raise ValueError(f"games must be bool[{n}], got shape {which.shape}")
-    kernels.reset_kernel(st, tables.nb, which, seeds, index, pods, turns, decks, pseeds, kinds, scratch())
+    kernels.reset_kernel(st, tables.nb, kernels.Deal(which, seeds, index, pods, turns, decks, pseeds, kinds), scratch())
 
 
 def step(st: CoreState, tables: CoreTables, actions: np.ndarray, rewards: np.ndarray) -> int:

@@ -1047,14 +1047,15 @@ def _deal_opening_hand(st, T, g, s, mt):
 
 
 @kernel
-def reset_kernel(st, T, which, seeds, game_index, pods, max_turns, deck_choice, player_seeds, seat_kind, scr):
-    """``rules.new_game`` for every game: deal from ``seeds[g]`` and advance to the first decision.
+def reset_kernel(st, T, deal, scr):
+    """``rules.new_game`` for every game of ``deal`` (a :class:`Deal`): deal from ``seeds[g]`` and advance to the first decision.
 
     ``deck_choice[g, 0] < 0`` draws decks as ``new_game(deck_names=None)`` (sample without
     repeats while the pool allows, else with); otherwise ``deck_choice[g, :pod]`` are deck
     indices before the seat shuffle. Only games with ``which[g]`` are dealt. Scripted seats (``seat_kind`` 1 or 2) seed their own
     generator from ``player_seeds[g, s]``. No scripted seat acts here.
     """
+    which, seeds, game_index, pods, max_turns, deck_choice, player_seeds, seat_kind = deal
     n_decks = T.deck_cards.shape[0]
     chosen = scr[ORDER]
     names = scr[POOL]
@@ -1324,6 +1325,22 @@ def choose_kernel(st, T, out, scr):
 # ---------------------------------------------------------------------------- observation (records and live games)
 
 
+class Deal(NamedTuple):
+    """What :func:`reset_kernel` deals, per game ``g`` of N (``core.reset`` builds it): ``which`` bool[N] (deal
+    game ``g``), ``seeds`` int64[N], ``game_index`` int64[N], ``pods`` int64[N] (players), ``max_turns`` int64[N],
+    ``deck_choice`` int64[N, S_MAX] (-1 in column 0: drawn), ``player_seeds`` int64[N, S_MAX] (the scripted
+    seats' generators), ``seat_kind`` int8[N, S_MAX] (0 network, 1 heuristic, 2 random)."""
+
+    which: np.ndarray
+    seeds: np.ndarray
+    game_index: np.ndarray
+    pods: np.ndarray
+    max_turns: np.ndarray
+    deck_choice: np.ndarray
+    player_seeds: np.ndarray
+    seat_kind: np.ndarray
+
+
 class RecordView(NamedTuple):
     """What a decision record states outright that the live state derives, one row per record, by seat.
 
@@ -1385,8 +1402,10 @@ def _tenths(count):
 
 
 @helper
-def _encode_seat(st, T, ov, rec, g, p, actor, n, o, base):
-    """Seat ``p``'s block at ``o[base:]``: every feature but the previews (one pass over its creatures)."""
+def _encode_seat(st, T, ov, g, p, actor, o):
+    """Seat ``p``'s block ``o`` (the view of its slots): every feature but the previews (one pass over its creatures)."""
+    rec = ov.listed.shape[0] > 0
+    n = np.int64(st.pod[g])
     power = tough = flying = max_power = untapped = untapped_power = ready = ready_power = 0
     for i in range(st.crt_n[g, p]):
         c = st.crt[g, p, i]
@@ -1416,23 +1435,23 @@ def _encode_seat(st, T, ov, rec, g, p, actor, n, o, base):
         tax = TAX_STEP * np.int64(st.casts[g, p])
         creatures = np.int64(st.crt_n[g, p])
         entries = n
-    o[base + F_PRESENT] = 1.0
-    o[base + F_ALIVE] = 0.0 if st.eliminated[g, p] else 1.0
-    o[base + F_LIFE] = st.life[g, p] / 40.0
-    o[base + F_MANA] = st.mana[g, p] / 10.0
-    o[base + F_SOURCES] = st.mana_sources[g, p] / 10.0
-    o[base + F_TAX] = tax / 10.0
-    o[base + F_CREATURES] = creatures / 10.0
-    o[base + F_POWER] = power / 20.0
-    o[base + F_TOUGH] = tough / 20.0
-    o[base + F_FLYING] = flying / 20.0
-    o[base + F_MAXPOW] = max_power / 10.0
-    o[base + F_LANDS] = lands / 20.0
-    o[base + F_HAND] = st.hand_n[g, p] / 10.0
-    o[base + F_GRAVE] = st.grave_n[g, p] / 30.0
-    o[base + F_LIB] = st.lib_n[g, p] / 99.0 if st.lib_n[g, p] >= 0 else 0.0
-    o[base + F_CZ] = 1.0 if st.in_cz[g, p] else 0.0
-    o[base + F_ACTOR] = 1.0 if p == actor else 0.0
+    o[F_PRESENT] = 1.0
+    o[F_ALIVE] = 0.0 if st.eliminated[g, p] else 1.0
+    o[F_LIFE] = st.life[g, p] / 40.0
+    o[F_MANA] = st.mana[g, p] / 10.0
+    o[F_SOURCES] = st.mana_sources[g, p] / 10.0
+    o[F_TAX] = tax / 10.0
+    o[F_CREATURES] = creatures / 10.0
+    o[F_POWER] = power / 20.0
+    o[F_TOUGH] = tough / 20.0
+    o[F_FLYING] = flying / 20.0
+    o[F_MAXPOW] = max_power / 10.0
+    o[F_LANDS] = lands / 20.0
+    o[F_HAND] = st.hand_n[g, p] / 10.0
+    o[F_GRAVE] = st.grave_n[g, p] / 30.0
+    o[F_LIB] = st.lib_n[g, p] / 99.0 if st.lib_n[g, p] >= 0 else 0.0
+    o[F_CZ] = 1.0 if st.in_cz[g, p] else 0.0
+    o[F_ACTOR] = 1.0 if p == actor else 0.0
     top = 0
     total = 0
     for j in range(entries):  # a record's entries in its order (a later one wins a shared slot); a live game's by source
@@ -1447,19 +1466,21 @@ def _encode_seat(st, T, ov, rec, g, p, actor, n, o, base):
         top = max(top, dmg)
         total += dmg
         if src >= 0:  # -1: an unknown source (Forge's sum) counts in the max and the total only
-            o[base + F_CMDR_FROM + (src - actor) % n] = dmg / 21.0
+            o[F_CMDR_FROM + (src - actor) % n] = dmg / 21.0
     if total:
-        o[base + F_MAXCMDR] = top / 21.0
-        o[base + F_TOTCMDR] = total / 42.0
-    o[base + F_UNTAPPED] = untapped / 10.0
-    o[base + F_UNTAPPED_POW] = untapped_power / 20.0
+        o[F_MAXCMDR] = top / 21.0
+        o[F_TOTCMDR] = total / 42.0
+    o[F_UNTAPPED] = untapped / 10.0
+    o[F_UNTAPPED_POW] = untapped_power / 20.0
     if p == actor:
-        o[base + F_ATT_DMG] = ready / 10.0
-        o[base + F_ATT_LETHAL] = ready_power / 20.0
+        o[F_ATT_DMG] = ready / 10.0
+        o[F_ATT_LETHAL] = ready_power / 20.0
 
 
 @helper
-def _encode_hand(st, T, ov, rec, g, me, o, base, scr):
+def _encode_hand(st, T, ov, g, me, o, scr):
+    """The hand block ``o`` (the view of its slots) of seat ``me``."""
+    rec = ov.listed.shape[0] > 0
     mana = st.mana[g, me]
     kinds = scr[ORDER, :14]
     kinds[:] = 0
@@ -1479,17 +1500,17 @@ def _encode_hand(st, T, ov, rec, g, me, o, base, scr):
         if T.instant[c]:
             instants += 1
     for k in range(14):
-        o[base + k] = _tenths(kinds[k])
-    o[base + H_INSTANTS] = instants / 10.0
-    o[base + H_BEST_POW] = best / 10.0
+        o[k] = _tenths(kinds[k])
+    o[H_INSTANTS] = instants / 10.0
+    o[H_BEST_POW] = best / 10.0
     if st.in_cz[g, me]:
         if rec:
             card = np.int64(ov.cmdr_card[g, me])
             cost = (T.mv[card] if card >= 0 else 0) + np.int64(ov.tax[g, me])
         else:
             cost = T.mv[T.deck_cmdr[st.deck[g, me]]] + TAX_STEP * np.int64(st.casts[g, me])
-        o[base + H_CMDR_COST] = cost / 10.0
-        o[base + H_CMDR_AFF] = 1.0 if cost <= mana else 0.0
+        o[H_CMDR_COST] = cost / 10.0
+        o[H_CMDR_AFF] = 1.0 if cost <= mana else 0.0
 
 
 @helper
@@ -1555,7 +1576,7 @@ def encode_one(st, T, ov, g, actor, o, scr):
         if rec and not ov.listed[g, p]:
             continue
         base = SEATS_START + k * SEAT_DIM
-        _encode_seat(st, T, ov, rec, g, p, actor, n, o, base)
+        _encode_seat(st, T, ov, g, p, actor, o[base : base + SEAT_DIM])
         if k == 0:
             if p != actor:  # a record whose active seat is beyond its pod: slot 0 shows another seat, with my attackers
                 ready = ready_power = 0
@@ -1570,7 +1591,7 @@ def encode_one(st, T, ov, g, actor, o, scr):
             _encode_previews(st, T, g, actor, p, o, base, scr)
             o[base + F_ATTACKED_LAST] = 1.0 if st.last_attacker[g, actor] == p else 0.0
     if me_listed:
-        _encode_hand(st, T, ov, rec, g, actor, o, HAND_START, scr)
+        _encode_hand(st, T, ov, g, actor, o[HAND_START:], scr)
 
 
 @kernel
