@@ -260,7 +260,7 @@ def test_kuhn_eval_reports_chips(tmp_path: Path, capsys: pytest.CaptureFixture[s
 def test_nash_conv_metrics_for_any_small_zero_sum_game() -> None:
     """train/nash_conv is not a list of poker games: any two-player zero-sum game under the state limit gets it."""
     from ml.game.checks import NASH_CONV_MAX_STATES, nash_conv_refusal
-    from ml.game.openspiel_env import count_histories
+    from ml.game.openspiel_players import count_histories
     from ml.judge.nashconv import nash_conv_metrics
 
     small = openspiel("liars_dice", {"numdice": 1, "dice_sides": 3})

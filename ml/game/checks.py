@@ -41,11 +41,11 @@ def nash_conv_refusal(game: GameSpec, limit: int = NASH_CONV_MAX_STATES) -> str 
 
     It can for a two-player zero-sum OpenSpiel game (``GameSpec.zero_sum``: NashConv is then
     twice the exploitability) whose tree holds at most ``limit`` states (:data:`NASH_CONV_MAX_STATES`,
-    counted by ``ml.game.openspiel_env.count_histories``).
+    counted by ``ml.game.openspiel_players.count_histories``).
     """
     if not game.zero_sum:
         return f"{game.name}: exact NashConv judges two-player zero-sum OpenSpiel games only"
-    from ml.game.openspiel_env import count_histories  # lazy: pyspiel only for OpenSpiel games
+    from ml.game.openspiel_players import count_histories  # lazy: pyspiel only for OpenSpiel games
 
     if count_histories(game.openspiel_game(), limit) > limit:
         return f"{game.name}: the game tree has more than {limit} states (ml.game.checks.NASH_CONV_MAX_STATES); exact NashConv is too slow"

@@ -220,7 +220,7 @@ class EnvGame:
         """``env.decision_record()`` with ``action`` set to ``env.describe_action(action)``, and
         ``policy`` (rounded to ``ml.game.record.POLICY_DECIMALS``) when the acting seat is a
         scripted player that keeps the distribution it drew ``action`` from (``last_policy``,
-        ``ml.game.openspiel_env.DistributionPlayer``)."""
+        ``ml.game.openspiel_players.DistributionPlayer``)."""
         env = self._env(row)
         rec = env.decision_record()
         rec["action"] = env.describe_action(action)

@@ -15,7 +15,7 @@ obs_dim      ``ml.game.commander.encoding.OBS_DIM``                 the game's o
 num_actions  ``ml.game.commander.actions.NUM_ACTIONS``              ``num_distinct_actions()``
 heuristic    the core's heuristic seat (Forge-like)  ``teacher.policy``: ``MCTSPlayer`` (MCTS, random
                                                      rollouts), ``UniformTeacher``, ``ISMCTSPlayer``
-                                                     or ``CFRPlayer`` (``ml.game.openspiel_env``)
+                                                     or ``CFRPlayer`` (``ml.game.openspiel_players``)
 random       the core's random seat                  ``UniformPlayer``
 encoder      ``RecordEncoder`` (reads ``players``)   ``ObservationEncoder`` (reads ``observation``)
 ============ ======================================= ========================================
@@ -317,7 +317,7 @@ class GameSpec:
             from ml.game.pettingzoo_env import RANDOM_POLICY, make_teacher
 
             return make_teacher(self.teacher_policy if kind == "heuristic" else RANDOM_POLICY, seed)
-        from ml.game import openspiel_env as ose
+        from ml.game import openspiel_players as ose
 
         if kind == "random":
             return ose.UniformPlayer(seed)
@@ -406,9 +406,10 @@ def openspiel(
 
     Raises:
         ValueError: see :func:`load_openspiel`; a ``cfr`` teacher on a game of more than
-            ``ml.game.openspiel_env.CFR_MAX_HISTORIES`` histories.
+            ``ml.game.openspiel_players.CFR_MAX_HISTORIES`` histories.
     """
-    from ml.game.openspiel_env import CFR_MAX_HISTORIES, count_histories, observation_size
+    from ml.game.openspiel_env import observation_size
+    from ml.game.openspiel_players import CFR_MAX_HISTORIES, count_histories
 
     short = name.removeprefix(OPENSPIEL_PREFIX)
     frozen = tuple(sorted((params or {}).items()))
