@@ -2,12 +2,12 @@
 
 Reads the gate's verdict (``metrics/gate.json``) and every accepted generation's student
 (``<students>``: ``data/merged/students``, the newest included), plays the tournament
-(``ml.judge.ratings.play_tournament``: ``rating.games`` pods, each holding the newest
+(``ml.judge.tournament.play_tournament``: ``rating.games`` pods, each holding the newest
 student, seeded by ``stage_seed("rating")``) and writes ``<out>`` (``data/tournament.json``,
-``ml.judge.ratings.PlayedTournament``) and ``metrics/rate.json``. A rejected attempt plays
+``ml.judge.elo.PlayedTournament``) and ``metrics/rate.json``. A rejected attempt plays
 no game. The refit over every generation's games is the driver's (``loop.py`` records the
 games in ``state/tournament.jsonl`` and the refit in ``state/elo_history.json``,
-``ml.judge.ratings.record_tournament``): the games of past attempts are its state, not a DVC input.
+``ml.judge.elo.record_tournament``): the games of past attempts are its state, not a DVC input.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("rate", __doc__, argv, _args)
     from ml.base.io import DataFileError, read_json
     from ml.game.registry import make_game
-    from ml.judge.ratings import PlayedTournament, TournamentPlay, play_tournament
+    from ml.judge.elo import PlayedTournament
+    from ml.judge.tournament import TournamentPlay, play_tournament
     from ml.model.policy import CheckpointError, load_policy
     from ml.runtime.compute import ComputeError, open_executor
 

@@ -15,8 +15,8 @@ import math
 import numpy as np
 import pytest
 
-from ml.judge.gate import BatchQuality, InChips, NashConvCheck, Summary, verdict
 from ml.judge.stats import SPRT, McNemarResult, mcnemar_regression, sequential_test, student_non_inferiority
+from ml.judge.verdict import BatchQuality, InChips, NashConvCheck, Summary, verdict
 
 POD = 4
 TARGET = 0.35
@@ -116,7 +116,7 @@ def test_mcnemar_p_value_is_the_exact_binomial_tail():
 
 
 def test_verdict_metrics_read_back_as_the_drivers_gate_verdict():
-    from ml.judge.gate import GateVerdict
+    from ml.judge.verdict import GateVerdict
 
     holdout, student, batch = _passing_checks()
     weak = sequential_test(iter([[False] * 4] * 100), SPRT(0.25, 0.35), 8, 400)

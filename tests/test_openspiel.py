@@ -27,7 +27,9 @@ from ml.data.dataset import load_teacher
 from ml.game.openspiel_env import outcome_of
 from ml.game.record import OpenSpielRecord
 from ml.game.registry import make_game, openspiel
-from ml.judge.ratings import TournamentPlay, fit_plackett_luce, format_table, play_tournament, return_table
+from ml.judge.elo import format_table, return_table
+from ml.judge.plackett_luce import fit_plackett_luce
+from ml.judge.tournament import TournamentPlay, play_tournament
 from ml.model.policy import PolicyNet
 from ml.play.rollout import Controller, Keep, Pods, game_seeds, play_games
 from tests.conftest import Pipeline, yaml_text

@@ -343,7 +343,8 @@ def test_user_env_stages_tournament_and_ray_runtime_env(nim: Path, tmp_path: Pat
         and teacher["teacher/kind"] == "teacher.policy tiny_nim:teacher"
     )
     assert pipe.metrics("train")["train/holdout_accuracy"] > 0.5  # the teacher always takes one stone from 9, 5 (and 1)
-    from ml.judge.ratings import TournamentPlay, fit_plackett_luce, play_tournament
+    from ml.judge.plackett_luce import fit_plackett_luce
+    from ml.judge.tournament import TournamentPlay, play_tournament
     from ml.model.policy import load_policy
 
     student, _ = load_policy(tmp_path / "student.pt")

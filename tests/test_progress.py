@@ -296,7 +296,7 @@ def test_tournament_bar_counts_each_game(monkeypatch: pytest.MonkeyPatch, caplog
     """One chunk is the whole tournament (``compute.chunk_games: 0``): the bar still moves game by game."""
     from ml.game.commander.encoding import OBS_DIM
     from ml.game.registry import commander
-    from ml.judge.ratings import TournamentPlay, play_tournament
+    from ml.judge.tournament import TournamentPlay, play_tournament
     from ml.model.policy import PolicyNet
 
     monkeypatch.setenv(LINE_EVERY_ENV, "1e-9")  # a line per update

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ml.judge.ratings import ELO_BASE, ELO_SCALE, fit_plackett_luce
+from ml.judge.plackett_luce import ELO_BASE, ELO_SCALE, fit_plackett_luce
 
 TRUE_ELO = {"heuristic": 1500.0, "random": 1350.0, "gen000": 1420.0, "gen001": 1480.0, "gen002": 1560.0, "gen003": 1600.0}
 GENS = ["gen000", "gen001", "gen002", "gen003"]
@@ -74,7 +74,7 @@ def test_bad_input():
 
 
 def test_rotated_seatings_put_the_agent_in_every_seat_and_draw_others_in_order():
-    from ml.judge.ratings import tournament_seatings
+    from ml.judge.tournament import tournament_seatings
     from ml.play.rollout import rotated_seatings
 
     calls: list[int] = []
@@ -92,7 +92,7 @@ def test_rotated_seatings_put_the_agent_in_every_seat_and_draw_others_in_order()
 
 def test_tournament_file_is_read_with_the_jsonl_reader(tmp_path):
     from ml.base.io import DataFileError
-    from ml.judge.ratings import TOURNAMENT_FILE, load_tournament
+    from ml.judge.elo import TOURNAMENT_FILE, load_tournament
 
     assert load_tournament(tmp_path) == []
     path = tmp_path / TOURNAMENT_FILE
@@ -110,7 +110,7 @@ def test_tournament_file_is_read_with_the_jsonl_reader(tmp_path):
 def test_record_tournament_appends_the_games_once_and_refits_every_generation(tmp_path):
     import json
 
-    from ml.judge.ratings import ELO_FILE, TOURNAMENT_FILE, PlayedTournament, record_tournament
+    from ml.judge.elo import ELO_FILE, TOURNAMENT_FILE, PlayedTournament, record_tournament
 
     g0 = [{"ranking": ["gen000", "random"]}, {"ranking": ["heuristic", "gen000"]}, {"ranking": ["gen000", "heuristic"]}]
     g1 = [{"ranking": ["gen001", "gen000"]}, {"ranking": ["heuristic", "gen001"]}, {"ranking": ["gen001", "random"]}]
@@ -134,7 +134,7 @@ def test_record_tournament_appends_the_games_once_and_refits_every_generation(tm
 
 def test_played_tournament_file_names_a_bad_field(tmp_path):
     from ml.base.io import DataFileError
-    from ml.judge.ratings import PlayedTournament
+    from ml.judge.elo import PlayedTournament
 
     played = PlayedTournament(generation=2, accepted=True, students=["gen000"], games=[{"ranking": ["gen002", "random"]}])
     played.write(tmp_path / "t.json")
@@ -153,7 +153,8 @@ def test_rate_stage_plays_the_tournament_of_an_accepted_gate_only(tmp_path):
     from ml.config.yaml_file import safe_yaml
     from ml.game.commander.encoding import OBS_DIM
     from ml.game.registry import make_game
-    from ml.judge.ratings import PlayedTournament, TournamentPlay, play_tournament
+    from ml.judge.elo import PlayedTournament
+    from ml.judge.tournament import TournamentPlay, play_tournament
     from ml.model.policy import PolicyNet, save_policy
     from stages.rate import main
     from tests.conftest import tiny_params

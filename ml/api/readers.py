@@ -20,7 +20,7 @@ from ml.config.params import Params, load_params
 from ml.config.yaml_file import ParamsError
 from ml.driver.state import HISTORY_FILE, RUNTIME_DIR, STATE_FILE, LoopState
 from ml.game.checks import check_params
-from ml.judge.ratings import ELO_FILE
+from ml.judge.elo import ELO_FILE
 
 logger = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from ml.driver.state import HistoryEntry
 from ml.learn.curves import METRICS_SUBDIR
 
 if TYPE_CHECKING:
-    from ml.judge.ratings import EloEntry
+    from ml.judge.elo import EloEntry
 
 SCHEMA = "https://vega.github.io/schema/vega-lite/v6.json"
 """An identifier only: vega-embed reads it to pick the parser and fetches nothing."""

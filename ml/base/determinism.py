@@ -3,7 +3,7 @@
 torch picks its CPU kernels by the widest instruction set the CPU has (ATen's ``DispatchStub``:
 AVX-512 where there is one, else AVX2), MKL (bundled in torch's CPU build: its matrix
 products) picks its own code branch by CPU model and vendor, and numpy dispatches its
-float64 ``exp``/``log`` (the Elo fit, ``ml/judge/ratings.py``) to AVX-512 code where it can. Each
+float64 ``exp``/``log`` (the Elo fit, ``ml/judge/plackett_luce.py``) to AVX-512 code where it can. Each
 choice rounds differently, so the same params gave other checkpoints on a machine without
 AVX-512 (docs/measurements.md, "One vector unit for every machine"). :func:`cap_cpu` caps the
 three at a level every x86-64 CPU of the last decade has, by the environment variables each

@@ -137,7 +137,7 @@ def suggest(failed: Sequence[str], params: JSONObject) -> JSONObject:
     """Nudged values for a retry after a rejection.
 
     Args:
-        failed: the checks that failed (``ml.judge.gate.GateVerdict.failed``).
+        failed: the checks that failed (``ml.judge.verdict.GateVerdict.failed``).
         params: the params of the rejected attempt (plain nested dict).
 
     Returns:

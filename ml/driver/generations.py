@@ -22,7 +22,7 @@ from ml.base.io import JSONObject, atomic_write_json
 from ml.driver.state import HistoryEntry, Metrics
 
 if TYPE_CHECKING:
-    from ml.judge.ratings import EloEntry
+    from ml.judge.elo import EloEntry
 
 GENERATIONS_FILE = Path("plots/generations.json")
 """The generation plot file (sync partner: the top-level ``plots:`` of ``dvc.yaml``)."""
@@ -50,7 +50,7 @@ def generation_rows(attempts: Sequence[HistoryEntry], elo_history: list[EloEntry
 
     Args:
         attempts: ``state/eval_history.json`` (each entry's ``figures`` and ``metrics``).
-        elo_history: ``state/elo_history.json`` (``ml.judge.ratings``' records).
+        elo_history: ``state/elo_history.json`` (``ml.judge.elo``' records).
 
     Returns:
         Rows with ``attempt_no``, ``generation``, ``attempt``, ``verdict``, ``gate_win_rate``,

@@ -19,8 +19,8 @@ from ml.driver.feedback import FeedbackRecord
 from ml.driver.feedback import now as feedback_now
 from ml.driver.state import HISTORY_FILE, STATE_FILE, AttemptLog, HistoryEntry, InFlight, LoopState, Metrics
 from ml.driver.workspace import LoopError
-from ml.judge.gate import GateVerdict
-from ml.judge.ratings import ELO_FILE, EloEntry
+from ml.judge.elo import ELO_FILE, EloEntry
+from ml.judge.verdict import GateVerdict
 
 RESTORE_HINT = (
     "Restore it from the last commit (`git checkout HEAD -- {path}`; if its deletion was committed: "

@@ -66,7 +66,7 @@ def attempt_message(entry: AttemptLog, used: Mapping[str, JSONValue], next_nudge
         lines.append("params nudged by the suggester for this attempt: " + ", ".join(f"{k} = {v}" for k, v in used.items()))
     if next_nudges:
         lines.append("next attempt's params nudged: " + ", ".join(f"{k} = {v}" for k, v in next_nudges.items()))
-    if isinstance(g := f.get("elo_gain"), dict):  # the tournament's gain (``ml.judge.ratings``)
+    if isinstance(g := f.get("elo_gain"), dict):  # the tournament's gain (``ml.judge.elo``)
         lines.append(f"Elo gain {g['new']} over {g['old']}: {g['elo']:+.0f} [{g['low']:+.0f}, {g['high']:+.0f}]")
     body = "\n".join(lines)
     return f"{head}\n\n{body}\n\nAttempt-Id: {entry.attempt_id}\n" if body else f"{head}\n\nAttempt-Id: {entry.attempt_id}\n"

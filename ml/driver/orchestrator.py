@@ -66,8 +66,8 @@ from ml.driver.state import (
 )
 from ml.driver.workspace import DVC, OWNED_PATHS, LoopError, Workspace
 from ml.game.checks import check_params
-from ml.judge.gate import GateVerdict
-from ml.judge.ratings import PLAYED_FILE, EloEntry, PlayedTournament, format_table, record_tournament
+from ml.judge.elo import PLAYED_FILE, EloEntry, PlayedTournament, format_table, record_tournament
+from ml.judge.verdict import GateVerdict
 
 logger = logging.getLogger(__name__)
 
@@ -493,7 +493,7 @@ class Loop(Workspace):
 
     def rate(self, flight: InFlight, params: Params) -> EloEntry:
         """Record the ``rate`` stage's tournament of an accepted generation (``data/tournament.json``)
-        and refit all ratings (idempotent: ``ml.judge.ratings.record_tournament``).
+        and refit all ratings (idempotent: ``ml.judge.elo.record_tournament``).
 
         Returns:
             The refit's entry of ``state/elo_history.json`` (``table`` in Elo, ``gain``).

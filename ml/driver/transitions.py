@@ -19,7 +19,7 @@ from ml.config.curriculum import opponent_fallback, phase_overrides
 from ml.config.params import Params
 from ml.driver.params_file import file_values, get_or_absent
 from ml.driver.state import LoopState, LoopStatus
-from ml.judge.ratings import EloEntry, converged
+from ml.judge.elo import EloEntry, converged
 
 
 def status_after(state: LoopState, params: Params, elo_history: list[EloEntry]) -> tuple[LoopStatus, str | None]:

@@ -48,8 +48,9 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 import numpy as np
-from scipy.stats import binomtest, norm
-from scipy.stats import t as student_t
+
+# scipy.stats is imported where it is used: it takes 1.5-3 s to import, and the driver imports this
+# module (through ml.judge.verdict and ml.judge.elo) at every start without calling a test.
 
 
 def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
@@ -65,6 +66,8 @@ def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tu
     """
     if trials == 0:
         return 0.0, 1.0
+    from scipy.stats import binomtest
+
     ci = binomtest(successes, trials).proportion_ci(confidence_level=confidence, method="wilson")
     return float(ci.low), float(ci.high)
 
@@ -87,6 +90,8 @@ def wilson_bounds(rate: float, trials: float, confidence: float = 0.95) -> tuple
     """
     if trials <= 0:
         return 0.0, 1.0
+    from scipy.stats import norm
+
     z = float(norm.ppf(0.5 + confidence / 2))
     shrink = 1 + z * z / trials
     centre = (rate + z * z / (2 * trials)) / shrink
@@ -447,6 +452,8 @@ def mcnemar_regression(
     c = int(np.sum(~correct_current & correct_candidate))
     n = len(correct_current)
     drop = (b - c) / n if n else 0.0
+    from scipy.stats import binomtest
+
     p_value = float(binomtest(b, b + c, 0.5, alternative="greater").pvalue) if b + c else 1.0
     return McNemarResult(
         regression=bool(drop > margin and p_value < alpha), drop=drop, p_value=p_value, only_current=b, only_candidate=c,
@@ -553,6 +560,8 @@ class ReturnTally:
         """
         if self.deals < 2:
             return -math.inf, math.inf
+        from scipy.stats import t as student_t
+
         half = float(student_t.ppf(0.5 + confidence / 2, self.deals - 1)) * math.sqrt(self.variance / self.deals)
         return self.mean - half, self.mean + half
 
