@@ -29,6 +29,8 @@ from ml.driver.onnx_cmd import add_export_parser
 if TYPE_CHECKING:
     from filelock import FileLock
 
+    from ml.driver.orchestrator import Loop
+
 # The driver's modules (torch, GitPython, pydantic models ...) are imported in `main`, after the
 # command line is parsed: `--help` answers with argparse alone (bench/bench_startup.py).
 
@@ -160,27 +162,43 @@ def main(argv: list[str] | None = None) -> int:
     return run(args, lock)
 
 
+READ_ONLY = ("elo", "eval", "export-onnx")
+"""The commands that change nothing in the repository (no lock, no checks of the tree)."""
+
+
+def read_only(loop: Loop, args: argparse.Namespace) -> int:
+    """Run a ``READ_ONLY`` command; returns its exit status."""
+    if args.command == "elo":
+        from ml.driver.commands import print_elo
+
+        return print_elo(loop)
+    if args.command == "eval":
+        from ml.driver.evaluate import evaluate
+
+        return evaluate(loop, args.games, args.json)
+    from ml.driver.onnx_cmd import export_command
+
+    return export_command(loop, args.model, args.out)
+
+
 def run(args: argparse.Namespace, lock: FileLock | None) -> int:
     """The command of ``args`` (``main``), holding ``lock`` when ``early_lock`` took it; returns the exit status."""
+    # Each command's own modules are imported in its branch: a run imports no torch, numba or scipy.stats
+    # (the stages do), so a (re)start costs about a second of imports (bench/bench_startup.py).
     from ml.base.io import WriteError
     from ml.config.params import load_params
     from ml.config.yaml_file import ParamsError
-    from ml.driver.bots import PromoteError
-    from ml.driver.commands import apply_override, apply_profile, print_elo, promote_command, run_attempts, seed_checkpoint
+    from ml.driver.commands import apply_override, apply_profile, run_attempts
     from ml.driver.dataguard import refuse_foreign_data
-    from ml.driver.evaluate import evaluate
-    from ml.driver.forge_import import TEACHER_DIR, foreign_files_message, foreign_teacher_files, import_command
-    from ml.driver.onnx_cmd import export_command
     from ml.driver.orchestrator import Loop
+    from ml.driver.teacher_folder import TEACHER_DIR, foreign_files_message, foreign_teacher_files
     from ml.driver.workspace import LoopError, acquire_lock
     from ml.game.checks import check_params
 
     try:
         loop = Loop(args.repo)
-        if args.command in ("elo", "eval"):
-            return print_elo(loop) if args.command == "elo" else evaluate(loop, args.games, args.json)
-        if args.command == "export-onnx":
-            return export_command(loop, args.model, args.out)
+        if args.command in READ_ONLY:
+            return read_only(loop, args)
         lock = lock or acquire_lock(loop.root)
     except (LoopError, ParamsError, WriteError) as e:
         print(f"loop.py: {e}", file=sys.stderr)
@@ -201,20 +219,26 @@ def run(args: argparse.Namespace, lock: FileLock | None) -> int:
             refuse_foreign_data(loop.root, promotion_pending=state.in_flight is None or not state.in_flight.promoted)
         loop.commit_params_edit(state)  # params.yaml edited by hand between attempts: its own commit
         if args.command == "import-forge":  # before check_tree: the files may sit in data/teacher
+            from ml.driver.forge_command import import_command
+
             return import_command(loop, args.paths, args.cards, args.weight)
         loop.check_tree(state)
         loop.check_records(state)
         if args.command == "promote":
+            from ml.driver.model_commands import promote_command
+
             return promote_command(loop, args.attempt, args.name)
         if args.force_retry or args.skip_to_next_stage:
             apply_override(loop, skip=args.skip_to_next_stage)
         if args.profile:
             apply_profile(loop, args.profile)
         if args.seed_checkpoint:
+            from ml.driver.model_commands import seed_checkpoint
+
             seed_checkpoint(loop, args.seed_checkpoint)
         running = True
         return run_attempts(loop, args.max_generations, args.max_attempts)
-    except (LoopError, PromoteError, ParamsError, WriteError) as e:  # one line each, no traceback
+    except (LoopError, ParamsError, WriteError) as e:  # one line each, no traceback
         print(f"loop.py: {e}", file=sys.stderr)
         if running:  # a refused command line (bad profile, dirty tree, promote) leaves the run's status as it was
             detail = getattr(e, "detail", "")

@@ -8,7 +8,10 @@ measured in the same run (``python -c pass`` is the floor):
 * ``loop.py --help``, ``loop.py eval --help``, ``python -m stages.train --help``;
 * ``loop.py`` refused because another loop.py holds the one-instance lock: a ``git clone`` of
   this checkout in a temporary folder, its ``.dvc/tmp/loop.lock`` held by this process
-  (``filelock``, as ``ml.driver.workspace.acquire_lock`` takes it).
+  (``filelock``, as ``ml.driver.workspace.acquire_lock`` takes it);
+* ``loop.py elo`` in that clone (no ratings yet): it imports what a run's start imports
+  (``ml.driver.commands``, ``ml.driver.orchestrator``: no torch, numba or scipy.stats), so it is
+  what every restart of ``loop.py`` pays before its first step (the kill tests restart it 48 times).
 
 Usage: python bench/bench_startup.py [--repeat N]
 """
@@ -62,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             ("loop.py eval --help", [py, "loop.py", "eval", "--help"], None),
             ("python -m stages.train --help", [py, "-m", "stages.train", "--help"], None),
             ("loop.py refused: already running", [py, "loop.py", "--repo", str(clone)], "is already running"),
+            ("loop.py elo (a run's imports)", [py, "loop.py", "--repo", str(clone), "elo"], "no ratings yet"),
         ]
         with FileLock(str(lock_path)):
             best = {name: min(cpu_s(cmd, expect) for _ in range(args.repeat)) for name, cmd, expect in cases}

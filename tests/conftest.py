@@ -5,6 +5,7 @@ starts a process (``subprocess``, ``multiprocessing``; git and DVC included) fai
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import multiprocessing.process
@@ -149,12 +150,37 @@ def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
 
 
+_CORE_CACHE_WARM = False
+"""This process has made sure numba's cache of the core's kernels holds them (``warm_core_cache``)."""
+
+
+def warm_core_cache() -> None:
+    """Compile the core's kernels into this checkout's numba cache, once per test process, under a
+    file lock (the other pytest-xdist workers wait, then load them from the cache in seconds).
+
+    Without it, on a fresh clone every project copy made before some test compiled the kernels
+    here starts with no cache, and the first stage of each copy compiles them again (about 70 s).
+    """
+    global _CORE_CACHE_WARM
+    if _CORE_CACHE_WARM:
+        return
+    from filelock import FileLock
+
+    from ml.game.commander.core.warmup import run_kernels
+
+    key = hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]
+    with FileLock(str(Path(tempfile.gettempdir()) / f"distill-numba-warm-{key}.lock")):
+        run_kernels()
+    _CORE_CACHE_WARM = True
+
+
 def make_project_copy(dest: Path, params: dict) -> Path:
     """Copy the project's files (tracked and untracked, not ignored) and numba's cache of the
-    core's kernels into a fresh git repo.
+    core's kernels (made first: ``warm_core_cache``) into a fresh git repo.
 
     Works on uncommitted work too, unlike ``git clone``. Returns ``dest``.
     """
+    warm_core_cache()
     files = git(ROOT, "ls-files", "--cached", "--others", "--exclude-standard", "-z").split("\0")
     for rel in filter(None, files):
         src = ROOT / rel

@@ -41,8 +41,8 @@ import torch
 from ml.config.curriculum import FALLBACK_OPPONENT_MIX, Phase, opponent_fallback, phase_overrides
 from ml.config.params import ParamsError, load_params, params_from_dict
 from ml.config.yaml_file import safe_yaml
-from ml.driver.commands import seed_checkpoint
 from ml.driver.messages import attempt_message
+from ml.driver.model_commands import seed_checkpoint
 from ml.driver.orchestrator import Loop
 from ml.driver.params_file import attempt_params_text
 from ml.driver.phases import enter_phase, queue_seed_checkpoint

@@ -63,14 +63,9 @@ from ml.config.yaml_file import safe_yaml
 from ml.data.batch_files import read_records
 from ml.data.dataset import load_teacher
 from ml.data.decisions import DecisionSet, encode_records
-from ml.driver.forge_import import (
-    FORGE_DIR,
-    foreign_teacher_files,
-    format_report,
-    import_command,
-    import_files,
-    read_games,
-)
+from ml.driver.forge_command import import_command
+from ml.driver.forge_import import format_report, import_files, read_games
+from ml.driver.teacher_folder import FORGE_DIR, foreign_teacher_files
 from ml.game.commander.actions import NUM_ACTIONS, attack_action
 from ml.game.commander.encoding import RecordEncoder, label_record
 from ml.game.commander.forge import CARD_TABLE, ForgeEncoder, load_card_table, merge_card_tables

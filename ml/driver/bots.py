@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ml.config.yaml_file import safe_yaml
+from ml.driver.workspace import LoopError
 from ml.game.registry import GameSpec
 from ml.judge.deals import pod_win_rate
 from ml.model.policy import PolicyNet, load_policy, save_policy
@@ -38,7 +39,7 @@ BotReportRow = dict[str, str | int | float | None]
 """A row of :func:`final_report`: ``bot`` (its name) plus the keys of ``ml.judge.deals.PodRate.row``."""
 
 
-class PromoteError(ValueError):
+class PromoteError(LoopError):
     """The attempt or its student cannot be promoted; the message says why."""
 
 
