@@ -26,15 +26,8 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from ml.judge.stats import (
-    SPRT,
-    DealTally,
-    deal_interval,
-    sequential_test,
-    student_non_inferiority,
-    wilson_bounds,
-    wilson_interval,
-)
+from ml.judge.sequential import SPRT, sequential_test, student_non_inferiority
+from ml.judge.stats import DealTally, deal_interval, wilson_bounds, wilson_interval
 
 POD = 4
 GATES = 400

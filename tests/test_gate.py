@@ -15,7 +15,8 @@ import math
 import numpy as np
 import pytest
 
-from ml.judge.stats import SPRT, McNemarResult, mcnemar_regression, sequential_test, student_non_inferiority
+from ml.judge.sequential import SPRT, sequential_test, student_non_inferiority
+from ml.judge.stats import McNemarResult, mcnemar_regression
 from ml.judge.verdict import BatchQuality, InChips, NashConvCheck, Summary, verdict
 
 POD = 4
@@ -156,7 +157,7 @@ def test_verdict_rejects_a_student_that_falls_back():
 def _return_checks(strength_mean: float, student_mean: float) -> tuple[InChips, InChips]:
     """A return-SPRT strength figure and a return non-inferiority figure on constant deals (zero-sum game, two seats)."""
     from ml.judge.deals import FirstPlaces
-    from ml.judge.stats import ReturnSPRT, return_non_inferiority, sequential_mean_test
+    from ml.judge.mean_return import ReturnSPRT, return_non_inferiority, sequential_mean_test
 
     deals = [[strength_mean + 1.0, strength_mean - 1.0]] * 200
     strength = sequential_mean_test(iter(deals), ReturnSPRT(0.0, 0.5), 4, 200)

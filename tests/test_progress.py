@@ -39,7 +39,7 @@ from ml.base.progress import (
 from ml.data.decisions import sample_mixture
 from ml.driver.dvc_output import DvcOutputFilter
 from ml.driver.workspace import DVC, LoopError, Workspace
-from ml.judge.stats import stop_reason
+from ml.judge.sequential import stop_reason
 from tests.conftest import ROOT, Pipeline, git, make_project_copy, tiny_params, yaml_text
 from tests.test_dataset import _fake_set
 

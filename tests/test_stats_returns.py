@@ -1,7 +1,7 @@
 """The return-based sequential test of zero-sum games on simulated poker-like deals (no real games).
 
 Checks: over 400 simulated gates at the null (mean return 0) and 400 at the alternative
-(``TARGET`` chips per game), :func:`ml.judge.stats.sequential_mean_test` accepts H1 at most
+(``TARGET`` chips per game), :func:`ml.judge.mean_return.sequential_mean_test` accepts H1 at most
 ``alpha`` + 0.03 and at least ``1 - beta`` - 0.03 of the time (the normal model is an
 approximation for discrete chips with many ties at 0); the student non-inferiority test by
 return keeps its rates the same way; the LLR, the bounds and the t interval match
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from ml.judge.stats import ReturnSPRT, ReturnTally, return_non_inferiority, sequential_mean_test
+from ml.judge.mean_return import ReturnSPRT, ReturnTally, return_non_inferiority, sequential_mean_test
 
 RUNS = 400
 TARGET = 0.5

@@ -254,7 +254,7 @@ class GateParams(_Section):
     """Fall back rejected: the candidate student's first-place share among decisive pods at parity minus this (SPRT H0)."""
     strength_test: Literal["auto", "first_place", "mean_return"] = "auto"
     """What the strength and student checks test: ``first_place`` (the SPRTs on first places), ``mean_return``
-    (the SPRTs on the mean return by deal, ``ml.judge.stats.ReturnSPRT``; two-player zero-sum games only) or ``auto``
+    (the SPRTs on the mean return by deal, ``ml.judge.mean_return.ReturnSPRT``; two-player zero-sum games only) or ``auto``
     (``mean_return`` for a zero-sum game, ``GameSpec.zero_sum``, ``first_place`` otherwise)."""
     target_return: float = Field(0.5, gt=0)
     """Return SPRT alternative H1: the PPO agent's mean return per game against the opponents above par (chips; H0 is par)."""

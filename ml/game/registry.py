@@ -199,7 +199,7 @@ class GameSpec:
 
     @property
     def zero_sum(self) -> bool:
-        """Whether the game is judged in its own currency, the mean return (``ml.judge.stats.ReturnSPRT``).
+        """Whether the game is judged in its own currency, the mean return (``ml.judge.mean_return.ReturnSPRT``).
 
         True for a two-player OpenSpiel game whose type declares zero-sum or constant-sum
         utilities (``game.get_type().utility``: ``ZERO_SUM`` or ``CONSTANT_SUM``): one seat's

@@ -17,7 +17,9 @@ import torch
 from ml.base.progress import ProgressBar
 from ml.game.registry import GameSpec
 from ml.game.spec import Encoder
-from ml.judge.stats import DealTally, FirstPlaceFigures, ReturnTally
+from ml.judge.mean_return import ReturnTally
+from ml.judge.sequential import FirstPlaceFigures
+from ml.judge.stats import DealTally
 from ml.play.rollout import Controller, Pods, play_games, rotated_seatings
 from ml.runtime.compute import LOCAL, Executor, chunk_seed
 
@@ -162,7 +164,7 @@ class PodRate:
         design_effect: Rao-Scott design effect ``d >= 1`` of the rate.
         zero_sum: the game is zero-sum (``GameSpec.zero_sum``): the return figures are measured.
         mean_return: mean return per game (chips, by deal; None unless ``zero_sum``).
-        return_low, return_high: its 95% t interval by deal (``ml.judge.stats.ReturnTally``;
+        return_low, return_high: its 95% t interval by deal (``ml.judge.mean_return.ReturnTally``;
             None unless ``zero_sum``, and with one deal).
     """
 

@@ -20,8 +20,8 @@ from typing_extensions import NotRequired, TypedDict  # pydantic reads TypedDict
 
 from ml.base.faults import seam
 from ml.base.io import DataFileError, atomic_write_json, atomic_write_text, iter_jsonl, read_json
+from ml.judge.mean_return import ReturnTally
 from ml.judge.plackett_luce import EloRow, GainRow, fit_plackett_luce
-from ml.judge.stats import ReturnTally
 
 HEURISTIC: Final = "heuristic"
 """The anchor of every refit (Elo 1500): the game's teacher (the controller kind ``heuristic``)."""
@@ -115,7 +115,7 @@ def return_table(games: Iterable[TournamentGame | RecordedGame], confidence: flo
     """Each player's mean return (chips per game) over the tournament games that carry returns.
 
     The game is the unit (tournament games have seeds of their own, no duplicate deals), so
-    the interval is Student's t over the player's games (``ml.judge.stats.ReturnTally``).
+    the interval is Student's t over the player's games (``ml.judge.mean_return.ReturnTally``).
 
     Returns:
         Rows ``player``, ``mean_return``, ``low``, ``high`` (None with one game), ``games``;

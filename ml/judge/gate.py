@@ -6,7 +6,7 @@ The verdict rests on two checks, each on fresh data, plus logged data-quality fi
     export) against ``pod_size - 1`` heuristic teachers, in seat-rotated duplicate deals
     (each deal replayed with the agent in every seat). An SPRT on its first-place rate,
     H0 parity (1/pod size) against H1 ``target_win_rate``, stops as soon as the outcome is
-    decided (``ml.judge.stats.SPRT``, ``ml.judge.stats.sequential_test``: the deal is the unit, Wald's
+    decided (``ml.judge.sequential.SPRT``, ``ml.judge.sequential.sequential_test``: the deal is the unit, Wald's
     LLR on the Rao-Scott effective counts); it must accept H1. One evaluation, never the
     best of many; the 95% interval by deal is reported with it.
 (b) **No imitation regression.** A student trained with the candidate batch and the
@@ -15,13 +15,13 @@ The verdict rests on two checks, each on fresh data, plus logged data-quality fi
     (``ml.judge.stats.mcnemar_regression``).
 (c) **Student non-inferiority.** The student trained with the batch plays the current
     student in seat-rotated duplicate deals (1 vs 3); a sequential non-inferiority test by
-    deal (``ml.judge.stats.student_non_inferiority``) rejects it when it is worse by the margin
+    deal (``ml.judge.sequential.student_non_inferiority``) rejects it when it is worse by the margin
     (first-place share among decisive pods at parity minus ``student_margin``).
 In a two-player zero-sum game (``GameSpec.zero_sum``; ``gate.strength_test``) (a) and (c) are
 judged in the game's own currency: (a) is Wald's SPRT on the agent's mean return by deal
-(``ml.judge.stats.ReturnSPRT``, H0 par return against H1 par + ``target_return`` chips) and (c)
+(``ml.judge.mean_return.ReturnSPRT``, H0 par return against H1 par + ``target_return`` chips) and (c)
 a sequential non-inferiority test on the candidate student's mean return against the
-current student (``ml.judge.stats.return_non_inferiority``, margin ``student_margin_return``
+current student (``ml.judge.mean_return.return_non_inferiority``, margin ``student_margin_return``
 chips); the first-place figures of the same deals are reported beside them. With
 ``gate.decide_by: nash_conv`` (games small enough for an exact tree walk,
 ``ml.judge.nashconv.nash_conv_refusal``) the candidate student's exact NashConv decides: it must
@@ -46,16 +46,9 @@ from ml.base.progress import ProgressBar, counted
 from ml.data.batch_files import scan_batches
 from ml.game.registry import GameSpec
 from ml.judge.deals import FirstPlaces, duplicate_deal_outcomes, duplicate_deals, returns_of
-from ml.judge.stats import (
-    SPRT,
-    ReturnSPRT,
-    mcnemar_regression,
-    return_non_inferiority,
-    sequential_mean_test,
-    sequential_test,
-    stop_reason,
-    student_non_inferiority,
-)
+from ml.judge.mean_return import ReturnSPRT, return_non_inferiority, sequential_mean_test
+from ml.judge.sequential import SPRT, sequential_test, stop_reason, student_non_inferiority
+from ml.judge.stats import mcnemar_regression
 from ml.judge.verdict import (
     GateReport,
     InChips,
@@ -153,7 +146,7 @@ def run_gate(
         game: the game (``ml.game.registry.make_game``): ``num_players`` seats per pod (parity
             is ``1 / num_players``), the commander's ``max_turns`` cap.
         progress: show progress bars.
-        on_deal: the SPRT's path, deal by deal (``ml.judge.stats.sequential_test``).
+        on_deal: the SPRT's path, deal by deal (``ml.judge.sequential.sequential_test``).
         executor: where the pods of (a) and (c) are played (``ml.runtime.compute``; the figures are the same).
 
     Returns:

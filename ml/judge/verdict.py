@@ -20,14 +20,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ml.data.batch_files import iter_games, read_records
-from ml.judge.stats import (
-    FirstPlaceFigures,
-    McNemarResult,
-    MeanTestResult,
-    NonInferiority,
-    ReturnNonInferiority,
-    SequentialResult,
-)
+from ml.judge.mean_return import MeanTestResult, ReturnNonInferiority
+from ml.judge.sequential import FirstPlaceFigures, NonInferiority, SequentialResult
+from ml.judge.stats import McNemarResult
 
 
 @dataclass(frozen=True)
@@ -97,8 +92,8 @@ class InChips(Generic[T]):
     """A return test (zero-sum game) and the first places of the same deals, reported beside it.
 
     Attributes:
-        test: the return test (:class:`ml.judge.stats.MeanTestResult` for the strength check,
-            :class:`ml.judge.stats.ReturnNonInferiority` for the student check).
+        test: the return test (:class:`ml.judge.mean_return.MeanTestResult` for the strength check,
+            :class:`ml.judge.mean_return.ReturnNonInferiority` for the student check).
         first_places: the first places of its deals (all games, draws included as trials).
     """
 
