@@ -57,7 +57,8 @@ import pytest
 import torch
 
 import loop
-from ml.base.io import DataFileError, iter_jsonl
+from ml.base.io import DataFileError
+from ml.base.jsonl import iter_jsonl
 from ml.config.sections import TrainParams
 from ml.config.yaml_file import safe_yaml
 from ml.data.batch_files import read_records

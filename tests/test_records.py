@@ -29,7 +29,8 @@ from pathlib import Path
 
 import pytest
 
-from ml.base.io import DataFileError, JsonlWriter, atomic_write_json, iter_jsonl, read_json
+from ml.base.io import DataFileError, atomic_write_json, read_json
+from ml.base.jsonl import JsonlWriter, iter_jsonl
 from ml.data.batch_files import (
     SCHEMA_VERSION,
     BatchWriter,

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from ml.base.io import JsonlWriter, WriteError, atomic_write_json
+from ml.base.io import WriteError, atomic_write_json
+from ml.base.jsonl import JsonlWriter
 from ml.data.merge import merge_generation, promote_folders
 from stages import merge
 from tests.conftest import immutable, tiny_params, yaml_text

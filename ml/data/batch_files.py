@@ -22,7 +22,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ml.base.io import DataFileError, JsonlWriter, JSONObject, JSONValue, iter_jsonl
+from ml.base.io import DataFileError, JSONObject, JSONValue
+
+from ml.base.jsonl import JsonlWriter, iter_jsonl
 from ml.game.record import (
     READABLE_VERSIONS,
     SCHEMA_VERSION,
@@ -96,7 +98,7 @@ def classify_file(path: str | os.PathLike[str]) -> str | None:
 class BatchWriter:
     """Write one batch file of our own records, one game at a time, atomically.
 
-    Built on :class:`ml.base.io.JsonlWriter`: the batch appears under its final name only when
+    Built on :class:`ml.base.jsonl.JsonlWriter`: the batch appears under its final name only when
     the writer closes cleanly. Every record gets ``game_outcome``, ``source`` and
     ``schema_version`` filled in and is validated before any line of its game is written,
     so a bad record never leaves half a game. Only one game is held in memory.
@@ -218,7 +220,7 @@ def read_records(
 
     Records without a ``source`` get the file's class filled in (``source`` if given, else
     :func:`classify_file`). A truncated last line is skipped with a warning (see
-    :func:`ml.base.io.iter_jsonl`). Values must have their JSON types exactly (no ``"40"`` for 40).
+    :func:`ml.base.jsonl.iter_jsonl`). Values must have their JSON types exactly (no ``"40"`` for 40).
 
     Args:
         path: the JSONL file.
@@ -255,7 +257,7 @@ def read_records(
 
 
 def validate_line(path: Path, line_no: int, obj: JSONObject, file_class: str | None) -> Record:
-    """One parsed JSONL line (``ml.base.io.iter_jsonl``) as a record of a ``file_class`` file.
+    """One parsed JSONL line (``ml.base.jsonl.iter_jsonl``) as a record of a ``file_class`` file.
 
     ``obj`` gets ``source`` filled in from ``file_class`` when it has none (as :func:`read_records`).
 

@@ -21,7 +21,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ml.base.io import DataFileError, JSONObject, iter_jsonl
+from ml.base.io import DataFileError, JSONObject
+from ml.base.jsonl import iter_jsonl
 from ml.driver.params_file import get_dotted
 
 logger = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ class LedgerProblem:
 def read_ledger(path: Path) -> tuple[list[FeedbackRecord], list[LedgerProblem]]:
     """All valid records, and the corrupt lines with their 1-based line numbers.
 
-    Read with ``ml.base.io.iter_jsonl``, which reports a line that is not UTF-8 or not JSON and
+    Read with ``ml.base.jsonl.iter_jsonl``, which reports a line that is not UTF-8 or not JSON and
     reads on; a line that is JSON but not a record is reported too. Every such line is a
     ``LedgerProblem``, whatever its bytes; it is never rewritten.
     """

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from ml.base.io import UTF8_BOM, DataFileError, JSONObject, iter_jsonl
+from ml.base.io import UTF8_BOM, DataFileError, JSONObject
+from ml.base.jsonl import iter_jsonl
 from ml.data.batch_files import scan_batches, validate_line
 from ml.game.record import RecordError
 

@@ -19,7 +19,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from typing_extensions import NotRequired, TypedDict  # pydantic reads TypedDicts from typing_extensions before Python 3.12
 
 from ml.base.faults import seam
-from ml.base.io import DataFileError, atomic_write_json, atomic_write_text, iter_jsonl, read_json
+from ml.base.io import DataFileError, atomic_write_json, atomic_write_text, read_json
+from ml.base.jsonl import iter_jsonl
 from ml.judge.mean_return import ReturnTally
 from ml.judge.plackett_luce import EloRow, GainRow, fit_plackett_luce
 
