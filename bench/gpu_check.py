@@ -28,7 +28,7 @@ from ml.learn.ppo import ppo_update
 from ml.learn.settings import RunSettings
 from ml.learn.supervised import predict, train_student
 from ml.model.policy import PolicyNet
-from ml.play.rollout import Rollout
+from ml.play.buffer import Rollout
 
 WEIGHT_TOL = 1e-3
 """Largest tolerated weight difference after training (float32 reductions differ in order on a GPU)."""

@@ -187,7 +187,7 @@ def test_ppo_learns_a_one_decision_game():
     10 seeded PPO updates of 64 episodes each must put more than 0.9 on the winning action
     for every fresh observation, and never anything on the masked one."""
     from ml.learn.ppo import ppo_update
-    from ml.play.rollout import Rollout
+    from ml.play.buffer import Rollout
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a 16-unit net: threads only add overhead on a busy machine

@@ -124,10 +124,10 @@ def test_core_episodes_survive_compaction_of_the_decision_buffer(monkeypatch):
     # games' decisions dropped, the last-decision index of every seat in flight moved) and
     # grown many times; the episodes and rewards must equal those of a buffer that never filled
     # (which equal the object engine's: the tests above)
-    from ml.play import rollout
+    from ml.play import buffer
 
     sizes = []  # (capacity before, after) of every compaction
-    real = rollout._Tracker._make_room
+    real = buffer.Tracker._make_room
 
     def make_room(self, k):
         before = len(self.key)
@@ -136,8 +136,8 @@ def test_core_episodes_survive_compaction_of_the_decision_buffer(monkeypatch):
 
     (roomy,) = _both_engines(60, ["heuristic", "frozen", "agent"], None, monkeypatch, engines=("core",))
     assert not sizes  # the default capacity never filled
-    monkeypatch.setattr(rollout._Tracker, "CAPACITY", 8)
-    monkeypatch.setattr(rollout._Tracker, "_make_room", make_room)
+    monkeypatch.setattr(buffer.Tracker, "CAPACITY", 8)
+    monkeypatch.setattr(buffer.Tracker, "_make_room", make_room)
     (tight,) = _both_engines(60, ["heuristic", "frozen", "agent"], None, monkeypatch, engines=("core",))
     assert sum(a < b for a, b in sizes) >= 4 and sum(a == b for a, b in sizes) >= 4  # grown, and compacted in place
     assert sum(_tracked_decisions(o) for o in roomy) > 300

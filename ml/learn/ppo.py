@@ -36,8 +36,8 @@ from ml.base.progress import ProgressBar
 from ml.game.registry import GameSpec
 from ml.learn.settings import RunSettings
 from ml.model.policy import PolicyNet
+from ml.play.buffer import Rollout
 from ml.play.collect import STUDENT, Collector, CollectSettings
-from ml.play.rollout import Rollout
 from ml.runtime.compute import Executor
 
 if TYPE_CHECKING:

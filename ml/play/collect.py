@@ -30,7 +30,8 @@ import torch
 
 from ml.game.registry import GameSpec
 from ml.model.policy import PolicyNet
-from ml.play.rollout import Controller, Keep, Pods, Rollout, game_seeds, play_games, rotated_seatings
+from ml.play.buffer import Rollout
+from ml.play.rollout import Controller, Keep, Pods, game_seeds, play_games, rotated_seatings
 from ml.runtime.compute import Executor
 
 
