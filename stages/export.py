@@ -27,7 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     from ml.model.policy import load_policy
     from ml.play.export import export_batch
     from ml.play.rollout import StagePlay
-    from ml.runtime.compute import ComputeError, open_executor
+    from ml.runtime.compute import open_executor
+    from ml.runtime.executor import ComputeError
 
     net, _ = load_policy(args.model)
     args.out.mkdir(parents=True, exist_ok=True)

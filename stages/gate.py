@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     from ml.judge.gate import GateError, GateInputs, run_gate
     from ml.learn.curves import open_curves
     from ml.model.policy import load_policy, save_policy
-    from ml.runtime.compute import ComputeError, open_executor
+    from ml.runtime.compute import open_executor
+    from ml.runtime.executor import ComputeError
 
     curves = open_curves(args.plots)
     try:

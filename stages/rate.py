@@ -34,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     from ml.judge.elo import PlayedTournament
     from ml.judge.tournament import TournamentPlay, play_tournament
     from ml.model.policy import CheckpointError, load_policy
-    from ml.runtime.compute import ComputeError, open_executor
+    from ml.runtime.compute import open_executor
+    from ml.runtime.executor import ComputeError
 
     try:
         verdict = read_json(args.gate)

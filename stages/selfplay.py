@@ -30,7 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     from ml.learn.ppo import train_ppo
     from ml.learn.settings import RunSettings
     from ml.model.policy import load_policy, save_policy
-    from ml.runtime.compute import ComputeError, open_executor
+    from ml.runtime.compute import open_executor
+    from ml.runtime.executor import ComputeError
 
     curves = open_curves(args.plots)
     student, _ = load_policy(args.student)

@@ -25,7 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     from ml.game.registry import make_game
     from ml.play.rollout import StagePlay
     from ml.play.teacher import write_teacher_batch
-    from ml.runtime.compute import ComputeError, open_executor
+    from ml.runtime.compute import open_executor
+    from ml.runtime.executor import ComputeError
 
     try:
         with open_executor(params.compute, params.base.torch_threads) as executor:

@@ -354,7 +354,7 @@ def test_user_env_stages_tournament_and_ray_runtime_env(nim: Path, tmp_path: Pat
     fit = fit_plackett_luce([g["ranking"] for g in games], anchor="heuristic", prior_chain=["gen000"])
     table = {r["player"]: r for r in fit.table()}
     assert set(table) == {"heuristic", "random", "gen000"} and table["heuristic"]["elo"] == 1500
-    from ml.runtime.compute import runtime_env
+    from ml.runtime.ray_cluster import runtime_env
 
     assert str(nim / "tiny_nim.py") in runtime_env()["py_modules"]
     _check_observation_endpoint(tmp_path, student, next((tmp_path / "teacher").glob("*.jsonl")))

@@ -46,7 +46,8 @@ from ml.play.collect import Collector, CollectSettings  # noqa: E402
 from ml.play.export import export_batch  # noqa: E402
 from ml.play.rollout import Controller, StagePlay  # noqa: E402
 from ml.play.teacher import write_teacher_batch  # noqa: E402
-from ml.runtime.compute import ComputeError, make_executor  # noqa: E402
+from ml.runtime.compute import make_executor  # noqa: E402
+from ml.runtime.executor import ComputeError  # noqa: E402
 from tests.conftest import ROOT, tiny_params, wait_for, yaml_text  # noqa: E402
 
 pytestmark = [pytest.mark.expensive, pytest.mark.xdist_group("ray")]  # one cluster per run: one worker takes them all

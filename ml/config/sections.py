@@ -321,7 +321,7 @@ class ComputeParams(_Section):
     """Chunks submitted ahead of the one being read by a stage that stops early (the gate's SPRT); 0: the cluster's CPUs."""
     connect_timeout_s: float = Field(15.0, gt=0)
     """Seconds the start-up check of a ``host:port`` or ``ray://`` address may take (connect, then a gRPC call
-    only a Ray GCS answers, ``ml.runtime.compute.grpc_check``, grpcio) before the stage fails naming the address and what is there."""
+    only a Ray GCS answers, ``ml.runtime.ray_cluster.grpc_check``, grpcio) before the stage fails naming the address and what is there."""
     chunk_games: int = Field(0, ge=0)
     """Games per chunk of the teacher, export and the rating tournaments (by game index); 0: one chunk per stage.
     Changes export's and the tournament's games (each chunk samples with its own seed); self-play uses

@@ -20,7 +20,7 @@ from ml.game.registry import GameSpec
 from ml.judge.deals import pod_win_rate
 from ml.model.policy import PolicyNet, load_policy, save_policy
 from ml.play.rollout import Controller
-from ml.runtime.compute import LOCAL, Executor
+from ml.runtime.executor import LOCAL, Executor
 
 BOTS_DIR = Path("bots/promoted")
 BOT_FORMAT = 1

@@ -122,7 +122,7 @@ def _ship(module_name: str) -> None:
 
 def shipped_modules() -> list[str]:
     """The folders and ``.py`` files of the user modules this process imported for a PettingZoo game or
-    teacher (not this project's requirements, which every node installs): ``ml.runtime.compute.runtime_env``
+    teacher (not this project's requirements, which every node installs): ``ml.runtime.ray_cluster.runtime_env``
     puts them into Ray's ``py_modules``, so the cluster needs no copy of them."""
     return list(_SHIPPED)
 

@@ -21,7 +21,7 @@ from ml.judge.mean_return import ReturnTally
 from ml.judge.sequential import FirstPlaceFigures
 from ml.judge.stats import DealTally
 from ml.play.rollout import Controller, Pods, play_games, rotated_seatings
-from ml.runtime.compute import LOCAL, Executor, chunk_seed
+from ml.runtime.executor import LOCAL, Executor, chunk_seed
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ def duplicate_deals(
     with the candidate in each seat and ``opponent`` in the others. Yields, per deal in order,
     the candidate's first places and returns (:class:`Deal`). Endless: the caller stops (chunks
     of ``deals_per_chunk`` deals are played at once, batched, chunk ``k`` sampling with
-    ``ml.runtime.compute.chunk_seed(seed, k)``; the executor plays chunks ahead, here or on a Ray
+    ``ml.runtime.executor.chunk_seed(seed, k)``; the executor plays chunks ahead, here or on a Ray
     cluster, with the same outcomes).
 
     Args:
@@ -103,7 +103,7 @@ def duplicate_deals(
         An endless iterator of :class:`Deal`, ``game.num_players`` games each.
 
     Raises:
-        ml.runtime.compute.ComputeError: the Ray cluster was lost mid-stage.
+        ml.runtime.executor.ComputeError: the Ray cluster was lost mid-stage.
     """
     setup: _Setup = ({"candidate": candidate, "opponent": opponent}, num_envs, encoder, game)
     shared = executor.share(setup)

@@ -64,7 +64,7 @@ from ml.learn.settings import RunSettings
 from ml.learn.supervised import TrainingData, build_and_train, predict
 from ml.model.policy import PolicyNet, load_policy
 from ml.play.rollout import Controller
-from ml.runtime.compute import LOCAL, Executor
+from ml.runtime.executor import LOCAL, Executor
 
 if TYPE_CHECKING:
     from ml.config.sections import GateParams, TrainParams
@@ -159,7 +159,7 @@ def run_gate(
             nash_conv`` in a game whose exact NashConv is refused (``ml.judge.nashconv.nash_conv_refusal``).
         ml.model.policy.CheckpointError: a checkpoint that cannot be read.
         ml.data.batch_files.RecordError: a malformed batch line.
-        ml.runtime.compute.ComputeError: the Ray cluster was lost mid-stage.
+        ml.runtime.executor.ComputeError: the Ray cluster was lost mid-stage.
     """
     test = strength_test(cfg, game)
     if cfg.decide_by == "nash_conv":

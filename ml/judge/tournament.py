@@ -20,7 +20,7 @@ from ml.game.spec import Encoder
 from ml.judge.elo import HEURISTIC, RANDOM, TournamentGame
 from ml.model.policy import PolicyNet
 from ml.play.rollout import Controller, Pods, game_seeds, play_games, rotated_seatings
-from ml.runtime.compute import LOCAL, Executor, chunk_ranges, chunk_seed
+from ml.runtime.executor import LOCAL, Executor, chunk_ranges, chunk_seed
 
 
 def tournament_seatings(
@@ -46,7 +46,7 @@ class TournamentPlay:
         num_envs: games played at once (batched).
         seed: seeds the seatings, the games and any sampling.
         chunk_games: games per chunk by game index (0: one chunk); chunk ``k`` samples with
-            ``ml.runtime.compute.chunk_seed(seed, k)``.
+            ``ml.runtime.executor.chunk_seed(seed, k)``.
     """
 
     games: int
@@ -97,7 +97,7 @@ def play_tournament(
         zero-sum game (``GameSpec.zero_sum``).
 
     Raises:
-        ml.runtime.compute.ComputeError: the Ray cluster was lost mid-stage.
+        ml.runtime.executor.ComputeError: the Ray cluster was lost mid-stage.
     """
     controllers = {HEURISTIC: Controller(HEURISTIC), RANDOM: Controller(RANDOM)}
     controllers.update({name: Controller("net", net, greedy=True) for name, net in students.items()})

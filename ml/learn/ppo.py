@@ -38,7 +38,7 @@ from ml.learn.settings import RunSettings
 from ml.model.policy import PolicyNet
 from ml.play.buffer import Rollout
 from ml.play.collect import STUDENT, Collector, CollectSettings
-from ml.runtime.compute import Executor
+from ml.runtime.executor import Executor
 
 if TYPE_CHECKING:
     from ml.config.curriculum import AbortIf

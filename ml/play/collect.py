@@ -32,7 +32,7 @@ from ml.game.registry import GameSpec
 from ml.model.policy import PolicyNet
 from ml.play.buffer import Rollout
 from ml.play.rollout import Controller, Keep, Pods, game_seeds, play_games, rotated_seatings
-from ml.runtime.compute import Executor
+from ml.runtime.executor import Executor
 
 
 @dataclass(frozen=True)

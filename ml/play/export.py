@@ -7,7 +7,7 @@ extension: ``source: ppo``, ``model_version``, ``generation``, ``reward``,
 ``ml-decisions-ppo-<batch_id>.jsonl``, if the agent won or ``only_wins`` is off. The file
 appears under its final name when the batch is complete. The games are cut into chunks of
 ``compute.chunk_games`` by game index (0: one chunk, the games as before chunks existed), each
-sampling with its own seed (``ml.runtime.compute.chunk_seed``) and played by the stage's executor
+sampling with its own seed (``ml.runtime.executor.chunk_seed``) and played by the stage's executor
 (here or on a Ray cluster: the same batch either way); the exported records of one chunk per
 slot are held in memory.
 """
@@ -28,7 +28,7 @@ from ml.game.registry import GameSpec
 from ml.game.spec import Encoder
 from ml.model.policy import PolicyNet
 from ml.play.rollout import Controller, Keep, Pods, StagePlay, game_seeds, play_games, rotated_seatings
-from ml.runtime.compute import chunk_ranges, chunk_seed
+from ml.runtime.executor import chunk_ranges, chunk_seed
 
 if TYPE_CHECKING:
     from ml.config.sections import ExportParams, RunParams
@@ -143,7 +143,7 @@ def export_batch(
 
     Raises:
         ml.data.batch_files.RecordError: if a produced record does not fit the schema (a bug).
-        ml.runtime.compute.ComputeError: the Ray cluster was lost mid-stage.
+        ml.runtime.executor.ComputeError: the Ray cluster was lost mid-stage.
     """
     games, pod_size, executor = cfg.games, game.num_players, how.executor
     seatings = rotated_seatings(games, pod_size, "agent", lambda g: ["heuristic"] * (pod_size - 1))

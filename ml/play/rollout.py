@@ -36,7 +36,7 @@ from ml.game.registry import GameSpec
 from ml.game.spec import Encoder
 from ml.model.policy import PolicyNet, check_shape
 from ml.play.buffer import Rollout, Tracker
-from ml.runtime.compute import LOCAL, Executor
+from ml.runtime.executor import LOCAL, Executor
 
 ControllerKind = Literal["heuristic", "random", "net"]
 """Who plays a seat: a scripted player (``heuristic``, ``random``) or a network (``net``)."""

@@ -27,7 +27,7 @@ from ml.base.progress import ProgressBar
 from ml.data.batch_files import BatchWriter
 from ml.game.registry import GameSpec
 from ml.play.rollout import Controller, Keep, Pods, StagePlay, game_seeds, play_games
-from ml.runtime.compute import chunk_ranges, chunk_seed
+from ml.runtime.executor import chunk_ranges, chunk_seed
 
 if TYPE_CHECKING:
     from ml.config.sections import TeacherParams
@@ -110,7 +110,7 @@ def write_teacher_batch(out_dir: Path, game: GameSpec, cfg: TeacherParams, batch
     Raises:
         ValueError: a bad batch id.
         ml.data.batch_files.RecordError: a produced record that does not fit the schema (a bug).
-        ml.runtime.compute.ComputeError: the Ray cluster was lost mid-stage.
+        ml.runtime.executor.ComputeError: the Ray cluster was lost mid-stage.
     """
     games, executor = cfg.games, how.executor
     if cfg.explore:
