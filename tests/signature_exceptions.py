@@ -34,7 +34,7 @@ SIGNATURE_EXCEPTIONS: tuple[tuple[str, str], ...] = (
         "the attribute a user's '<module>:<attr>' names (an env factory or a policy): importlib's getattr is untyped",
     ),
     (
-        "ml/game/record.py:name_ranges",
+        "ml/game/schema_errors.py:name_ranges",
         "a pydantic wrap validator (mode='wrap'): pydantic hands it the raw input and takes back the validated value",
     ),
     (

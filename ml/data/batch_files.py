@@ -23,18 +23,17 @@ from typing import Any
 from pydantic import ValidationError
 
 from ml.base.io import DataFileError, JSONObject, JSONValue
-
 from ml.base.jsonl import JsonlWriter, iter_jsonl
 from ml.game.record import (
     READABLE_VERSIONS,
     SCHEMA_VERSION,
-    UNION_TAG_RE,
     FieldProblem,
     Record,
     RecordError,
     RecordModel,
 )
 from ml.game.registry import record_model
+from ml.game.schema_errors import UNION_TAG_RE
 
 logger = logging.getLogger(__name__)
 

@@ -29,22 +29,18 @@ Version History:
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, Protocol, TypeAlias
+from typing import Annotated, Protocol, TypeAlias
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    ValidationError,
-    ValidatorFunctionWrapHandler,
     field_validator,
     model_validator,
 )
-from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from ml.base.io import DataFileError, JSONValue
 from ml.config.sections import Source
@@ -66,19 +62,9 @@ TEXT_MAX_CHARS = 200
 (shared/docs/forge-decision-format.md), and the longest card name ever printed has 141."""
 Text = Annotated[str, Field(max_length=TEXT_MAX_CHARS, description="at most 200 characters, as Forge's log lines")]
 """A record's text field (``TEXT_MAX_CHARS``)."""
-UNION_TAG_RE = re.compile(r"^(?:(?:constrained-)?(?:int|str|float|bool)|dict\[.*\]|list\[.*\]|\[key\])$")
-"""The loc parts pydantic adds for a union's member (``cmdr_dmg``'s ``constrained-int``), not field names."""
 RecordLike: TypeAlias = "Mapping[str, JSONValue] | BaseModel | Record"
 """A decision record as a parsed JSON object or as a record model (``RecordModel``, read as :class:`Record`);
 :func:`record_field` reads either."""
-
-RANGE_ERRORS: dict[str, tuple[str, str, str]] = {
-    **dict.fromkeys(("greater_than_equal", "less_than_equal", "greater_than", "less_than"), ("minimum", "maximum", "")),
-    **dict.fromkeys(("too_short", "too_long"), ("minItems", "maxItems", " length")),
-    **dict.fromkeys(("string_too_short", "string_too_long"), ("minLength", "maxLength", " length")),
-}
-"""Pydantic's error types of a Field bound -> the JSON-schema keys of that bound's two ends."""
-
 
 class RecordError(DataFileError):
     """A decision record that does not fit the schema; message ``"<file>:<line>: <field>: <problem>"``.
@@ -111,102 +97,6 @@ class RecordModel(BaseModel):
     """Base of every record kind and its parts."""
 
     model_config = ConfigDict(extra="ignore")  # unknown keys from newer writers are dropped, never fatal
-
-
-@functools.cache
-def _json_schema(model: type[BaseModel]) -> dict[str, Any]:
-    return model.model_json_schema()
-
-
-def _schema_node(model: type[BaseModel], loc: Sequence[str | int]) -> tuple[dict[str, Any], str | None] | None:
-    """The JSON-schema node of ``model`` at an error's ``loc`` and its reason (``description``), or None.
-
-    A list index goes to ``items``, a name to ``properties`` (else a dict's ``additionalProperties``,
-    which keeps the dict's reason), a union tag (``UNION_TAG_RE``) to the member of that type, and an
-    Optional to its one non-null member.
-    """
-    root = _json_schema(model)
-    defs = root.get("$defs", {})
-    kinds = {"i": "integer", "s": "string", "f": "number", "b": "boolean", "d": "object", "l": "array"}
-
-    def resolve(node: dict[str, Any]) -> dict[str, Any]:
-        return defs[node["$ref"].rsplit("/", 1)[1]] if "$ref" in node else node
-
-    node, why = resolve(root), None
-    for part in (*loc, None):  # None: the end, where an Optional's member is the field
-        if "anyOf" in node:
-            members = [resolve(m) for m in node["anyOf"] if m.get("type") != "null"]
-            tag = part if isinstance(part, str) and UNION_TAG_RE.match(part) else None
-            kind = kinds.get(tag.removeprefix("constrained-")[0]) if tag else None
-            found = [m for m in members if m.get("type") == kind] if tag else members
-            if len(found) != 1:
-                return None
-            node, why = found[0], found[0].get("description", why)
-            if tag:
-                continue
-        if part is None:
-            break
-        props = node.get("properties", {})
-        child = node.get("items") if isinstance(part, int) else props.get(part, node.get("additionalProperties"))
-        if not isinstance(child, dict):
-            return None
-        own = child.get("description", resolve(child).get("description"))
-        why = why if own is None and part not in props and not isinstance(part, int) else own
-        node = resolve(child)
-    return node, why
-
-
-def allowed_range(
-    model: type[BaseModel], loc: Sequence[str | int], error_type: str
-) -> tuple[float | None, float | None, str | None] | None:
-    """The bound that a pydantic error of ``error_type`` at ``loc`` broke, from ``model``'s JSON schema.
-
-    Returns:
-        ``(low, high, reason)``: the field's value (or length) range, either end None when open
-        (integer ``lt``/``gt`` bounds given inclusive, lengths from 0), and the field's ``description``
-        (the bound's reason); None when ``loc`` or the bound is not found.
-    """
-    found = _schema_node(model, loc) if error_type in RANGE_ERRORS else None
-    if found is None:
-        return None
-    node, why = found
-    lo_key, hi_key, length = RANGE_ERRORS[error_type]
-    lo, hi = node.get(lo_key, 0 if length else None), node.get(hi_key)
-    if node.get("type") == "integer":
-        lo = node["exclusiveMinimum"] + 1 if "exclusiveMinimum" in node else lo
-        hi = node["exclusiveMaximum"] - 1 if "exclusiveMaximum" in node else hi
-    if lo is None and hi is None:
-        return None
-    return lo, hi, why
-
-
-def name_ranges(model: type[BaseModel], data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-    """Validate ``data`` with ``handler``; each broken Field bound's message then names its whole range.
-
-    For a model's ``mode="wrap"`` model validator. A bound error (``RANGE_ERRORS``) gets the message
-    ``"<pydantic's message>; allowed <low>..<high>: <reason>"`` and ``ctx["allowed"] = [low, high]``
-    (:func:`allowed_range`); every other error is kept as it is.
-
-    Raises:
-        ValidationError: ``data`` does not fit ``model``.
-    """
-    try:
-        return handler(data)
-    except ValidationError as e:
-        errors = e.errors(include_url=False)
-        ranges = [allowed_range(model, err["loc"], err["type"]) for err in errors]
-        if not any(ranges):
-            raise
-        details: list[InitErrorDetails] = []
-        for err, found in zip(errors, ranges, strict=True):
-            ctx, msg = dict(err.get("ctx") or {}), err["msg"]
-            if found is not None:
-                lo, hi, why = found
-                span = f"{'' if lo is None else lo}..{'' if hi is None else hi}"
-                msg = f"{msg}; allowed{RANGE_ERRORS[err['type']][2]} {span}" + (f": {why}" if why else "")
-                ctx["allowed"] = [lo, hi]
-            details.append({"type": PydanticCustomError(err["type"], msg, ctx), "loc": err["loc"], "input": err["input"]})
-        raise ValidationError.from_exception_data(e.title, details) from None
 
 
 class RecordAction(Protocol):

@@ -27,9 +27,9 @@ from ml.game.record import (
     check_outcome,
     check_policy,
     check_schema_version,
-    name_ranges,
     outcome_winner,
 )
+from ml.game.schema_errors import name_ranges
 
 # Bounds of the record's counts. Each is what a Commander game can reach, with room to spare for
 # real Forge games (tokens, stolen cards); a value beyond one is a broken writer or a forged request.
