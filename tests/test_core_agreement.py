@@ -240,6 +240,34 @@ def test_given_decks_deal_as_new_game_with_deck_names():
         assert rules.decision_record(state) == core.decision_record(st, TABLES, g)
 
 
+def test_every_form_of_a_per_game_argument_deals_the_same_games():
+    """``core.reset`` takes a C-contiguous int64 array as it is and converts every other form (a
+    scalar, a numpy scalar, a list, a strided or read-only array): the same deal each way, the
+    caller's array unchanged, and a value out of range refused whatever its form."""
+    n = 4
+    seeds = np.arange(20, 20 + n, dtype=np.int64)
+
+    def dealt(seed_arg: object, pods: object) -> list[dict[str, object]]:
+        st = core.new_state(n)
+        core.reset(st, TABLES, seed_arg, pods, 30)  # type: ignore[arg-type]
+        return [core_snapshot(st, g) for g in range(n)]
+
+    want = [ref_snapshot(rules.new_game(int(seeds[g]), 4, 30, g)) for g in range(n)]
+    strided = np.arange(20, 20 + 2 * n, dtype=np.int64)[::2] - np.arange(n)  # 20..23 again, as a copy
+    view = np.repeat(seeds, 2)[::2]  # a strided view: not C-contiguous
+    frozen = seeds.copy()
+    frozen.flags.writeable = False
+    for seed_arg, pods in ((seeds, 4), (seeds.tolist(), np.int64(4)), (view, np.full(n, 4, np.int8)),
+                           (frozen, [4] * n), (strided, np.full(n, 4)), (seeds.astype(np.int32), 4)):  # fmt: skip
+        assert dealt(seed_arg, pods) == want
+    assert seeds.tolist() == [20, 21, 22, 23]
+    for pods in (1, 7, np.int64(7), [4, 4, 4, 9], np.array([4, 4, 1, 4])):
+        with pytest.raises(ValueError, match="pod_size must be in 2"):
+            dealt(seeds, pods)
+    with pytest.raises(ValueError, match=r"seeds must be a scalar or shape \(4,\)"):
+        dealt(np.arange(3), 4)
+
+
 def test_illegal_action_is_refused():
     st = core.new_state(1)
     core.reset(st, TABLES, np.array([3]), 4, 30)

@@ -128,10 +128,29 @@ def new_state(n: int) -> CoreState:
 
 
 def _per_game(value: int | np.ndarray, n: int, dtype: type, name: str) -> np.ndarray:
-    out: np.ndarray = np.broadcast_to(np.asarray(value, dtype=dtype), (n,)).copy()
-    if out.shape != (n,):
+    """``value`` as a C-contiguous, writeable ``dtype[n]`` (a scalar repeated; such an array as it is: the kernels
+    only read it).
+
+    Raises:
+        ValueError: neither a scalar nor shape ``(n,)``.
+    """
+    if isinstance(value, np.ndarray) and value.dtype == dtype and value.shape == (n,):
+        if value.flags.c_contiguous and value.flags.writeable:  # numba's one compiled type (else a new compile)
+            return value
+    if isinstance(value, int):
+        return np.full(n, value, dtype)
+    arr: np.ndarray = np.asarray(value, dtype=dtype)
+    if arr.shape not in ((), (n,)):
         raise ValueError(f"{name} must be a scalar or shape ({n},), got {np.shape(value)}")
+    out: np.ndarray = np.broadcast_to(arr, (n,)).copy()
     return out
+
+
+def _outside(value: int | np.ndarray, arr: np.ndarray, lo: int, hi: int) -> bool:
+    """Some game's ``value`` (a scalar, or ``arr``, its int64[N] form) lies outside ``lo..hi``."""
+    if isinstance(value, int):
+        return not lo <= value <= hi
+    return bool(arr.min() < lo or arr.max() > hi)
 
 
 class SeatArrays(TypedDict, total=False):
@@ -179,7 +198,7 @@ def reset(
     seeds = _per_game(seeds, n, np.int64, "seeds")
     pods = _per_game(pod_size, n, np.int64, "pod_size")
     turns = _per_game(max_turns, n, np.int64, "max_turns")
-    if pods.min() < 2 or pods.max() > MAX_POD or turns.min() < 1 or turns.max() > MAX_TURNS:
+    if _outside(pod_size, pods, 2, MAX_POD) or _outside(max_turns, turns, 1, MAX_TURNS):
         raise ValueError(f"pod_size must be in 2..{MAX_POD} and max_turns in 1..{MAX_TURNS}")
     index = np.arange(n, dtype=np.int64) if game_index is None else _per_game(game_index, n, np.int64, "game_index")
     unknown = set(seat_arrays) - set(SeatArrays.__annotations__)
