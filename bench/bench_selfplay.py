@@ -6,13 +6,16 @@ Prints, in decisions per second on one core:
   * the same pods through ``play_games`` (the core) with the observation encoder, one net seat
     (what self-play pays),
   * PPO self-play collection (``ml.learn.ppo.train_ppo``, fresh student) with 1 and 2 worker
-    processes, their ratio (scaling), and the PPO update's samples/s; with 64 games in flight;
-    and in a process without the reproducible CPU cap (``DISTILL_NATIVE_CPU=1``),
+    processes on the same rounds (the product's: 4,096 learner decisions in 8 chunks), their
+    ratio (scaling), and the PPO update's samples/s; with 64 games in flight; and in a process
+    without the reproducible CPU cap (``DISTILL_NATIVE_CPU=1``),
   * the policy's forward pass per decision at batches of 16 and 256 (what bounds collection),
   * the batched core (``ml.game.commander.core``, numba) with four heuristic seats: rules only
     (scripted seats play inside ``step``), and as an env (an observation and a legal mask
-    written for every decision, the heuristic's choice fed back; no forward pass), with the
-    time of its ``encode`` call per observation,
+    written for every decision, the heuristic's choice fed back; no forward pass), and as
+    self-play plays it (one external seat whose every decision gets an observation and a mask,
+    the heuristic's choice fed back, three heuristic seats inside ``step``; no forward pass),
+    with each env row's ratio to rules-only and the time of ``encode`` per observation,
   * OpenSpiel ``crazy_eights`` with 4 players and uniform-random play (the reference),
 and each figure's ratio to the OpenSpiel reference, and numba's compile time of the core
 (cold, in a fresh cache directory) and its load time from the cache.
@@ -114,6 +117,50 @@ def bench_core_env(seconds: float) -> tuple[float, float]:
     return decisions / (time.perf_counter() - started), encoding / decisions * 1e9
 
 
+def bench_core_pods(seconds: float) -> tuple[float, float]:
+    """Core as self-play plays it, no forward pass: one external seat (rotated, game ``g`` puts it in
+    seat ``g % 4``) and three heuristic seats playing inside ``step``; at every external decision an
+    observation and a legal mask are written and the heuristic's choice (drawn from that seat's own
+    generator) is fed back as the external action. Finished games are dealt again at once.
+
+    Returns (decisions/s of all seats, share of the decisions that were external)."""
+    n = CORE_GAMES
+    tables, st = core.load_tables(), core.new_state(n)
+    obs = np.zeros((n, OBS_DIM), np.float32)
+    mask = np.zeros((n, core.kernels.NUM_ACTIONS), bool)
+    actions, rewards = np.full(n, -1, np.int64), np.zeros((n, MAX_POD), np.float32)
+    seats, games = np.zeros(n, np.int64), np.arange(n)
+    kinds = np.full((n, MAX_POD), core.SEAT_HEURISTIC, np.int8)  # every seat's generator seeded at the deal
+
+    def deal(seeds: np.ndarray, which: np.ndarray) -> None:
+        core.reset(
+            st, tables, seeds, 4, 30, seat_kind=kinds, player_seeds=seeds[:, None] * 4 + np.arange(MAX_POD), games=which
+        )
+        external[which] = seeds[which] % 4
+        st.seat_kind[games[which], external[which]] = core.SEAT_EXTERNAL
+
+    external = np.zeros(n, np.int64)
+    deal(np.arange(n, dtype=np.int64), np.ones(n, bool))
+    actions[:] = -1
+    decisions, observed, started, dealt = core.step(st, tables, actions, rewards), 0, time.perf_counter(), n
+    while time.perf_counter() - started < seconds:
+        np.copyto(seats, st.active)
+        seats[st.done] = -1  # every game in play waits on its external seat
+        core.encode(st, tables, seats, obs)
+        np.copyto(mask, st.legal)
+        st.seat_kind[games, external] = core.SEAT_HEURISTIC  # the heuristic answers for the network
+        core.choose_scripted(st, tables, actions)  # -1 in the games over
+        st.seat_kind[games, external] = core.SEAT_EXTERNAL
+        observed += int((seats >= 0).sum())
+        decisions += core.step(st, tables, actions, rewards)
+        if st.done.any():
+            deal(np.arange(dealt, dealt + n, dtype=np.int64), st.done.copy())
+            dealt += n
+            actions[:] = -1  # the new games' scripted seats play to their first external decision
+            decisions += core.step(st, tables, actions, rewards)
+    return decisions / (time.perf_counter() - started), observed / decisions
+
+
 _WARM_UP = "import time; t = time.perf_counter(); from ml.game.commander.core.warmup import run_kernels; run_kernels(); print(time.perf_counter() - t)"
 
 
@@ -145,10 +192,18 @@ def bench_env(seconds: float) -> float:
     return decisions / (time.perf_counter() - started)
 
 
+PPO_ROLLOUT = 4096
+"""Learner decisions a PPO round collects in the bench (``params.yaml``'s ``selfplay.rollout_steps``)."""
+
+
 def bench_ppo(seconds: float, workers: int, num_envs: int = 16, chunks: int = 8) -> tuple[float, float]:
-    """PPO self-play with ``workers`` processes: (all-seat decisions/s while collecting, update samples/s)."""
-    steps = int(1500 * seconds * workers)
-    cfg = SelfplayParams(total_steps=steps, num_envs=num_envs, rollout_steps=max(steps // 2, 512), lr=3e-4, gamma=0.995,
+    """PPO self-play with ``workers`` processes: (all-seat decisions/s while collecting, update samples/s).
+
+    The same work whatever ``workers`` is: ``max(2, round(seconds))`` rounds of ``PPO_ROLLOUT``
+    learner decisions in ``chunks`` pieces (the product's round), so the 2-worker / 1-worker
+    ratio compares one collection played two ways."""
+    steps = max(2, round(seconds)) * PPO_ROLLOUT
+    cfg = SelfplayParams(total_steps=steps, num_envs=num_envs, rollout_steps=PPO_ROLLOUT, lr=3e-4, gamma=0.995,
                          gae_lambda=0.95, clip_coef=0.2, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5, update_epochs=4,
                          minibatch_size=512, opponent_mix={"heuristic": 1.0}, workers=workers, rollout_chunks=chunks)  # fmt: skip
     torch.manual_seed(0)
@@ -203,6 +258,15 @@ def bench_openspiel(seconds: float) -> float:
     return decisions / (time.perf_counter() - started)
 
 
+def _core_ratios(rules: float, every: float, pods: float, external_share: float, encode_ns: float) -> None:
+    print(f"core env + encoder / core rules-only: {every:.0f} / {rules:.0f} = {every / rules:.2f}x (every decision observed)")
+    print(
+        f"core env + encoder, 1 external + 3 heuristic seats / core rules-only: {pods / rules:.2f}x "
+        f"({external_share:.0%} of the decisions observed: the self-play pods' network seat)"
+    )
+    print(f"core encode in the env loop: {encode_ns:,.0f} ns an observation")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=5.0, help="time per measurement (default: %(default)s)")
@@ -220,18 +284,19 @@ def main() -> None:
     reference = bench_openspiel(args.seconds)
     core_rules = bench_core_rules(args.seconds)
     core_env, encode_ns = bench_core_env(args.seconds)
+    core_pods, external_share = bench_core_pods(args.seconds)
     warm_up()  # what a stage pays once per process (its first CoreGame), outside the timed rows
     core_rows = [
         (f"core rules-only, 4 heuristic seats, {CORE_GAMES} games batched", core_rules),
         ("core env + encoder (obs + mask every decision, no forward pass)", core_env),
+        ("core env + encoder, 1 external + 3 heuristic seats (no forward pass)", core_pods),
     ]
     if args.core_only:
         rows = [*core_rows, ("OpenSpiel crazy_eights 4p, uniform random (reference)", reference)]
         print(f"{'benchmark':66s} {'decisions/s':>12s} {'vs OpenSpiel':>12s}")
         for name, rate in rows:
             print(f"{name:66s} {rate:12,.0f} {rate / reference:11.2f}x")
-        print(f"core env + encoder / core rules-only: {core_env / core_rules:.2f}x")
-        print(f"core encode in the env loop: {encode_ns:,.0f} ns an observation")
+        _core_ratios(core_rules, core_env, core_pods, external_share, encode_ns)
         return
     one, update_one = bench_ppo(args.seconds, 1)
     two, _ = bench_ppo(args.seconds, 2)
@@ -250,8 +315,7 @@ def main() -> None:
     print(f"{'benchmark':66s} {'decisions/s':>12s} {'vs OpenSpiel':>12s}")
     for name, rate in rows:
         print(f"{name:66s} {rate:12,.0f} {rate / reference:11.2f}x")
-    print(f"core env + encoder / core rules-only: {core_env / core_rules:.2f}x")
-    print(f"core encode in the env loop: {encode_ns:,.0f} ns an observation")
+    _core_ratios(core_rules, core_env, core_pods, external_share, encode_ns)
     print(f"self-play scaling, 2 workers / 1 worker: {two / one:.2f}x (ideal 2.00x on 2 free cores)")
     print(f"PPO update: {update_one:,.0f} samples/s (minibatch 512, MLP 256x256, CPU, 1 thread)")
     print(
