@@ -239,11 +239,16 @@ costs an incref/decref pair per array of the 39-array ``CoreState`` (measured: 1
 option (numba is pinned in constraints.txt); an unknown option would fail at import.
 """
 helper = njit(**_KERNEL_OPTIONS, inline="always")
-"""Small helpers, inlined into their callers by numba: a call that is not inlined passes the
-whole state (39 arrays, about 350 machine words) by value, about 150 ns a call (measured).
+"""Helpers, inlined into their callers by numba: a call that is not inlined passes the whole
+state (39 arrays, about 350 machine words) by value, about 150 ns a call (measured).
 The encoder's whole call chain (``encode_one``, ``_combat``, ``_plan_blocks``) is helpers,
 inlined into ``encode_kernel``: with kernels in it, numba's cached code ran it 2x slower than
-the same code freshly compiled (see :func:`combat`)."""
+the same code freshly compiled (see :func:`combat`). So is the rules' chain of one decision
+(``scripted_action`` and the heuristic it runs, ``_apply``, ``_cast``, ``_attack``,
+``_advance``, ``_compute_legal``, ``_end_turn``, ``_rewards``), each called from one place in
+:func:`step_kernel`: the rules-only bench went from 847,000 to 1,590,000 decisions/s and the
+cold compile from 42 to 59 s (docs/measurements.md). A helper called from two places is two
+copies to compile (81 s with ``_apply`` at two sites of ``step_kernel``)."""
 
 # ---------------------------------------------------------------------------- MT19937 (Python's random)
 
@@ -657,7 +662,7 @@ def _destroy(st, g, s, i):
         _to_grave(st, g, s, c)
 
 
-@kernel
+@helper
 def _eliminate(st, g, s):
     if st.eliminated[g, s]:
         return
@@ -694,7 +699,7 @@ def _draw(st, g, s, n):
     return True
 
 
-@kernel
+@helper
 def _begin_turn(st, T, g, s, skip_draw):
     st.active[g] = s
     st.phase[g] = MAIN_1
@@ -713,7 +718,7 @@ def _begin_turn(st, T, g, s, skip_draw):
             break
 
 
-@kernel
+@helper
 def _discard_index(st, T, g, s):
     lands = 0
     last_land = -1
@@ -729,7 +734,7 @@ def _discard_index(st, T, g, s):
     return last_land if lands > 3 else best
 
 
-@kernel
+@helper
 def _end_turn(st, T, g):
     a = np.int64(st.active[g])
     while st.hand_n[g, a] > HAND_SIZE:
@@ -751,7 +756,7 @@ def _end_turn(st, T, g):
     _begin_turn(st, T, g, nxt, False)
 
 
-@kernel
+@helper
 def _after_pass(st, g):
     if st.phase[g] == COMBAT:
         return MAIN_2
@@ -818,7 +823,7 @@ def _wipe_has_targets(st, g, n):
     return False
 
 
-@kernel
+@helper
 def _compute_legal(st, T, g):
     """``engine.compute_legal`` into ``st.legal[g]``; returns the number of legal actions."""
     for a in range(NUM_ACTIONS):
@@ -856,7 +861,7 @@ def _compute_legal(st, T, g):
     return count + 1
 
 
-@kernel
+@helper
 def _advance(st, T, g):
     while not st.done[g]:
         if st.eliminated[g, st.active[g]] or st.phase[g] == END:
@@ -872,7 +877,7 @@ def _advance(st, T, g):
 # ---------------------------------------------------------------------------- card effects
 
 
-@kernel
+@helper
 def choose_card(st, T, g, s, kind):
     """``engine.choose_card``: hand index of the card a cast of ``kind`` casts, or -1."""
     m = st.mana[g, s]
@@ -907,7 +912,7 @@ def _cheapest_instant(st, T, g, s):
     return best
 
 
-@kernel
+@helper
 def _cast(st, T, g, s, action):
     if action == CAST_COMMANDER:
         c = T.deck_cmdr[st.deck[g, s]]
@@ -966,7 +971,7 @@ def _instant_response(st, T, g, s, d, scr, na):
     return na
 
 
-@kernel
+@helper
 def _attack(st, T, g, s, d, scr):
     """``engine.attack``: seat ``s`` attacks ``d`` with every creature able to; responses, blocks, damage."""
     na = _gather_ready(st, T, g, s, scr)
@@ -1002,7 +1007,7 @@ def _attack(st, T, g, s, d, scr):
         _eliminate(st, g, d)
 
 
-@kernel
+@helper
 def _apply(st, T, g, action, scr):
     """``rules.apply_action`` of a legal ``action`` for the seat to act in game ``g``."""
     s = np.int64(st.active[g])
@@ -1126,7 +1131,7 @@ def reset_kernel(st, T, deal, scr):
 # ---------------------------------------------------------------------------- scripted players
 
 
-@kernel
+@helper
 def _behind(st, g, s, T):
     mine = 0
     for i in range(st.crt_n[g, s]):
@@ -1143,7 +1148,7 @@ def _behind(st, g, s, T):
     return theirs >= mine + WIPE_POWER_GAP and count >= st.crt_n[g, s] + WIPE_COUNT_GAP
 
 
-@kernel
+@helper
 def _heuristic_main(st, T, g, s):
     legal = st.legal[g]
     if legal[CAST_COMMANDER]:
@@ -1170,7 +1175,7 @@ def _heuristic_main(st, T, g, s):
     return PASS
 
 
-@kernel
+@helper
 def _threatened(st, T, g, s, scr):
     nk = _gather_kept(st, T, g, s, scr)
     life = np.int64(st.life[g, s])
@@ -1193,7 +1198,7 @@ def _threatened(st, T, g, s, scr):
     return False
 
 
-@kernel
+@helper
 def _heuristic_combat(st, T, g, s, scr):
     n = np.int64(st.pod[g])
     best = PASS
@@ -1222,7 +1227,7 @@ def _heuristic_combat(st, T, g, s, scr):
     return best
 
 
-@kernel
+@helper
 def scripted_action(st, T, g, scr):
     """The scripted player's choice for the seat to act (``HeuristicPlayer.act``/``RandomPlayer.act``), -1 if none."""
     if st.done[g]:
@@ -1254,7 +1259,7 @@ def scripted_action(st, T, g, scr):
 # ---------------------------------------------------------------------------- batched entry points
 
 
-@kernel
+@helper
 def _rewards(st, g, e0, rewards):
     """Zero-sum rewards of what happened since ``elim_n`` was ``e0`` (``env.CommanderPodEnv`` rules)."""
     n = np.int64(st.pod[g])
@@ -1272,7 +1277,7 @@ def _rewards(st, g, e0, rewards):
                     rewards[g, s] += -loss * eliminated / live
 
 
-@kernel
+@helper
 def _check(st, g, a):
     if a < 0 or a >= NUM_ACTIONS or not st.legal[g, a]:
         raise ValueError("an action outside the legal mask of its game")
@@ -1307,9 +1312,15 @@ def step_kernel(st, T, actions, rewards, scr):
         a = actions[g]
         if a >= 0 and st.seat_kind[g, st.active[g]] == 0:
             _check(st, g, a)
+        else:
+            a = -1
+        while True:  # one call site of _apply and of scripted_action: each inlined copy adds seconds to the compile
+            if a < 0:
+                if st.done[g] or st.seat_kind[g, st.active[g]] == 0:
+                    break
+                a = scripted_action(st, T, g, scr)
             _apply(st, T, g, a, scr)
-        while not st.done[g] and st.seat_kind[g, st.active[g]] != 0:
-            _apply(st, T, g, scripted_action(st, T, g, scr), scr)
+            a = -1
         total += st.decisions[g] - before
         _rewards(st, g, e0, rewards)
     return total
