@@ -94,7 +94,7 @@ class CoreTables:
         def col(values: list[int]) -> np.ndarray:
             return np.asarray(values, dtype=np.int64)
 
-        self.nb = Tables(
+        base = dict(
             kind=col([KINDS.index(c.kind) for c in cards]),
             mv=col([c.mana_value for c in cards]),
             power=col([c.power for c in cards]),
@@ -108,6 +108,9 @@ class CoreTables:
             ),
             deck_cmdr=col([self.card_id[d.commander] for d in decks.values()]),
         )
+        rank = np.zeros((2, len(cards), len(cards)), np.int8)
+        kernels.favourable_ranks(Tables(**base, rank=np.zeros((2, 0, 0), np.int8)), rank)
+        self.nb = Tables(**base, rank=rank)
 
 
 @functools.lru_cache(maxsize=1)

@@ -149,7 +149,9 @@ class Tables(NamedTuple):
 
     Attributes: ``kind, mv, power, tough, kw`` (keyword bits ``KW_*``), ``nkw`` (keyword count),
     ``instant`` (0/1), ``amount`` over cards, int64[C]; ``deck_cards`` int64[D, 99] card ids
-    in file order; ``deck_cmdr`` int64[D] the commander's card id.
+    in file order; ``deck_cmdr`` int64[D] the commander's card id; ``rank`` int8[2, C, C], the
+    block planner's rank of blocker card ``b`` against attacker card ``a``, ``rank[cmdr, a, b]``
+    (``cmdr``: the blocker is a commander), filled by :func:`favourable_ranks` from the others.
     """
 
     kind: np.ndarray
@@ -162,6 +164,7 @@ class Tables(NamedTuple):
     amount: np.ndarray
     deck_cards: np.ndarray
     deck_cmdr: np.ndarray
+    rank: np.ndarray
 
 
 class CoreState(NamedTuple):
@@ -422,18 +425,31 @@ def _pool_remove(scr, pp, pool_n):
 
 
 @helper
-def _favourable_rank(T, scr, a, b):
-    """``combat._favourable_blocker``'s rank of blocker index ``b`` against attacker card ``a``: 0 eat, 1 wall, 2 trade, -1 none."""
-    bc = scr[BLK_CARD, b]
+def _rank_of(T, a, bc, cmdr):
+    """``combat._favourable_blocker``'s rank of blocker card ``bc`` (a commander if ``cmdr``) against
+    attacker card ``a``: 0 eat, 1 wall, 2 trade, -1 none."""
     if not _can_block(T, bc, a):
         return -1
     survives = not _kills(T, a, bc, T.power[a])
     kills = _kills(T, bc, a, T.power[bc])
     if survives:
         return 0 if kills else 1
-    if kills and not scr[BLK_CMDR, b] and T.mv[bc] <= T.mv[a]:
+    if kills and not cmdr and T.mv[bc] <= T.mv[a]:
         return 2
     return -1
+
+
+@kernel
+def favourable_ranks(T, out):
+    """``out[cmdr, a, b]`` = :func:`_rank_of` for every pair of cards (int8[2, C, C]; ``Tables.rank``).
+
+    The planner reads the table: one load for the card tests each (attacker, blocker) pair
+    costs, the inner loop of every combat the rules and the encoder plan."""
+    n = T.power.shape[0]
+    for cmdr in range(2):
+        for a in range(n):
+            for b in range(n):
+                out[cmdr, a, b] = _rank_of(T, a, b, cmdr)
 
 
 @helper
@@ -451,7 +467,7 @@ def _plan_blocks(T, scr, na, pool_n, life, taken):
         best_mv = 0
         for pp in range(pool_n):
             b = scr[POOL, pp]
-            rank = _favourable_rank(T, scr, a, b)
+            rank = np.int64(T.rank[scr[BLK_CMDR, b], a, scr[BLK_CARD, b]])  # _rank_of(T, a, card, cmdr)
             if rank < 0:
                 continue
             mv = T.mv[scr[BLK_CARD, b]]
