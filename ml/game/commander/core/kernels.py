@@ -1300,20 +1300,6 @@ def _check(st, g, a):
 
 
 @kernel
-def apply_kernel(st, T, actions, rewards, scr):
-    """One decision in every game with ``actions[g] >= 0`` (legal; raises ValueError if not); rewards[g] of it."""
-    for g in range(actions.shape[0]):
-        rewards[g, :] = 0.0
-        a = actions[g]
-        if a < 0 or st.done[g]:
-            continue
-        _check(st, g, a)
-        e0 = st.elim_n[g]
-        _apply(st, T, g, a, scr)
-        _rewards(st, g, e0, rewards)
-
-
-@kernel
 def step_kernel(st, T, actions, rewards, scr):
     """The batched step: the external seat to act plays ``actions[g]`` (skipped if < 0), then
     scripted seats play until an external seat is to act or the game ends; ``rewards[g]``
