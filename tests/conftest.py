@@ -174,6 +174,13 @@ def warm_core_cache() -> None:
     _CORE_CACHE_WARM = True
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Fill numba's cache of the core before the first test (``warm_core_cache``): on a fresh clone one
+    process compiles, on two cores (``warmup.run_kernels``; a fast test may start no process), and
+    the other pytest-xdist processes wait, then load it; later sessions load it in about a second."""
+    warm_core_cache()
+
+
 def make_project_copy(dest: Path, params: dict) -> Path:
     """Copy the project's files (tracked and untracked, not ignored) and numba's cache of the
     core's kernels (made first: ``warm_core_cache``) into a fresh git repo.

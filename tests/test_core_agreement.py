@@ -270,11 +270,24 @@ def test_every_form_of_a_per_game_argument_deals_the_same_games():
 
 def test_illegal_action_is_refused():
     st = core.new_state(1)
-    core.reset(st, TABLES, np.array([3]), 4, 30)
+    kinds = np.array([[core.SEAT_HEURISTIC, core.SEAT_EXTERNAL, core.SEAT_RANDOM, core.SEAT_HEURISTIC, 0, 0]], np.int8)
+    core.reset(st, TABLES, np.array([3]), 4, 30, seat_kind=kinds)
     illegal = int(np.flatnonzero(~st.legal[0])[0])
     with pytest.raises(ValueError, match="legal mask"):
         core.apply_actions(st, TABLES, np.array([illegal]), np.zeros((1, MAX_POD), np.float32))
     assert st.decisions[0] == 0
+    assert np.array_equal(st.seat_kind, kinds)  # the step ran with every seat external, then the kinds came back
+
+
+def test_apply_actions_plays_one_decision_of_a_scripted_seat_and_stops():
+    st = core.new_state(2)
+    kinds = np.full((2, MAX_POD), core.SEAT_HEURISTIC, np.int8)
+    core.reset(st, TABLES, np.array([5, 6]), 4, 30, seat_kind=kinds, player_seeds=np.arange(2 * MAX_POD).reshape(2, MAX_POD))
+    chosen = core.choose_scripted(st, TABLES, np.zeros(2, np.int64))
+    rewards = np.zeros((2, MAX_POD), np.float32)
+    core.apply_actions(st, TABLES, np.array([chosen[0], -1]), rewards)
+    assert st.decisions.tolist() == [1, 0] and np.array_equal(st.seat_kind, kinds)
+    assert core.step(st, TABLES, np.full(2, -1, np.int64), rewards) > 1  # scripted seats still play in step
 
 
 def test_encode_checks_its_buffer():
@@ -434,6 +447,46 @@ def test_first_core_game_of_a_process_logs_the_kernels_load(caplog, monkeypatch)
     CoreGame(3, 4, 30)
     lines = [r.getMessage() for r in caplog.records if r.name == warmup.__name__]
     assert len(lines) == 1 and lines[0].startswith("commander core: kernels "), lines
+
+
+def _cold_in_a_fresh_process(env: dict[str, str]) -> bool:
+    code = "from ml.game.commander.core.warmup import cold; print(cold())"
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True, check=True)
+    return {"True": True, "False": False}[out.stdout.split()[-1]]
+
+
+@pytest.mark.expensive
+def test_a_cold_cache_is_told_from_a_warm_one(tmp_path):
+    from tests.conftest import warm_core_cache
+
+    warm_core_cache()
+    assert _cold_in_a_fresh_process({"NUMBA_CACHE_DIR": str(tmp_path)}) is True  # an empty cache
+    assert _cold_in_a_fresh_process({}) is False  # this checkout's cache, filled by warm_core_cache
+    from ml.game.commander.core import warmup
+
+    assert warmup.cold() is False  # compiled or loaded in this process
+    assert _cold_in_a_fresh_process({"NUMBA_DISABLE_JIT": "1"}) is False  # no cache to fill: one process
+
+
+@pytest.mark.expensive
+def test_a_cold_warm_up_compiles_the_observation_side_in_a_second_process(tmp_path, monkeypatch, caplog):
+    from ml.game.commander import core as core_pkg
+    from ml.game.commander.core import warmup
+
+    seen = tmp_path / "child.txt"
+    child = f"import pathlib, ml.game.commander.core as c; pathlib.Path({str(seen)!r}).write_text(c.__file__)"
+    monkeypatch.setattr(warmup, "cold", lambda: True)
+    monkeypatch.setattr(warmup, "_OBSERVATION_SIDE", child)
+    monkeypatch.chdir(tmp_path)  # the child finds this process's ``ml``, not one in its working directory
+    warmup.run_kernels()
+    assert Path(seen.read_text()).resolve() == Path(core_pkg.__file__).resolve()  # the same source: the same cache
+
+    monkeypatch.setattr(warmup, "_OBSERVATION_SIDE", "raise SystemExit('no room for the cache')")
+    caplog.set_level("WARNING", logger=warmup.__name__)
+    warmup.run_kernels()  # the kernels still run (here: already compiled)
+    assert [r.getMessage() for r in caplog.records] == [
+        "commander core: the second compile process failed (no room for the cache); compiling here"
+    ]
 
 
 def test_warm_up_line_says_compiled_or_loaded():
