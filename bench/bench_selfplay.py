@@ -18,7 +18,8 @@ Prints, in decisions per second on one core:
     with each env row's ratio to rules-only and the time of ``encode`` per observation,
   * OpenSpiel ``crazy_eights`` with 4 players and uniform-random play (the reference),
 and each figure's ratio to the OpenSpiel reference, and numba's compile time of the core
-(cold, in a fresh cache directory) and its load time from the cache.
+(cold, in a fresh cache directory, in two processes as a stage compiles it and in one) and its
+load time from the cache.
 
 Usage (repository root): PYTHONPATH=. python bench/bench_selfplay.py [--seconds 5] [--core-only]
 (without ``PYTHONPATH=.`` a run in another checkout imports the ``ml`` the virtual environment installed).
@@ -162,17 +163,23 @@ def bench_core_pods(seconds: float) -> tuple[float, float]:
 
 
 _WARM_UP = "import time; t = time.perf_counter(); from ml.game.commander.core.warmup import run_kernels; run_kernels(); print(time.perf_counter() - t)"
+_ONE_PROCESS = (
+    "import time; t = time.perf_counter(); from ml.game.commander.core import warmup; warmup.compile_rules_side(); "
+    "warmup.compile_observation_side(); print(time.perf_counter() - t)"
+)  # the same kernels compiled in one process, one after the other (the reference of the two-process compile)
 
 
-def bench_core_compile() -> tuple[float, float]:
-    """Seconds to import and warm the core in a fresh process: with an empty numba cache, then from that cache."""
+def bench_core_compile() -> tuple[float, float, float]:
+    """Seconds to import and warm the core in a fresh process: with an empty numba cache in one process (the
+    kernels one after the other), with an empty cache as a stage does it (``run_kernels``: two processes),
+    then from that cache."""
     times = []
-    with tempfile.TemporaryDirectory() as cache:
-        env = {**os.environ, "NUMBA_CACHE_DIR": cache, "PYTHONPATH": os.getcwd()}
-        for _ in range(2):
-            out = subprocess.run([sys.executable, "-c", _WARM_UP], env=env, capture_output=True, text=True, check=True)
+    with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as two:
+        for code, cache in ((_ONE_PROCESS, one), (_WARM_UP, two), (_WARM_UP, two)):
+            env = {**os.environ, "NUMBA_CACHE_DIR": cache, "PYTHONPATH": os.getcwd()}
+            out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
             times.append(float(out.stdout.split()[-1]))
-    return times[0], times[1]
+    return times[0], times[1], times[2]
 
 
 def bench_env(seconds: float) -> float:
@@ -276,9 +283,10 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     if not args.skip_compile:
-        cold, cached = bench_core_compile()
+        serial, cold, cached = bench_core_compile()
         print(
-            f"core compile: {cold:.1f} s cold (empty numba cache), {cached:.1f} s from the cache (import + warm-up, fresh process)"
+            f"core compile: {cold:.1f} s cold (empty numba cache, two processes; one process: {serial:.1f} s, "
+            f"{serial / cold:.2f}x), {cached:.1f} s from the cache (import + warm-up, fresh process)"
         )
     run_kernels()
     reference = bench_openspiel(args.seconds)
@@ -298,6 +306,7 @@ def main() -> None:
             print(f"{name:66s} {rate:12,.0f} {rate / reference:11.2f}x")
         _core_ratios(core_rules, core_env, core_pods, external_share, encode_ns)
         return
+    bench_ppo(1, 1)  # untimed: the first rounds in a process run slower; the 2-worker run forks from a warm process
     one, update_one = bench_ppo(args.seconds, 1)
     two, _ = bench_ppo(args.seconds, 2)
     wide, _ = bench_ppo(args.seconds, 1, num_envs=64, chunks=2)
