@@ -3,15 +3,17 @@ from its cache (``__pycache__`` beside ``kernels.py``, or ``NUMBA_CACHE_DIR``).
 
 :func:`warm_up` calls every kernel once on a one-game batch and says which it was and how long
 it took; ``CoreGame`` calls it once per process, so every stage that plays the commander logs
-the figure (measured: about 70 s cold on a 2-core machine, 1-3 s from the cache).
+the figure (measured on an idle 2-core machine: 32-43 s cold, 60 s in one process, 0.6-1.3 s
+from the cache).
 
 A cold cache is filled on two cores: :func:`run_kernels` starts a second Python process that
 compiles the observation side (``reset``, ``encode``, the records' encoder) while this one
 compiles the rules side (``step``, the scripted choice), then loads the other side's kernels
 from the cache it wrote (numba writes each entry to a temporary file and renames it into
-place). Each kernel inlines all it calls, so the two sides share no compiled code. Measured per
-kernel alone, cold: ``step`` 25-30 s, ``encode`` 17 s, ``reset`` 8-9 s, the scripted choice 5 s
-(docs/measurements.md).
+place). Each kernel inlines all it calls, so the two sides share no compiled code (numba's
+typing of the helpers, shared within a process, is why the scripted choice goes with ``step``).
+Measured per kernel alone, cold: ``step`` 29.5 s, ``encode`` 17.1 s, the scripted choice 12.9 s
+(5.2 s after ``step``), ``reset`` 8.1 s (docs/measurements.md, "The cold compile on two cores").
 """
 
 from __future__ import annotations
