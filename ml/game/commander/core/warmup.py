@@ -14,6 +14,8 @@ place). Each kernel inlines all it calls, so the two sides share no compiled cod
 typing of the helpers, shared within a process, is why the scripted choice goes with ``step``).
 Measured per kernel alone, cold: ``step`` 29.5 s, ``encode`` 17.1 s, the scripted choice 12.9 s
 (5.2 s after ``step``), ``reset`` 8.1 s (docs/measurements.md, "The cold compile on two cores").
+A process killed during a cold warm-up leaves the second one to finish (about 30 s); it writes
+only cache entries, each whole or not at all, so the next start loads or compiles as usual.
 """
 
 from __future__ import annotations
