@@ -115,28 +115,20 @@ def _start_observation_side() -> subprocess.Popen[bytes] | None:
 
 
 def run_kernels() -> None:
-    """Every public kernel once on one tiny batch (compiles each, or loads it from the cache).
+    """Every public kernel once on one tiny batch (compiles each, or loads it from the cache): the rules side,
+    then the observation side.
 
-    On a cold cache (:func:`cold`) the observation side compiles in a second process meanwhile; if that
-    process fails, its kernels compile here (a warning says why), so the result is the same."""
+    On a cold cache (:func:`cold`) the observation side compiles in a second process meanwhile, and this
+    process then loads it; if that process fails, its kernels compile here (a warning says why), so the
+    result is the same."""
     helper = _start_observation_side() if cold() else None
+    compile_rules_side()
     if helper is not None:
-        compile_rules_side()
         _, err = helper.communicate()
         if helper.returncode != 0:
             tail = err.decode(errors="replace").strip().splitlines()[-1:] or ["no message"]
             logger.warning("commander core: the second compile process failed (%s); compiling here", tail[0])
-    tables, st = core.load_tables(), core.new_state(1)
-    kinds = np.full((1, MAX_POD), core.SEAT_HEURISTIC, np.int8)
-    seeds = np.zeros(1, np.int64)
-    core.reset(st, tables, seeds, 4, 30, seat_kind=kinds, player_seeds=np.arange(MAX_POD)[None, :])
-    core.step(st, tables, np.full(1, -1, np.int64), np.zeros((1, MAX_POD), np.float32))
-    core.reset(st, tables, seeds, 4, 30, seat_kind=kinds, player_seeds=np.arange(MAX_POD)[None, :])
-    out = np.zeros(1, np.int64)
-    core.choose_scripted(st, tables, out)
-    core.encode(st, tables, np.zeros(1, np.int64), np.zeros((1, core.OBS_DIM), np.float32))
-    encode_a_record()
-    core.apply_actions(st, tables, out, np.zeros((1, MAX_POD), np.float32))
+    compile_observation_side()
 
 
 def encode_a_record() -> float:
