@@ -6,8 +6,9 @@ Prints, in decisions per second on one core:
   * the same pods through ``play_games`` (the core) with the observation encoder, one net seat
     (what self-play pays),
   * PPO self-play collection (``ml.learn.ppo.train_ppo``, fresh student) with 1 and 2 worker
-    processes on the same rounds (the product's: 4,096 learner decisions in 8 chunks), their
-    ratio (scaling), and the PPO update's samples/s; with 64 games in flight; and in a process
+    processes on the same rounds (the product's: 4,096 learner decisions in 8 chunks), run
+    alternately ``--pairs`` times (the medians, and each pair's ratio: the scaling), and the PPO
+    update's samples/s; with 64 games in flight; and in a process
     without the reproducible CPU cap (``DISTILL_NATIVE_CPU=1``),
   * the policy's forward pass per decision at batches of 16 and 256 (what bounds collection),
   * the batched core (``ml.game.commander.core``, numba) with four heuristic seats: rules only
@@ -218,6 +219,17 @@ def bench_ppo(seconds: float, workers: int, num_envs: int = 16, chunks: int = 8)
     return m["selfplay/all_seat_decisions_per_s"], m["selfplay/update_samples_per_s"]
 
 
+def ppo_scaling(seconds: float, pairs: int) -> tuple[float, float, float, list[float]]:
+    """``bench_ppo(seconds, 1)`` and ``bench_ppo(seconds, 2)`` run alternately ``pairs`` times (a drift of the
+    machine's speed then reaches both alike): (1-worker decisions/s, its update samples/s, 2-worker
+    decisions/s, each the median over the pairs; the pairs' 2-worker / 1-worker ratios in run order)."""
+    runs = [(bench_ppo(seconds, 1), bench_ppo(seconds, 2)) for _ in range(pairs)]
+    one = float(np.median([a[0] for a, _ in runs]))
+    update = float(np.median([a[1] for a, _ in runs]))
+    two = float(np.median([b[0] for _, b in runs]))
+    return one, update, two, [b[0] / a[0] for a, b in runs]
+
+
 def forward_cost(batch: int, repeats: int = 200) -> float:
     """Microseconds per decision of ``PolicyNet.act`` (MLP 256x256, one thread) on a batch of ``batch`` decisions."""
     net = PolicyNet(OBS_DIM, (256, 256))
@@ -280,7 +292,11 @@ def main() -> None:
     parser.add_argument("--core-only", action="store_true", help="only the core rows, the compile time and the reference")
     parser.add_argument("--skip-compile", action="store_true",
                         help="leave out the compile-time row (a cold compile in a fresh cache: 1-3 min)")  # fmt: skip
+    parser.add_argument("--pairs", type=int, default=3,
+                        help="alternating 1-worker / 2-worker PPO runs; the rows show the medians (default: %(default)s)")  # fmt: skip
     args = parser.parse_args()
+    if args.pairs < 1:
+        parser.error(f"--pairs must be at least 1, got {args.pairs}")
     torch.set_num_threads(1)
     if not args.skip_compile:
         serial, cold, cached = bench_core_compile()
@@ -307,16 +323,15 @@ def main() -> None:
         _core_ratios(core_rules, core_env, core_pods, external_share, encode_ns)
         return
     bench_ppo(1, 1)  # untimed: the first rounds in a process run slower; the 2-worker run forks from a warm process
-    one, update_one = bench_ppo(args.seconds, 1)
-    two, _ = bench_ppo(args.seconds, 2)
+    one, update_one, two, scaling = ppo_scaling(args.seconds, args.pairs)
     wide, _ = bench_ppo(args.seconds, 1, num_envs=64, chunks=2)
     native = bench_ppo_native(args.seconds)
     rows = [
         *core_rows,
         ("simulator, 4 heuristic players (rules API)", bench_rules(args.seconds)),
         ("env + encoder, 1 net + 3 heuristic seats, 16 games batched", bench_env(args.seconds)),
-        ("PPO self-play collection, 1 worker, all seats", one),
-        ("PPO self-play collection, 2 workers, all seats", two),
+        ("PPO self-play collection, 1 worker, all seats (median)", one),
+        ("PPO self-play collection, 2 workers, all seats (median)", two),
         ("  the same, 1 worker, 64 games in flight (2 chunks a round)", wide),
         ("  the same, 1 worker, DISTILL_NATIVE_CPU=1 (not reproducible)", native),
         ("OpenSpiel crazy_eights 4p, uniform random (reference)", reference),
@@ -325,7 +340,10 @@ def main() -> None:
     for name, rate in rows:
         print(f"{name:66s} {rate:12,.0f} {rate / reference:11.2f}x")
     _core_ratios(core_rules, core_env, core_pods, external_share, encode_ns)
-    print(f"self-play scaling, 2 workers / 1 worker: {two / one:.2f}x (ideal 2.00x on 2 free cores)")
+    print(
+        f"self-play scaling, 2 workers / 1 worker: {np.median(scaling):.2f}x, the median of {len(scaling)} alternating "
+        f"pairs ({', '.join(f'{r:.2f}' for r in scaling)}; ideal 2.00x on 2 free cores)"
+    )
     print(f"PPO update: {update_one:,.0f} samples/s (minibatch 512, MLP 256x256, CPU, 1 thread)")
     print(
         f"policy forward pass + sampling (PolicyNet.act, MLP 256x256, 1 thread): {forward_cost(16):.1f} us per decision "
