@@ -108,6 +108,25 @@ def test_policy_masks_and_normalises():
     assert set(actions.tolist()) <= {2, 7}
 
 
+def test_act_draws_what_torch_multinomial_draws():
+    """``PolicyNet.act`` samples with multinomial's own algorithm: the same actions and generator state,
+    batch after batch, at batch sizes 1 to 40 and with rows of one legal action."""
+    torch.manual_seed(3)
+    net = PolicyNet(12, (16,))
+    rng = np.random.default_rng(5)
+    mine, theirs = torch.Generator().manual_seed(11), torch.Generator().manual_seed(11)
+    for b in (1, 2, 7, 16, 40, 16, 3):
+        obs = rng.normal(size=(b, 12)).astype(np.float32) * 3
+        mask = rng.random((b, NUM_ACTIONS)) < 0.5
+        mask[:, 0] = True
+        mask[0, 1:] = False  # one legal action
+        actions, _, _, probs = net.act(obs, mask, mine)
+        want = torch.multinomial(torch.from_numpy(probs), 1, generator=theirs).squeeze(-1).numpy()
+        np.testing.assert_array_equal(actions, want)
+        assert actions[0] == 0 and mask[np.arange(b), actions].all()
+    assert torch.equal(mine.get_state(), theirs.get_state())
+
+
 def test_checkpoint_round_trip_and_bad_format(tmp_path):
     net = PolicyNet(10, (16, 8))
     save_policy(net, tmp_path / "a.pt", {"generation": 3})
