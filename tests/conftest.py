@@ -155,8 +155,9 @@ _CORE_CACHE_WARM = False
 
 
 def warm_core_cache() -> None:
-    """Compile the core's kernels into this checkout's numba cache, once per test process, under a
-    file lock (the other pytest-xdist workers wait, then load them from the cache in seconds).
+    """Compile the core's kernels into this checkout's numba cache, once per test process
+    (``warmup.run_kernels``: on a cold cache the first pytest-xdist worker compiles under its lock,
+    the others wait, then load them from the cache in seconds).
 
     Without it, on a fresh clone every project copy made before some test compiled the kernels
     here starts with no cache, and the first stage of each copy compiles them again (about 70 s).
@@ -164,13 +165,9 @@ def warm_core_cache() -> None:
     global _CORE_CACHE_WARM
     if _CORE_CACHE_WARM:
         return
-    from filelock import FileLock
-
     from ml.game.commander.core.warmup import run_kernels
 
-    key = hashlib.sha256(str(ROOT).encode()).hexdigest()[:12]
-    with FileLock(str(Path(tempfile.gettempdir()) / f"distill-numba-warm-{key}.lock")):
-        run_kernels()
+    run_kernels()
     _CORE_CACHE_WARM = True
 
 
@@ -322,7 +319,6 @@ def run_fingerprint(repo: Path) -> dict:
     one history entry per attempt (its verdict, figures and games played), one Elo refit and one tournament per accepted attempt.
     Attempt ids (which hold a timestamp) are replaced by ``gen/attempt``.
     """
-    import hashlib
     import json
 
     commits = attempt_commits(repo)

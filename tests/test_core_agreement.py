@@ -489,6 +489,78 @@ def test_a_cold_warm_up_compiles_the_observation_side_in_a_second_process(tmp_pa
     ]
 
 
+_HOLD = (
+    "import pathlib, sys, time; from filelock import FileLock; lock = FileLock(sys.argv[1]); lock.acquire(); "
+    "print('held', flush=True); time.sleep(float(sys.argv[2])); pathlib.Path(sys.argv[1] + '.done').touch(); lock.release()"
+)  # another process compiling: holds the lock for argv[2] seconds, marks that it is done, lets go
+
+
+@pytest.mark.expensive
+def test_a_cold_warm_up_waits_for_another_process_compiling_into_the_same_cache(tmp_path, monkeypatch, caplog):
+    from filelock import FileLock
+
+    from ml.game.commander.core import warmup
+
+    lock = FileLock(str(tmp_path / "compile.lock"))
+    monkeypatch.setattr(warmup, "compile_lock", lambda: lock)
+    helpers: list[int] = []
+    monkeypatch.setattr(warmup, "_start_observation_side", lambda: helpers.append(1))
+    caplog.set_level("INFO", logger=warmup.__name__)
+
+    def hold(seconds: float) -> subprocess.Popen[str]:
+        holder = subprocess.Popen(
+            [sys.executable, "-c", _HOLD, lock.lock_file, str(seconds)], stdout=subprocess.PIPE, text=True
+        )
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        return holder
+
+    holder = hold(1.5)
+    colds = iter([True, False])  # cold at the start; filled by the holder by the time it lets go
+    monkeypatch.setattr(warmup, "cold", lambda: next(colds))
+    warmup.run_kernels()
+    assert Path(lock.lock_file + ".done").exists()  # it ran on only once the holder had let go
+    holder.wait()
+    assert helpers == []  # nothing left to compile: no second process
+    assert [r.getMessage() for r in caplog.records] == [
+        f"commander core: waiting for another process compiling the kernels ({lock.lock_file})"
+    ]
+    assert not lock.is_locked
+
+    caplog.clear()
+    holder = hold(60)  # a holder that does not let go in time: this process compiles after the wait
+    monkeypatch.setattr(warmup, "cold", lambda: True)
+    monkeypatch.setattr(warmup, "LOCK_WAIT_S", 0.3)
+    try:
+        warmup.run_kernels()
+        assert holder.poll() is None and helpers == [1]
+    finally:
+        holder.kill()
+        holder.wait()
+    assert caplog.records[-1].levelname == "WARNING"
+    assert caplog.records[-1].getMessage() == f"commander core: no compile lock after 0 s ({lock.lock_file}); compiling here"
+
+    caplog.clear()
+    warmup.run_kernels()  # cold, nobody holding the lock: this process takes it, compiles with a second process
+    assert helpers == [1, 1] and caplog.records == [] and not lock.is_locked
+
+
+@pytest.mark.expensive
+def test_the_compile_lock_is_one_per_numba_cache(tmp_path):
+    from ml.game.commander.core import warmup
+
+    code = "from ml.game.commander.core.warmup import compile_lock; print(compile_lock().lock_file)"
+
+    def lock_file(env: dict[str, str]) -> str:
+        out = subprocess.run(
+            [sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True, check=True
+        )
+        return out.stdout.split()[-1]
+
+    here = warmup.compile_lock().lock_file
+    assert lock_file({}) == here  # another process on this checkout's cache: the same lock
+    assert lock_file({"NUMBA_CACHE_DIR": str(tmp_path)}) != here  # another cache: another lock
+
+
 def test_warm_up_line_says_compiled_or_loaded():
     from ml.game.commander.core import kernels
     from ml.game.commander.core.warmup import WarmUp

@@ -16,19 +16,24 @@ Measured per kernel alone, cold: ``step`` 29.5 s, ``encode`` 17.1 s, the scripte
 (5.2 s after ``step``), ``reset`` 8.1 s (docs/measurements.md, "The cold compile on two cores").
 A process killed during a cold warm-up leaves the second one to finish (about 30 s); it writes
 only cache entries, each whole or not at all, so the next start loads or compiles as usual.
+Processes that start cold at once on one machine compile once: the first takes a file lock
+(:func:`compile_lock`), the others wait for it and load what it wrote.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from filelock import FileLock, Timeout
 
 from ml.game.commander import core
 from ml.game.commander.actions import MAX_POD
@@ -64,17 +69,33 @@ def _counts() -> tuple[int, int]:
 
 
 def cold() -> bool:
-    """numba's cache holds no entry of ``encode_kernel`` for this source (an empty cache, or one from before
-    an edit of ``kernels.py``) and this process has not compiled it: a warm-up now compiles.
+    """numba's cache holds no entry of one of the four kernels a warm-up runs (``step``, the scripted choice,
+    ``reset``, ``encode``) for this source (an empty cache, one from before an edit of ``kernels.py``, or one
+    another process is still filling) and this process has not compiled it: a warm-up now compiles.
 
     Reads numba's cache index (``FunctionCache._cache_file``, numba 0.60-0.68); where that is not
     there (``NUMBA_DISABLE_JIT=1``, another numba) it says False, and the warm-up runs in one process.
     """
-    dispatcher = kernels.encode_kernel
     try:
-        return not dispatcher.signatures and not dispatcher._cache._cache_file._load_index()
+        return any(
+            not d.signatures and not d._cache._cache_file._load_index()
+            for d in (kernels.step_kernel, kernels.choose_kernel, kernels.reset_kernel, kernels.encode_kernel)
+        )
     except (AttributeError, OSError):
         return False
+
+
+LOCK_WAIT_S = 900.0
+"""Seconds a cold warm-up waits for another process's compile into the same cache before it compiles anyway."""
+
+
+def compile_lock() -> FileLock:
+    """The lock a cold warm-up holds while it fills numba's cache, so that processes started at once on one
+    machine (Ray workers, two stages, a test and a stage) compile the kernels once, the others waiting and then
+    loading them: a file in the temporary folder named by the cache's folder (``NUMBA_CACHE_DIR`` or
+    ``__pycache__`` beside ``kernels.py``), released by the system if its holder dies."""
+    key = hashlib.sha256(str(kernels.step_kernel.stats.cache_path).encode()).hexdigest()[:16]
+    return FileLock(str(Path(tempfile.gettempdir()) / f"distill-numba-compile-{key}.lock"))
 
 
 _OBSERVATION_SIDE = "from ml.game.commander.core.warmup import compile_observation_side; compile_observation_side()"
@@ -118,10 +139,33 @@ def run_kernels() -> None:
     """Every public kernel once on one tiny batch (compiles each, or loads it from the cache): the rules side,
     then the observation side.
 
-    On a cold cache (:func:`cold`) the observation side compiles in a second process meanwhile, and this
-    process then loads it; if that process fails, its kernels compile here (a warning says why), so the
-    result is the same."""
-    helper = _start_observation_side() if cold() else None
+    On a cold cache (:func:`cold`) this process takes :func:`compile_lock` first: if another process holds it
+    (compiling into the same cache), this one waits (an info line says so; at most :data:`LOCK_WAIT_S`, then a
+    warning and it compiles anyway) and loads what that one wrote. The holder compiles the observation side in
+    a second process meanwhile and then loads it; if that process fails, its kernels compile here (a warning
+    says why), so the result is the same."""
+    if not cold():
+        _run_sides(None)
+        return
+    lock = compile_lock()
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        logger.info("commander core: waiting for another process compiling the kernels (%s)", lock.lock_file)
+        try:
+            lock.acquire(timeout=LOCK_WAIT_S)
+        except Timeout:
+            logger.warning("commander core: no compile lock after %.0f s (%s); compiling here", LOCK_WAIT_S, lock.lock_file)
+            _run_sides(_start_observation_side() if cold() else None)
+            return
+    try:
+        _run_sides(_start_observation_side() if cold() else None)  # cold still, unless the lock's last holder filled it
+    finally:
+        lock.release()
+
+
+def _run_sides(helper: subprocess.Popen[bytes] | None) -> None:
+    """The rules side here, then the observation side (loaded from the cache ``helper`` filled, or here)."""
     compile_rules_side()
     if helper is not None:
         _, err = helper.communicate()
