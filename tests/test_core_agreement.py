@@ -543,6 +543,13 @@ def test_a_cold_warm_up_waits_for_another_process_compiling_into_the_same_cache(
     warmup.run_kernels()  # cold, nobody holding the lock: this process takes it, compiles with a second process
     assert helpers == [1, 1] and caplog.records == [] and not lock.is_locked
 
+    (tmp_path / "not-a-file").mkdir()
+    monkeypatch.setattr(warmup, "compile_lock", lambda: FileLock(str(tmp_path / "not-a-file")))
+    warmup.run_kernels()  # a lock file it cannot open: a warning, and it compiles
+    assert helpers == [1, 1, 1]
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert said.startswith("commander core: compiling without the compile lock (") and "not-a-file" in said, said
+
 
 @pytest.mark.expensive
 def test_the_compile_lock_is_one_per_numba_cache(tmp_path):

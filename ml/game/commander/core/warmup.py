@@ -141,7 +141,8 @@ def run_kernels() -> None:
 
     On a cold cache (:func:`cold`) this process takes :func:`compile_lock` first: if another process holds it
     (compiling into the same cache), this one waits (an info line says so; at most :data:`LOCK_WAIT_S`, then a
-    warning and it compiles anyway) and loads what that one wrote. The holder compiles the observation side in
+    warning and it compiles anyway; a lock file it cannot open is a warning too) and loads what that one wrote.
+    The holder compiles the observation side in
     a second process meanwhile and then loads it; if that process fails, its kernels compile here (a warning
     says why), so the result is the same."""
     if not cold():
@@ -158,6 +159,10 @@ def run_kernels() -> None:
             logger.warning("commander core: no compile lock after %.0f s (%s); compiling here", LOCK_WAIT_S, lock.lock_file)
             _run_sides(_start_observation_side() if cold() else None)
             return
+    except OSError as err:  # a lock file this process may not open (another user's, not a file)
+        logger.warning("commander core: compiling without the compile lock (%s)", err)
+        _run_sides(_start_observation_side())
+        return
     try:
         _run_sides(_start_observation_side() if cold() else None)  # cold still, unless the lock's last holder filled it
     finally:
