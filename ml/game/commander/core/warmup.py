@@ -53,7 +53,7 @@ class WarmUp:
     def describe(self) -> str:
         """One line for the log."""
         how = "compiled" if self.compiled else "loaded from numba's cache"
-        cache = kernels.step_kernel.stats.cache_path
+        cache = getattr(getattr(kernels.step_kernel, "stats", None), "cache_path", "no cache: NUMBA_DISABLE_JIT")
         tail = f" (first run; cached in {cache} for the next)" if self.compiled else ""
         return f"commander core: kernels {how} in {self.seconds:.1f} s{tail}"
 
@@ -94,7 +94,8 @@ def compile_lock() -> FileLock:
     machine (Ray workers, two stages, a test and a stage) compile the kernels once, the others waiting and then
     loading them: a file in the temporary folder named by the cache's folder (``NUMBA_CACHE_DIR`` or
     ``__pycache__`` beside ``kernels.py``), released by the system if its holder dies."""
-    key = hashlib.sha256(str(kernels.step_kernel.stats.cache_path).encode()).hexdigest()[:16]
+    folder = Path(kernels.step_kernel.stats.cache_path).resolve()  # a relative NUMBA_CACHE_DIR: one lock per folder
+    key = hashlib.sha256(str(folder).encode()).hexdigest()[:16]
     return FileLock(str(Path(tempfile.gettempdir()) / f"distill-numba-compile-{key}.lock"))
 
 
@@ -153,8 +154,12 @@ def run_kernels() -> None:
         lock.acquire(timeout=0)
     except Timeout:
         logger.info("commander core: waiting for another process compiling the kernels (%s)", lock.lock_file)
+        waited = time.perf_counter()
         try:
             lock.acquire(timeout=LOCK_WAIT_S)
+            logger.info(
+                "commander core: the other process's compile ended after %.1f s of waiting", time.perf_counter() - waited
+            )
         except Timeout:
             logger.warning("commander core: no compile lock after %.0f s (%s); compiling here", LOCK_WAIT_S, lock.lock_file)
             _run_sides(_start_observation_side() if cold() else None)
