@@ -557,17 +557,16 @@ def test_the_compile_lock_is_one_per_numba_cache(tmp_path):
 
     code = "from ml.game.commander.core.warmup import compile_lock; print(compile_lock().lock_file)"
 
-    def lock_file(env: dict[str, str]) -> str:
+    def lock_file(env: dict[str, str], cwd: Path | None = None) -> str:
         out = subprocess.run(
-            [sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True, check=True
+            [sys.executable, "-c", code], env={**os.environ, **env}, cwd=cwd, capture_output=True, text=True, check=True
         )
         return out.stdout.split()[-1]
 
     here = warmup.compile_lock().lock_file
     assert lock_file({}) == here  # another process on this checkout's cache: the same lock
     assert lock_file({"NUMBA_CACHE_DIR": str(tmp_path)}) != here  # another cache: another lock
-    relative = subprocess.run([sys.executable, "-c", code], env={**os.environ, "NUMBA_CACHE_DIR": "cache"}, cwd=tmp_path,
-                              capture_output=True, text=True, check=True).stdout.split()[-1]  # fmt: skip
+    relative = lock_file({"NUMBA_CACHE_DIR": "cache"}, cwd=tmp_path)
     assert relative == lock_file({"NUMBA_CACHE_DIR": str(tmp_path / "cache")})  # the folder, however it is named
 
 

@@ -149,29 +149,35 @@ def run_kernels() -> None:
     if not cold():
         _run_sides(None)
         return
+    lock = _take_compile_lock()
+    try:
+        _run_sides(_start_observation_side() if cold() else None)  # cold still, unless the lock's last holder filled it
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _take_compile_lock() -> FileLock | None:
+    """:func:`compile_lock`, held; None (a warning says why) when it was not had within :data:`LOCK_WAIT_S` or its
+    file cannot be opened (another user's, not a file): the caller then compiles without it."""
     lock = compile_lock()
     try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        logger.info("commander core: waiting for another process compiling the kernels (%s)", lock.lock_file)
-        waited = time.perf_counter()
         try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            logger.info("commander core: waiting for another process compiling the kernels (%s)", lock.lock_file)
+            waited = time.perf_counter()
             lock.acquire(timeout=LOCK_WAIT_S)
             logger.info(
                 "commander core: the other process's compile ended after %.1f s of waiting", time.perf_counter() - waited
             )
-        except Timeout:
-            logger.warning("commander core: no compile lock after %.0f s (%s); compiling here", LOCK_WAIT_S, lock.lock_file)
-            _run_sides(_start_observation_side() if cold() else None)
-            return
-    except OSError as err:  # a lock file this process may not open (another user's, not a file)
+    except Timeout:
+        logger.warning("commander core: no compile lock after %.0f s (%s); compiling here", LOCK_WAIT_S, lock.lock_file)
+        return None
+    except OSError as err:
         logger.warning("commander core: compiling without the compile lock (%s)", err)
-        _run_sides(_start_observation_side())
-        return
-    try:
-        _run_sides(_start_observation_side() if cold() else None)  # cold still, unless the lock's last holder filled it
-    finally:
-        lock.release()
+        return None
+    return lock
 
 
 def _run_sides(helper: subprocess.Popen[bytes] | None) -> None:
