@@ -8,15 +8,17 @@ Prints, in decisions per second on one core:
   * PPO self-play collection (``ml.learn.ppo.train_ppo``, fresh student) with 1 and 2 worker
     processes on the same rounds (the product's: 4,096 learner decisions in 8 chunks), run
     alternately ``--pairs`` times (the medians, and each pair's ratio: the scaling), and the PPO
-    update's samples/s; with 64 games in flight; and in a process
-    without the reproducible CPU cap (``DISTILL_NATIVE_CPU=1``),
+    update's samples/s; on 1 worker with more games in flight (``--in-flight``: 16, 64, 128, 256
+    games, the round in fewer chunks) and the share of each collection spent in the forward
+    passes; and in a process without the reproducible CPU cap (``DISTILL_NATIVE_CPU=1``),
   * the policy's forward pass per decision at batches of 16 and 256 (what bounds collection),
   * the batched core (``ml.game.commander.core``, numba) with four heuristic seats: rules only
     (scripted seats play inside ``step``), and as an env (an observation and a legal mask
     written for every decision, the heuristic's choice fed back; no forward pass), and as
     self-play plays it (one external seat whose every decision gets an observation and a mask,
-    the heuristic's choice fed back, three heuristic seats inside ``step``; no forward pass),
-    with each env row's ratio to rules-only and the time of ``encode`` per observation,
+    the heuristic's choice fed back, three heuristic seats inside ``step``; no forward pass), and
+    that row without the ``encode`` call (its ceiling), with each env row's ratio to rules-only,
+    the time of ``encode`` per observation and what it may cost for the pods row to reach 0.8x,
   * OpenSpiel ``crazy_eights`` with 4 players and uniform-random play (the reference),
 and each figure's ratio to the OpenSpiel reference, and numba's compile time of the core
 (cold, in a fresh cache directory, in two processes as a stage compiles it and in one) and its
@@ -34,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 import numpy as np
 import pyspiel
@@ -119,11 +122,14 @@ def bench_core_env(seconds: float) -> tuple[float, float]:
     return decisions / (time.perf_counter() - started), encoding / decisions * 1e9
 
 
-def bench_core_pods(seconds: float) -> tuple[float, float]:
+def bench_core_pods(seconds: float, observe: bool = True) -> tuple[float, float]:
     """Core as self-play plays it, no forward pass: one external seat (rotated, game ``g`` puts it in
     seat ``g % 4``) and three heuristic seats playing inside ``step``; at every external decision an
     observation and a legal mask are written and the heuristic's choice (drawn from that seat's own
     generator) is fed back as the external action. Finished games are dealt again at once.
+
+    ``observe=False`` leaves out the ``encode`` call only (the same games, decisions and masks): the
+    row's ceiling, what it would reach with an encoder that cost nothing.
 
     Returns (decisions/s of all seats, share of the decisions that were external)."""
     n = CORE_GAMES
@@ -148,7 +154,8 @@ def bench_core_pods(seconds: float) -> tuple[float, float]:
     while time.perf_counter() - started < seconds:
         np.copyto(seats, st.active)
         seats[st.done] = -1  # every game in play waits on its external seat
-        core.encode(st, tables, seats, obs)
+        if observe:
+            core.encode(st, tables, seats, obs)
         np.copyto(mask, st.legal)
         st.seat_kind[games, external] = core.SEAT_HEURISTIC  # the heuristic answers for the network
         core.choose_scripted(st, tables, actions)  # -1 in the games over
@@ -210,13 +217,50 @@ def bench_ppo(seconds: float, workers: int, num_envs: int = 16, chunks: int = 8)
     The same work whatever ``workers`` is: ``max(2, round(seconds))`` rounds of ``PPO_ROLLOUT``
     learner decisions in ``chunks`` pieces (the product's round), so the 2-worker / 1-worker
     ratio compares one collection played two ways."""
+    return _train_ppo(seconds, workers, num_envs, chunks)[:2]
+
+
+def _train_ppo(seconds: float, workers: int, num_envs: int, chunks: int) -> tuple[float, float, float]:
+    """``bench_ppo``'s run: (all-seat decisions/s while collecting, update samples/s, seconds of collection)."""
     steps = max(2, round(seconds)) * PPO_ROLLOUT
     cfg = SelfplayParams(total_steps=steps, num_envs=num_envs, rollout_steps=PPO_ROLLOUT, lr=3e-4, gamma=0.995,
                          gae_lambda=0.95, clip_coef=0.2, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5, update_epochs=4,
                          minibatch_size=512, opponent_mix={"heuristic": 1.0}, workers=workers, rollout_chunks=chunks)  # fmt: skip
     torch.manual_seed(0)
     _, m = train_ppo(PolicyNet(OBS_DIM, (256, 256)), {}, cfg, commander(4, 30), RunSettings(0))
-    return m["selfplay/all_seat_decisions_per_s"], m["selfplay/update_samples_per_s"]
+    rate = m["selfplay/all_seat_decisions_per_s"]
+    learner = m["selfplay/decisions_per_s"]
+    return rate, m["selfplay/update_samples_per_s"], m["selfplay/decisions"] / learner if learner else 0.0
+
+
+def in_flight_sweep(seconds: float, widths: list[int]) -> list[tuple[int, int, float, float]]:
+    """PPO collection on 1 worker with ``n`` games in flight for each ``n`` of ``widths``, the round
+    (``PPO_ROLLOUT`` learner decisions) in ``max(1, round(128 / n))`` chunks (16 games: the product's 8),
+    and the forward passes' share of the collection time (``PolicyNet.act`` timed in this process,
+    where a 1-worker collection plays).
+
+    Returns (games in flight, chunks, all-seat decisions/s, share of collection in ``PolicyNet.act``) per width.
+    """
+    act, spent = PolicyNet.act, [0.0]
+
+    def timed(self: PolicyNet, *args: Any, **kwargs: Any) -> Any:
+        t = time.perf_counter()
+        try:
+            return act(self, *args, **kwargs)
+        finally:
+            spent[0] += time.perf_counter() - t
+
+    rows = []
+    PolicyNet.act = timed  # type: ignore[method-assign]
+    try:
+        for n in widths:
+            chunks = max(1, round(128 / n))
+            spent[0] = 0.0
+            rate, _, collect_s = _train_ppo(seconds, 1, n, chunks)
+            rows.append((n, chunks, rate, spent[0] / collect_s if collect_s else 0.0))
+    finally:
+        PolicyNet.act = act  # type: ignore[method-assign]
+    return rows
 
 
 def ppo_scaling(seconds: float, pairs: int) -> tuple[float, float, float, list[float]]:
@@ -277,13 +321,39 @@ def bench_openspiel(seconds: float) -> float:
     return decisions / (time.perf_counter() - started)
 
 
-def _core_ratios(rules: float, every: float, pods: float, external_share: float, encode_ns: float) -> None:
+def encode_budget_ns(rules: float, bare: float, external_share: float, target: float = 0.8) -> float:
+    """Nanoseconds an observation may cost for the pods row to reach ``target`` x the rules-only row.
+
+    ``rules`` and ``bare`` are decisions/s of rules-only and of the pods row without the encode call;
+    an observation is written for ``external_share`` of the decisions. Per decision the pods row may
+    take ``1 / (target * rules)`` seconds; without the encoder it takes ``1 / bare``; the difference
+    is the encoder's, spread over the observed decisions. Negative: out of reach at any encoder cost.
+    """
+    return (1.0 / (target * rules) - 1.0 / bare) / external_share * 1e9
+
+
+def _core_ratios(rules: float, every: float, pods: float, bare: float, external_share: float, encode_ns: float) -> None:
     print(f"core env + encoder / core rules-only: {every:.0f} / {rules:.0f} = {every / rules:.2f}x (every decision observed)")
     print(
         f"core env + encoder, 1 external + 3 heuristic seats / core rules-only: {pods / rules:.2f}x "
-        f"({external_share:.0%} of the decisions observed: the self-play pods' network seat)"
+        f"({external_share:.0%} of the decisions observed: the self-play pods' network seat); "
+        f"without the encode call {bare / rules:.2f}x"
     )
-    print(f"core encode in the env loop: {encode_ns:,.0f} ns an observation")
+    print(
+        f"core encode in the env loop: {encode_ns:,.0f} ns an observation; the pods row at 0.80x rules-only allows "
+        f"{encode_budget_ns(rules, bare, external_share):,.0f} ns"
+    )
+
+
+def _widths(text: str) -> list[int]:
+    """``--in-flight``'s value: comma-separated positive game counts (an empty value: no sweep)."""
+    try:
+        widths = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected whole numbers separated by commas, got {text!r}") from None
+    if any(n < 1 for n in widths):
+        raise argparse.ArgumentTypeError(f"games in flight must be at least 1, got {text!r}")
+    return widths
 
 
 def main() -> None:
@@ -294,6 +364,9 @@ def main() -> None:
                         help="leave out the compile-time row (a cold compile in a fresh cache: 1-3 min)")  # fmt: skip
     parser.add_argument("--pairs", type=int, default=3,
                         help="alternating 1-worker / 2-worker PPO runs; the rows show the medians (default: %(default)s)")  # fmt: skip
+    parser.add_argument("--in-flight", type=_widths, default=[16, 64, 128, 256], metavar="N,N,...",
+                        help="games in flight of the 1-worker PPO sweep (forward passes' share of collection; "
+                             "default: 16,64,128,256)")  # fmt: skip
     args = parser.parse_args()
     if args.pairs < 1:
         parser.error(f"--pairs must be at least 1, got {args.pairs}")
@@ -309,22 +382,24 @@ def main() -> None:
     core_rules = bench_core_rules(args.seconds)
     core_env, encode_ns = bench_core_env(args.seconds)
     core_pods, external_share = bench_core_pods(args.seconds)
+    core_pods_bare, _ = bench_core_pods(args.seconds, observe=False)
     warm_up()  # what a stage pays once per process (its first CoreGame), outside the timed rows
     core_rows = [
         (f"core rules-only, 4 heuristic seats, {CORE_GAMES} games batched", core_rules),
         ("core env + encoder (obs + mask every decision, no forward pass)", core_env),
         ("core env + encoder, 1 external + 3 heuristic seats (no forward pass)", core_pods),
+        ("  the same without the encode call (the row's ceiling)", core_pods_bare),
     ]
     if args.core_only:
         rows = [*core_rows, ("OpenSpiel crazy_eights 4p, uniform random (reference)", reference)]
         print(f"{'benchmark':66s} {'decisions/s':>12s} {'vs OpenSpiel':>12s}")
         for name, rate in rows:
             print(f"{name:66s} {rate:12,.0f} {rate / reference:11.2f}x")
-        _core_ratios(core_rules, core_env, core_pods, external_share, encode_ns)
+        _core_ratios(core_rules, core_env, core_pods, core_pods_bare, external_share, encode_ns)
         return
     bench_ppo(1, 1)  # untimed: the first rounds in a process run slower; the 2-worker run forks from a warm process
     one, update_one, two, scaling = ppo_scaling(args.seconds, args.pairs)
-    wide, _ = bench_ppo(args.seconds, 1, num_envs=64, chunks=2)
+    sweep = in_flight_sweep(args.seconds, args.in_flight)
     native = bench_ppo_native(args.seconds)
     rows = [
         *core_rows,
@@ -332,18 +407,20 @@ def main() -> None:
         ("env + encoder, 1 net + 3 heuristic seats, 16 games batched", bench_env(args.seconds)),
         ("PPO self-play collection, 1 worker, all seats (median)", one),
         ("PPO self-play collection, 2 workers, all seats (median)", two),
-        ("  the same, 1 worker, 64 games in flight (2 chunks a round)", wide),
+        *((f"  the same, 1 worker, {n} games in flight ({c} chunk{'s' if c > 1 else ''} a round)", r) for n, c, r, _ in sweep),
         ("  the same, 1 worker, DISTILL_NATIVE_CPU=1 (not reproducible)", native),
         ("OpenSpiel crazy_eights 4p, uniform random (reference)", reference),
     ]
     print(f"{'benchmark':66s} {'decisions/s':>12s} {'vs OpenSpiel':>12s}")
     for name, rate in rows:
         print(f"{name:66s} {rate:12,.0f} {rate / reference:11.2f}x")
-    _core_ratios(core_rules, core_env, core_pods, external_share, encode_ns)
+    _core_ratios(core_rules, core_env, core_pods, core_pods_bare, external_share, encode_ns)
     print(
         f"self-play scaling, 2 workers / 1 worker: {np.median(scaling):.2f}x, the median of {len(scaling)} alternating "
         f"pairs ({', '.join(f'{r:.2f}' for r in scaling)}; ideal 2.00x on 2 free cores)"
     )
+    for n, _, _, share in sweep:
+        print(f"PPO collection, 1 worker, {n} games in flight: {share:.0%} of the collection time in PolicyNet.act")
     print(f"PPO update: {update_one:,.0f} samples/s (minibatch 512, MLP 256x256, CPU, 1 thread)")
     print(
         f"policy forward pass + sampling (PolicyNet.act, MLP 256x256, 1 thread): {forward_cost(16):.1f} us per decision "
