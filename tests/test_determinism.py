@@ -49,6 +49,43 @@ def test_no_avx2_no_x86_and_native_leave_torch_alone(monkeypatch):
     assert cpu_env({NATIVE_ENV: "1"}, machine="x86_64", flags=AVX512) == {}
 
 
+ROOT = Path(__file__).resolve().parents[1]
+_DETERMINISTIC = """
+import sys
+from ml.base.determinism import deterministic_torch
+import torch
+{before}
+assert not torch.are_deterministic_algorithms_enabled()
+deterministic_torch()
+print(torch.are_deterministic_algorithms_enabled(), {probe})
+"""
+
+
+@pytest.mark.expensive  # a fresh process: what a stage imports at its start
+@pytest.mark.parametrize(
+    ("before", "probe", "expected"),
+    [
+        ("", "'torch._inductor' in sys.modules", ["True", "False"]),  # inductor not imported, so not paid for
+        ("import torch._inductor.config as inductor", "inductor.deterministic", ["True", "True"]),  # its flag set too
+    ],
+)
+def test_deterministic_torch_sets_the_operators_flag_without_importing_inductor(before, probe, expected):
+    code = _DETERMINISTIC.format(before=before, probe=probe)
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == expected, out.stderr
+
+
+@pytest.mark.expensive
+def test_a_stage_sets_deterministic_algorithms_without_importing_inductor():
+    code = (
+        "import sys; from ml.runtime.cli import stage_setup; import torch; "
+        f"stage_setup('merge', '', ['--params', {str(ROOT / 'params.yaml')!r}, '--no-progress'], lambda p: None); "
+        "print(torch.are_deterministic_algorithms_enabled(), 'torch._inductor' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "False"], out.stderr
+
+
 def test_cpu_flags_reads_proc_cpuinfo(tmp_path):
     (tmp_path / "cpuinfo").write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 fma\n\nprocessor\t: 1\nflags\t\t: fpu\n")
     assert cpu_flags(tmp_path / "cpuinfo") == {"fpu", "sse2", "avx2", "fma"}

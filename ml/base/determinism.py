@@ -134,6 +134,29 @@ def cap_cpu(environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
     return values
 
 
+def deterministic_torch() -> None:
+    """``torch.use_deterministic_algorithms(True)`` without importing ``torch._inductor`` (imports torch).
+
+    torch's public function (2.x) first imports ``torch._inductor.config``, and with it
+    ``torch._dynamo``, ``torch.fx`` and ``sympy`` (1.2 s of CPU at each process start here,
+    docs/measurements.md "The test suite's time"), only to set inductor's own ``deterministic``
+    flag for graphs that ``torch.compile`` builds; nothing in this project compiles with
+    inductor. The flag every operator reads is the one its next line sets,
+    ``torch._C._set_deterministic_algorithms`` (what ``torch.are_deterministic_algorithms_enabled``
+    reads); this sets that flag alone. The public function is called instead where that hook
+    is missing (another torch) or inductor is already imported (its flag then set too).
+    """
+    import sys
+
+    import torch
+
+    setter = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if setter is None or "torch._inductor.config" in sys.modules:
+        torch.use_deterministic_algorithms(True)
+    else:
+        setter(True, warn_only=False)
+
+
 def cpu_capability() -> str:
     """The ATen CPU capability in effect in this process (``AVX2``, ``AVX512``, ``DEFAULT``, ...; imports torch)."""
     import torch

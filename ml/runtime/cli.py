@@ -21,7 +21,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import ParamSpec
 
-from ml.base.determinism import cpu_capability
+from ml.base.determinism import cpu_capability, deterministic_torch
 from ml.base.faults import seam
 from ml.base.io import JSONValue, WriteError, atomic_write_json
 from ml.config.params import DEFAULT_PARAMS_PATH, Params, load_params
@@ -121,7 +121,7 @@ def stage_setup(
     torch.set_num_threads(params.base.torch_threads)
     # cuBLAS needs a fixed workspace for deterministic results on a GPU (PyTorch "Reproducibility" notes)
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(True)
+    deterministic_torch()
     # loop.py pipes stage output through; it sets DISTILL_PROGRESS=1 when its own stdout is a terminal
     args.progress = not args.no_progress and (sys.stderr.isatty() or os.environ.get("DISTILL_PROGRESS") == "1")
     args.started = time.perf_counter()

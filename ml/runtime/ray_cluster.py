@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
-from ml.base.determinism import cpu_env
+from ml.base.determinism import cpu_env, deterministic_torch
 from ml.runtime.executor import ComputeError, Executor, Shared
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ def _run_chunk(fn: Callable[..., Any], task: Any, torch_threads: int, *shared: t
 
     if torch.get_num_threads() != torch_threads:
         torch.set_num_threads(torch_threads)
-    torch.use_deterministic_algorithms(True)
+    deterministic_torch()
     return fn(task, *(_resolve(s) for s in shared))
 
 
