@@ -339,10 +339,13 @@ def _core_ratios(rules: float, every: float, pods: float, bare: float, external_
         f"({external_share:.0%} of the decisions observed: the self-play pods' network seat); "
         f"without the encode call {bare / rules:.2f}x"
     )
-    print(
-        f"core encode in the env loop: {encode_ns:,.0f} ns an observation; the pods row at 0.80x rules-only allows "
-        f"{encode_budget_ns(rules, bare, external_share):,.0f} ns"
+    budget = encode_budget_ns(rules, bare, external_share)
+    allows = (
+        f"allows {budget:,.0f} ns"
+        if budget >= 0
+        else f"is out of reach at any encoder cost (without the encode call the row reaches {bare / rules:.2f}x)"
     )
+    print(f"core encode in the env loop: {encode_ns:,.0f} ns an observation; the pods row at 0.80x rules-only {allows}")
 
 
 def _widths(text: str) -> list[int]:
@@ -365,8 +368,8 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=3,
                         help="alternating 1-worker / 2-worker PPO runs; the rows show the medians (default: %(default)s)")  # fmt: skip
     parser.add_argument("--in-flight", type=_widths, default=[16, 64, 128, 256], metavar="N,N,...",
-                        help="games in flight of the 1-worker PPO sweep (forward passes' share of collection; "
-                             "default: 16,64,128,256)")  # fmt: skip
+                        help="games in flight of the 1-worker PPO sweep, one run each (forward passes' share of "
+                             "collection; default: 16,64,128,256; an empty value: no sweep)")  # fmt: skip
     args = parser.parse_args()
     if args.pairs < 1:
         parser.error(f"--pairs must be at least 1, got {args.pairs}")
@@ -407,7 +410,10 @@ def main() -> None:
         ("env + encoder, 1 net + 3 heuristic seats, 16 games batched", bench_env(args.seconds)),
         ("PPO self-play collection, 1 worker, all seats (median)", one),
         ("PPO self-play collection, 2 workers, all seats (median)", two),
-        *((f"  the same, 1 worker, {n} games in flight ({c} chunk{'s' if c > 1 else ''} a round)", r) for n, c, r, _ in sweep),
+        *(
+            (f"  the same, 1 worker, {n} games in flight ({c} chunk{'s' if c > 1 else ''} a round, one run)", r)
+            for n, c, r, _ in sweep
+        ),
         ("  the same, 1 worker, DISTILL_NATIVE_CPU=1 (not reproducible)", native),
         ("OpenSpiel crazy_eights 4p, uniform random (reference)", reference),
     ]
