@@ -13,7 +13,7 @@ import pytest
 
 from ml.base import determinism
 from ml.base.determinism import NATIVE_ENV, cpu_env, cpu_flags
-from tests.conftest import make_project_copy, out_hashes, tiny_params
+from tests.conftest import ROOT, make_project_copy, out_hashes, tiny_params
 
 CAP_VARS = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA", "NPY_DISABLE_CPU_FEATURES")
 AVX2_MACHINE = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2",
@@ -49,7 +49,6 @@ def test_no_avx2_no_x86_and_native_leave_torch_alone(monkeypatch):
     assert cpu_env({NATIVE_ENV: "1"}, machine="x86_64", flags=AVX512) == {}
 
 
-ROOT = Path(__file__).resolve().parents[1]
 _DETERMINISTIC = """
 import sys
 from ml.base.determinism import deterministic_torch

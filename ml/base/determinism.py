@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
 from collections.abc import MutableMapping
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -146,8 +147,6 @@ def deterministic_torch() -> None:
     reads); this sets that flag alone. The public function is called instead where that hook
     is missing (another torch) or inductor is already imported (its flag then set too).
     """
-    import sys
-
     import torch
 
     setter = getattr(torch._C, "_set_deterministic_algorithms", None)
