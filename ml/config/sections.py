@@ -197,8 +197,17 @@ class SelfplayParams(_Section):
     rollout_chunks: int = Field(8, ge=1)
     """Fixed pieces of each round, each with its own seed, shared out among the workers (ml/play/collect.py)."""
     opponent_mix: dict[str, float] = Field(default_factory=lambda: {"heuristic": 0.6, "frozen": 0.2, "self": 0.2})
-    """Probability of each opponent kind per opponent seat: heuristic teacher, frozen earlier generation, current
-    policy (``self``), the generation's starting student (``student``, frozen), uniform (``random``)."""
+    """Probability of each opponent kind per opponent seat: heuristic teacher, frozen earlier generation's agent
+    (uniformly), current policy (``self``), the generation's starting student (``student``, frozen), uniform
+    (``random``), a member of the league (``league``: every accepted generation's agent and student, drawn by
+    PFSP weights, ``pfsp_k`` and ``league_floor``; ml/play/league.py)."""
+    pfsp_k: float = Field(2.0, ge=0)
+    """Exponent k of the league's PFSP weight (1 - p_win)^k (Vinyals et al. 2019; 0: every member alike)."""
+    league_floor: float = Field(0.02, ge=0, le=1)
+    """Each league member's least share of the ``league`` draws (old members stay in play)."""
+    start: Literal["student", "agent"] = "student"
+    """What PPO starts from: the generation's student, or the newest accepted agent in data/frozen with its
+    optimizer state (the student when there is none yet)."""
     magnet_kl: float = Field(0.0, ge=0)
     """Weight of KL(agent || starting student) on each PPO batch's decisions, the magnet of magnetic mirror
     descent (Sokota et al. 2023; ml/learn/ppo.py); 0: none. A larger weight keeps the agent nearer the student."""
@@ -209,9 +218,9 @@ class SelfplayParams(_Section):
 
     @model_validator(mode="after")
     def _check_mix(self) -> SelfplayParams:
-        unknown = set(self.opponent_mix) - {"heuristic", "frozen", "self", "random", "student"}
+        unknown = set(self.opponent_mix) - {"heuristic", "frozen", "self", "random", "student", "league"}
         if unknown:
-            raise ValueError(f"unknown opponent kinds {sorted(unknown)}; use heuristic, frozen, self, random, student")
+            raise ValueError(f"unknown opponent kinds {sorted(unknown)}; use heuristic, frozen, self, random, student, league")
         if not any(w > 0 for w in self.opponent_mix.values()):
             raise ValueError("opponent_mix needs at least one weight > 0")
         return self

@@ -2,7 +2,10 @@
 
 * Collection: ``ml.play.rollout.play_games`` with the learner in one seat per pod (rotated
   through the seats), the other seats drawn from the opponent pool: the heuristic
-  teacher, frozen earlier generations, the current policy (``opponent_mix``).
+  teacher, frozen earlier generations, the current policy, the league by PFSP weights
+  updated every round from the learner's results (``opponent_mix``, ``ml.play.league``).
+* Start: a copy of the student, or of a given policy with its optimizer state (the previous
+  accepted agent, ``selfplay.start``), so PPO's progress carries across generations.
 * Advantages: GAE(gamma, lambda) per finished episode of the learning seat (Schulman et
   al. 2016, "High-Dimensional Continuous Control Using GAE", eq. 16).
 * Update: clipped surrogate objective, value loss and entropy bonus with global gradient
@@ -24,8 +27,8 @@ import copy
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypedDict, cast
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import numpy as np
 import torch
@@ -37,7 +40,8 @@ from ml.game.registry import GameSpec
 from ml.learn.settings import RunSettings
 from ml.model.policy import PolicyNet
 from ml.play.buffer import Rollout
-from ml.play.collect import STUDENT, Collector, CollectSettings
+from ml.play.collect import STUDENT, Collector, CollectSettings, is_frozen_agent
+from ml.play.league import Tally, league_probabilities
 from ml.runtime.executor import Executor
 
 if TYPE_CHECKING:
@@ -67,6 +71,22 @@ class Minibatch:
     magnet_logp: torch.Tensor | None = None
 
 
+@dataclass
+class Resume:
+    """Where ``train_ppo`` starts instead of a fresh copy of the student.
+
+    Attributes:
+        net: the policy to continue (the student's architecture; left unchanged); None: the student.
+        name: what ``net`` is (``selfplay/start`` in the metrics).
+        optimizer_state: Adam's ``state_dict`` of the run that trained ``net`` (its learning rate is
+            replaced by ``selfplay.lr``); empty: a new optimizer. ``train_ppo`` puts the final state here.
+    """
+
+    net: PolicyNet | None = None
+    name: str = STUDENT
+    optimizer_state: dict[str, Any] = field(default_factory=dict)
+
+
 SelfplayMetrics = TypedDict(
     "SelfplayMetrics",
     {
@@ -84,11 +104,19 @@ SelfplayMetrics = TypedDict(
         "selfplay/approx_kl": float,
         "selfplay/clipfrac": float,
         "selfplay/magnet_kl": NotRequired[float],
+        "selfplay/update_s": float,
+        "selfplay/collect_s": float,
+        "selfplay/start": str,
+        "selfplay/opponents": dict[str, float],
+        "selfplay/league": dict[str, dict[str, float]],
     },
 )
 """``train_ppo``'s metrics: learner decisions, episodes (games), the learner's win rate (share of
 its games), workers, decisions/s of the learner and of all seats and update samples/s, the abort
-reason (None: none), and the last update's losses (``ppo_loss``; ``magnet_kl`` with a magnet)."""
+reason (None: none), the last update's losses (``ppo_loss``; ``magnet_kl`` with a magnet), the
+seconds spent updating and collecting, what PPO started from, the mix actually played (share of
+opponent seats per controller key) and, per league member, the seats it held, the learner's
+score against it and its last draw probability."""
 
 
 def compute_gae(
@@ -253,9 +281,10 @@ def train_ppo(
     *,
     on_update: Callable[[int, dict[str, float]], None] | None = None,
     executor: Executor | None = None,
+    resume: Resume | None = None,
 ) -> tuple[PolicyNet, SelfplayMetrics]:
-    """PPO self-play from a copy of ``student`` (also the opponent kind ``student`` and, with
-    ``cfg.magnet_kl`` > 0, the magnet; both frozen).
+    """PPO self-play from a copy of ``student`` or of ``start`` (the student is also the opponent
+    kind ``student`` and, with ``cfg.magnet_kl`` > 0, the magnet; both frozen).
 
     Each round collects ``rollout_steps`` learner decisions of finished games
     (``ml.play.collect.Collector``: worker processes, batched inference) with the current
@@ -263,8 +292,11 @@ def train_ppo(
 
     Args:
         student: the supervised student (left unchanged).
-        frozen: name -> frozen policy of an earlier generation (opponents).
-        cfg: the ``selfplay`` params (``frozen_names`` is the caller's: ``frozen`` is already chosen).
+        frozen: name -> frozen policy of an earlier generation (opponents): ``student:<name>``
+            keys are accepted students (league members only), the others agents (``frozen``
+            draws and league members).
+        cfg: the ``selfplay`` params (``frozen_names`` and ``start`` are the caller's: ``frozen``
+            and ``start`` are already chosen).
         game: the game (``ml.game.registry.GameSpec``): ``num_players`` seats per game, the
             commander's ``max_turns`` cap.
         run: ``seed`` seeds opponent draws, game seeds, sampling and minibatch order;
@@ -276,21 +308,37 @@ def train_ppo(
             the learner's ``win_rate`` in the round's games and the round's learner
             ``decisions_per_s`` (collection only); reads only, changes no result.
         executor: where the chunks run (``ml.runtime.compute``; None: ``cfg.workers`` local processes).
+        resume: where PPO starts instead of a copy of the student, with Adam's state; its
+            ``optimizer_state`` is replaced by the final one (None: from the student, a new optimizer).
 
     Returns:
         ``(net, metrics)`` with ``selfplay/…`` keys (win rate of the learner during
         training, episodes, learner decisions and decisions/s, decisions/s of all seats
-        together, update samples/s, the last update's losses, and ``aborted``: the reason
-        when ``cfg.abort_if`` stopped the training, else None). ``net`` is on the CPU.
+        together, update samples/s, the last update's losses, ``aborted``: the reason
+        when ``cfg.abort_if`` stopped the training, else None, and the keys of
+        ``SelfplayMetrics``' docstring). ``net`` is on the CPU.
+
+    Raises:
+        ValueError: no opponent kind of ``cfg.opponent_mix`` can be drawn (``frozen`` or
+            ``league`` alone with no frozen policy); an ``optimizer_state`` of another network.
     """
     device = run.device
-    net = copy.deepcopy(student).to(device)
+    start = resume.net if resume is not None else None
+    net = copy.deepcopy(start if start is not None else student).to(device)
     magnet = copy.deepcopy(student).to(device).eval() if cfg.magnet_kl > 0 else None
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=1e-5)
+    if resume is not None and resume.optimizer_state:
+        opt.load_state_dict(resume.optimizer_state)
+        for group in opt.param_groups:
+            group["lr"] = cfg.lr
     gen = torch.Generator().manual_seed(run.seed)
     rng = np.random.default_rng(run.seed)
-    settings = CollectSettings(game, cfg.num_envs, cfg.opponent_mix)
+    league = tuple(sorted(k for k in frozen if k != STUDENT)) if cfg.opponent_mix.get("league", 0) > 0 else ()
+    _check_drawable(cfg.opponent_mix, frozen, league)
+    settings = CollectSettings(game, cfg.num_envs, cfg.opponent_mix, league)
     opponents = {**frozen, STUDENT: student} if cfg.opponent_mix.get(STUDENT, 0) > 0 else frozen
+    tally = Tally()
+    probs: tuple[float, ...] = ()
     collector = Collector(net, opponents, settings, cfg.workers, cfg.rollout_chunks, executor)
     steps = wins = games = all_decisions = 0
     update_stats: dict[str, float] = {}
@@ -303,12 +351,15 @@ def train_ppo(
     try:
         while steps < cfg.total_steps and aborted is None:
             t0 = time.perf_counter()
+            probs = league_probabilities(list(league), tally, cfg.pfsp_k, cfg.league_floor) if league else ()
             chunks = collector.round(
                 net,
                 int(rng.integers(2**31 - 1)),
                 min(cfg.rollout_steps, cfg.total_steps - steps),
                 on_chunk=lambda c: bar.update(len(c.rollout)),  # finished decisions, every node
+                league_probs=probs,
             )
+            tally.merge(c.tally for c in chunks)
             t1 = time.perf_counter()
             batch = Rollout.concat([c.rollout for c in chunks], settings.game.obs_dim, settings.game.num_actions)
             n = len(batch)
@@ -342,5 +393,25 @@ def train_ppo(
         "selfplay/update_samples_per_s": updated_samples / update_s if update_s > 0 else 0.0,
         "selfplay/aborted": aborted,
         **{f"selfplay/{k}": v for k, v in update_stats.items()},
+        "selfplay/update_s": update_s,
+        "selfplay/collect_s": collect_s,
+        "selfplay/start": resume.name if resume is not None else STUDENT,
+        "selfplay/opponents": tally.shares(),
+        "selfplay/league": {
+            m: {"games": tally.games.get(m, 0), "win_rate": tally.win_rate(m), "prob": p}
+            for m, p in zip(league, probs, strict=True)
+        },
     }
-    return net.cpu(), cast(SelfplayMetrics, metrics)  # the last update's keys: ppo_loss's
+    if resume is not None:
+        resume.optimizer_state = opt.state_dict()
+    return net.cpu(), cast(SelfplayMetrics, metrics)
+
+
+def _check_drawable(mix: Mapping[str, float], frozen: Mapping[str, PolicyNet], league: tuple[str, ...]) -> None:
+    """Raise ValueError when no kind of ``mix`` with a weight > 0 has a player to draw."""
+    agents = [k for k in frozen if is_frozen_agent(k)]
+    empty = {"frozen": not agents, "league": not league}
+    if all(empty.get(k, False) for k, w in mix.items() if w > 0):
+        raise ValueError(
+            f"selfplay.opponent_mix {dict(mix)}: no frozen policy to draw from; add a kind such as self"
+        )  # the last update's keys: ppo_loss's

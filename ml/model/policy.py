@@ -117,8 +117,14 @@ def check_shape(net: PolicyNet, obs_dim: int, num_actions: int, what: str = "che
         )
 
 
-def save_policy(net: PolicyNet, path: str | Path, meta: Mapping[str, JSONValue] | None = None) -> None:
-    """Write a checkpoint atomically: format version, architecture, weights and ``meta``."""
+def save_policy(
+    net: PolicyNet,
+    path: str | Path,
+    meta: Mapping[str, JSONValue] | None = None,
+    optimizer: Mapping[str, object] | None = None,
+) -> None:
+    """Write a checkpoint atomically: format version, architecture, weights and ``meta``, and the
+    optimizer's ``state_dict`` when given (``optimizer``, read back by ``load_optimizer_state``)."""
     payload = {
         "format": CHECKPOINT_FORMAT,
         "obs_dim": net.obs_dim,
@@ -127,9 +133,26 @@ def save_policy(net: PolicyNet, path: str | Path, meta: Mapping[str, JSONValue] 
         "state_dict": net.state_dict(),
         "meta": meta or {},
     }
+    if optimizer is not None:
+        payload["optimizer"] = dict(optimizer)
     buf = io.BytesIO()
     torch.save(payload, buf)
     atomic_write_bytes(path, buf.getvalue())
+
+
+def _read_checkpoint(path: Path) -> dict[str, object]:
+    """The payload of a checkpoint written by ``save_policy`` (CheckpointError as ``load_policy``)."""
+    if not path.is_file():
+        raise CheckpointError(f"{path}: checkpoint not found")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # torch raises several types for corrupt zips, some with pages of advice
+        why = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
+        raise CheckpointError(f"{path}: not a readable checkpoint ({why[:200]})") from e
+    fmt = payload.get("format") if isinstance(payload, dict) else None
+    if fmt != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"{path}: unsupported checkpoint format {fmt!r} (this reader knows {CHECKPOINT_FORMAT})")
+    return payload  # type: ignore[no-any-return]
 
 
 def load_policy(path: str | Path) -> tuple[PolicyNet, JSONObject]:
@@ -141,18 +164,18 @@ def load_policy(path: str | Path) -> tuple[PolicyNet, JSONObject]:
     Raises:
         CheckpointError: missing file, unreadable file or unknown format version.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"{path}: checkpoint not found")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # torch raises several types for corrupt zips, some with pages of advice
-        why = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
-        raise CheckpointError(f"{path}: not a readable checkpoint ({why[:200]})") from e
-    fmt = payload.get("format") if isinstance(payload, dict) else None
-    if fmt != CHECKPOINT_FORMAT:
-        raise CheckpointError(f"{path}: unsupported checkpoint format {fmt!r} (this reader knows {CHECKPOINT_FORMAT})")
-    net = PolicyNet(payload["obs_dim"], tuple(payload["hidden_sizes"]), payload["num_actions"])
-    net.load_state_dict(payload["state_dict"])
+    payload = _read_checkpoint(Path(path))
+    net = PolicyNet(payload["obs_dim"], tuple(payload["hidden_sizes"]), payload["num_actions"])  # type: ignore[arg-type]
+    net.load_state_dict(payload["state_dict"])  # type: ignore[arg-type]
     net.eval()
-    return net, dict(payload["meta"])
+    return net, dict(payload["meta"])  # type: ignore[call-overload]
+
+
+def load_optimizer_state(path: str | Path) -> dict[str, object] | None:
+    """The optimizer ``state_dict`` saved with a checkpoint, or None when it holds none.
+
+    Raises:
+        CheckpointError: as ``load_policy``.
+    """
+    state = _read_checkpoint(Path(path)).get("optimizer")
+    return dict(state) if isinstance(state, dict) else None

@@ -22,7 +22,7 @@ import multiprocessing as mp
 import os
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,7 @@ import torch
 from ml.game.registry import GameSpec
 from ml.model.policy import PolicyNet
 from ml.play.buffer import Rollout
+from ml.play.league import Tally, learner_points
 from ml.play.rollout import Controller, Keep, Pods, game_seeds, play_games, rotated_seatings
 from ml.runtime.executor import Executor
 
@@ -45,13 +46,17 @@ class CollectSettings:
             chunk may play (a chunk stops as soon as its quota is met).
         num_envs: games in flight at once in a chunk (batched inference across them).
         opponent_mix: opponent kind -> weight for the seats other than the learner's
-            (``heuristic``, ``random``, ``self``, ``frozen``: one of the frozen policies,
-            ``student``: the frozen policy named :data:`STUDENT`, PPO's starting student).
+            (``heuristic``, ``random``, ``self``, ``frozen``: one of the frozen agents, uniformly,
+            ``student``: the frozen policy named :data:`STUDENT`, PPO's starting student,
+            ``league``: one of ``league`` by the round's PFSP probabilities, ``ml.play.league``).
+        league: the league's members, keys of the frozen policies, in the order of
+            ``ChunkTask.league_probs``.
     """
 
     game: GameSpec
     num_envs: int
     opponent_mix: Mapping[str, float]
+    league: tuple[str, ...] = ()
 
 
 StateDict = dict[str, torch.Tensor]
@@ -78,10 +83,12 @@ class WorkerSetup:
 @dataclass(frozen=True)
 class ChunkTask:
     """One chunk of a round: start games until the learner has made ``quota`` decisions, then
-    finish the games in flight (a chunk returns at least ``quota`` decisions, none wasted)."""
+    finish the games in flight (a chunk returns at least ``quota`` decisions, none wasted).
+    ``league_probs``: the round's draw probability of each ``CollectSettings.league`` member."""
 
     seed: int
     quota: int
+    league_probs: tuple[float, ...] = ()
 
 
 @dataclass
@@ -93,19 +100,27 @@ class ChunkResult:
         games: episodes (games in which the learner decided at least once).
         wins: of those, the games the learner won.
         all_decisions: decisions of every seat in the chunk's games.
+        tally: per opponent controller key, the seats it held and the learner's points against it.
     """
 
     rollout: Rollout
     games: int
     wins: int
     all_decisions: int
+    tally: Tally = field(default_factory=Tally)
 
 
 _WORKER: dict[str, Any] = {}
 
 
 STUDENT = "student"
-"""The opponent kind, and the key among the frozen opponents, of PPO's starting student (``ml.learn.ppo.train_ppo``)."""
+"""The opponent kind, and the key among the frozen opponents, of PPO's starting student (``ml.learn.ppo.train_ppo``).
+Accepted generations' students in the league are keyed ``student:<name>``; neither is a ``frozen`` draw."""
+
+
+def is_frozen_agent(key: str) -> bool:
+    """Whether the frozen opponent ``key`` is a draw of kind ``frozen`` (any key but the students')."""
+    return key.split(":", 1)[0] != STUDENT
 
 
 def _init(setup: WorkerSetup) -> None:
@@ -126,26 +141,41 @@ def _init(setup: WorkerSetup) -> None:
     _WORKER["settings"] = settings
 
 
-def _opponent_picker(mix: Mapping[str, float], frozen: list[str], rng: np.random.Generator) -> Callable[[], str]:
+def _opponent_picker(
+    mix: Mapping[str, float],
+    frozen: list[str],
+    rng: np.random.Generator,
+    league: tuple[str, ...] = (),
+    league_probs: tuple[float, ...] = (),
+) -> Callable[[], str]:
     """``pick() -> controller key`` of one opponent seat: a kind of ``mix`` drawn by weight (then,
-    for ``frozen``, one of ``frozen`` uniformly).
+    for ``frozen``, one of ``frozen`` uniformly; for ``league``, one of ``league`` by ``league_probs``).
 
     Draws what ``rng.choice(len(kinds), p=weights / weights.sum())`` draws, one ``rng.random()``
     against the normalised cumulative weights (numpy's own method for ``p``), without its
     per-call checks of ``p`` (13 us of 14 per call, measured); ``tests/test_collect.py`` holds the
-    two equal.
+    two equal. A ``league`` draw takes one more ``rng.random()`` the same way.
     """
-    kinds = [k for k, w in sorted(mix.items()) if w > 0 and (k != "frozen" or frozen)]
-    weights = np.asarray([mix[k] for k in kinds], np.float64)
-    cdf = (weights / weights.sum()).cumsum()
-    cdf /= cdf[-1]
-    bounds = cdf.tolist()
+    kinds = [k for k, w in sorted(mix.items()) if w > 0 and (k != "frozen" or frozen) and (k != "league" or league)]
+    bounds = _cdf([mix[k] for k in kinds])
+    member_bounds = _cdf(list(league_probs)) if league else []
 
     def pick() -> str:
         kind = kinds[bisect.bisect_right(bounds, rng.random())]
-        return frozen[rng.integers(len(frozen))] if kind == "frozen" else kind
+        if kind == "frozen":
+            return frozen[rng.integers(len(frozen))]
+        if kind == "league":
+            return league[bisect.bisect_right(member_bounds, rng.random())]
+        return kind
 
     return pick
+
+
+def _cdf(weights: list[float]) -> list[float]:
+    """The normalised cumulative weights, the last exactly 1 (numpy's ``choice`` with ``p``)."""
+    cdf = (np.asarray(weights, np.float64) / sum(weights)).cumsum()
+    cdf /= cdf[-1]
+    return cdf.tolist()  # type: ignore[no-any-return]
 
 
 def _play_chunk(state_dict: StateDict, task: ChunkTask) -> ChunkResult:
@@ -162,7 +192,8 @@ def _play_chunk(state_dict: StateDict, task: ChunkTask) -> ChunkResult:
     }
     controllers.update({name: Controller("net", f) for name, f in _WORKER["frozen"].items()})
     rng = np.random.default_rng(task.seed)
-    pick = _opponent_picker(s.opponent_mix, sorted(k for k in _WORKER["frozen"] if k != STUDENT), rng)
+    frozen = sorted(k for k in _WORKER["frozen"] if is_frozen_agent(k))
+    pick = _opponent_picker(s.opponent_mix, frozen, rng, s.league, task.league_probs)
     pod = s.game.num_players
     n_games = s.num_envs + task.quota // s.game.min_learner_decisions
     seatings = rotated_seatings(n_games, pod, "agent", lambda g: [pick() for _ in range(pod - 1)])
@@ -171,7 +202,7 @@ def _play_chunk(state_dict: StateDict, task: ChunkTask) -> ChunkResult:
         generator=torch.Generator().manual_seed(task.seed), game=s.game,
         keep=Keep(track_seats=lambda seats: [seats.index("agent")], budget=task.quota),
     )  # fmt: skip
-    episodes, games, wins, all_decisions = [], 0, 0, 0
+    episodes, games, wins, all_decisions, tally = [], 0, 0, 0, Tally()
     for result in runner:  # no game starts once the quota is met; the games in flight finish and count
         seat = result.seats.index("agent")
         all_decisions += result.decisions
@@ -181,7 +212,11 @@ def _play_chunk(state_dict: StateDict, task: ChunkTask) -> ChunkResult:
         episodes.append(episode)
         games += 1
         wins += int(result.winner == seat)
-    return ChunkResult(Rollout.concat(episodes, s.game.obs_dim, s.game.num_actions), games, wins, all_decisions)
+        for other, key in enumerate(result.seats):
+            if other != seat:
+                tally.add(key, learner_points(seat, other, result.ranking, result.returns, result.winner))
+    rollout = Rollout.concat(episodes, s.game.obs_dim, s.game.num_actions)
+    return ChunkResult(rollout, games, wins, all_decisions, tally)
 
 
 def _started(_: int) -> int:
@@ -240,9 +275,16 @@ class Collector:
             _init(setup)
 
     def round(
-        self, net: PolicyNet, seed: int, steps: int, on_chunk: Callable[[ChunkResult], object] | None = None
+        self,
+        net: PolicyNet,
+        seed: int,
+        steps: int,
+        on_chunk: Callable[[ChunkResult], object] | None = None,
+        league_probs: tuple[float, ...] = (),
     ) -> list[ChunkResult]:
         """One round of ``steps`` learner decisions (split over the chunks), in chunk order.
+
+        ``league_probs``: the draw probability of each ``CollectSettings.league`` member this round.
 
         ``on_chunk`` is called with each chunk's result, in chunk order, as it comes back (progress
         across workers and nodes: local workers send their share of a round as one message, a Ray
@@ -251,7 +293,7 @@ class Collector:
         state = {k: v.detach().cpu() for k, v in net.state_dict().items()}
         quota = -(-steps // self.chunks)
         seeds = np.random.default_rng(seed).integers(0, 2**31 - 1, size=self.chunks)
-        tasks = [ChunkTask(int(s), quota) for s in seeds]
+        tasks = [ChunkTask(int(s), quota, league_probs) for s in seeds]
         if self.executor is not None:  # the weights: once per round in the object store
             done = None if on_chunk is None else (lambda _i, c: on_chunk(c))
             return self.executor.map(_cluster_chunk, tasks, self.setup, self.executor.share(state), on_result=done)
