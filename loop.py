@@ -7,6 +7,7 @@
     python loop.py --profile full       # apply the `full` profile of params.yaml, commit it, run
     python loop.py elo                  # print the latest Elo table
     python loop.py eval --games 2000    # each accepted generation's student against the teacher
+    python loop.py compare RUN_A RUN_B  # two runs' results head to head and against the same teachers
     python loop.py promote gen003-a1 [--name NAME]   # keep that attempt's student as a bot
     python loop.py import-forge PATH... [--cards TABLE]  # Forge files as teacher data (data/forge)
     python loop.py export-onnx [MODEL] [--out FILE]   # a student or bot as ONNX + feature layout (JVM)
@@ -70,7 +71,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     over = p.add_mutually_exclusive_group()
     over.add_argument("--force-retry", action="store_true", help="unblock a blocked generation and retry it (after a fix)")
     over.add_argument("--skip-to-next-stage", action="store_true", help="leave a blocked generation and start the next one")
-    sub = p.add_subparsers(dest="command", metavar="{elo,eval,promote,import-forge,export-onnx}")
+    sub = p.add_subparsers(dest="command", metavar="{elo,eval,compare,promote,import-forge,export-onnx}")
     sub.add_parser(
         "elo",
         help="print the latest Elo table (state/elo_history.json)",
@@ -91,6 +92,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     games = "games per student, rounded down to whole deals of pod_size games, at least one deal (default 2000)"
     ev.add_argument("--games", type=int, default=2000, help=games)
     ev.add_argument("--json", type=Path, help="also write the rows to this JSON file")
+    cmp = sub.add_parser(
+        "compare",
+        help="two runs' results head to head and against the same teachers, with the CPU time each spent",
+        description="Plays run A's result against run B's (each run's loop.result policy of its last accepted generation, "
+        "greedy) in mixed pods (two seats each in a 4-pod, 1 against 1 in 2-player games, paired by deal) and each against "
+        "pod_size - 1 teachers on the same deals, and prints A's share of the first places between them, both teacher-pod "
+        "rates and their difference with 95% intervals by deal (chips too in zero-sum games), the CPU and wall seconds and "
+        "learner decisions each run spent, and the params that differ. A RUN is a clone's folder (its HEAD), or a branch "
+        "or commit of --repo. Changes nothing. (--repo goes before the subcommand.)",
+    )
+    cmp.add_argument("run_a", metavar="RUN_A", help="a clone's folder, or a branch or commit of --repo")
+    cmp.add_argument("run_b", metavar="RUN_B", help="a clone's folder, or a branch or commit of --repo")
+    cmp.add_argument("--games", type=positive_int, default=2000, help="games of each measure, whole deals (default 2000)")
+    gen = "compare this generation of both runs (default: each one's last accepted)"
+    cmp.add_argument("--generation", type=int, help=gen)
+    cmp.add_argument("--generation-a", type=int, help="run A's generation (default: --generation, else its last accepted)")
+    cmp.add_argument("--generation-b", type=int, help="run B's generation (default: --generation, else its last accepted)")
+    cmp.add_argument("--json", type=Path, help="also write the report to this JSON file")
     prom = sub.add_parser("promote", help="copy an attempt's student to bots/promoted/<name>.pt and commit it")
     prom.add_argument("attempt", help="attempt id, or a unique part of one (e.g. gen003-a1)")
     prom.add_argument("--name", help="bot name (default: the attempt id)")
@@ -162,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     return run(args, lock)
 
 
-READ_ONLY = ("elo", "eval", "export-onnx")
+READ_ONLY = ("elo", "eval", "compare", "export-onnx")
 """The commands that change nothing in the repository (no lock, no checks of the tree)."""
 
 
@@ -176,6 +195,12 @@ def read_only(loop: Loop, args: argparse.Namespace) -> int:
         from ml.driver.evaluate import evaluate
 
         return evaluate(loop, args.games, args.json)
+    if args.command == "compare":
+        from ml.driver.compare import compare
+
+        gens = (args.generation_a, args.generation_b)
+        gens = (gens[0] if gens[0] is not None else args.generation, gens[1] if gens[1] is not None else args.generation)
+        return compare(loop.root, (args.run_a, args.run_b), args.games, gens, args.json)
     from ml.driver.onnx_cmd import export_command
 
     return export_command(loop, args.model, args.out)

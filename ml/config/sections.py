@@ -304,6 +304,9 @@ class LoopParams(_Section):
     """... for this many accepted generations in a row."""
     suggest_on_retry: bool = True
     """After a rejection, nudge the retry's params by the bounded rules of ml/driver/feedback.py."""
+    result: Literal["student", "agent"] = "student"
+    """Which policy of an accepted generation is the run's result, the one ``loop.py compare`` plays: the student
+    (data/students), or the PPO agent (data/frozen; the ``ppo_only`` profile)."""
 
 
 class ComputeParams(_Section):

@@ -21,6 +21,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import ParamSpec
 
+import psutil
+
 from ml.base.determinism import cpu_capability, deterministic_torch
 from ml.base.faults import seam
 from ml.base.io import JSONValue, WriteError, atomic_write_json
@@ -62,6 +64,12 @@ def environment(sha: str) -> dict[str, str]:
         "git_sha": sha,
         "cpu_capability": cpu_capability(),
     }
+
+
+def process_cpu_s() -> float:
+    """CPU seconds (user + system) of this process and of its children that ended (``psutil``)."""
+    t = psutil.Process().cpu_times()
+    return float(t.user + t.system + t.children_user + t.children_system)
 
 
 def stage_main(main: Callable[_P, int]) -> Callable[_P, int]:
@@ -142,14 +150,16 @@ def stage_setup(
 def write_metrics(
     path: Path, metrics: Mapping[str, JSONValue], args: argparse.Namespace, stage: str, *, episodes: int
 ) -> None:
-    """Write the stage's metrics JSON atomically, adding ``<stage>/episodes``, ``<stage>/wall_s`` and
-    ``<stage>/env`` (``environment``).
+    """Write the stage's metrics JSON atomically, adding ``<stage>/episodes``, ``<stage>/wall_s``,
+    ``<stage>/cpu_s`` and ``<stage>/env`` (``environment``).
 
     Args:
         path: the metrics file (``metrics/<stage>.json``, from ``dvc.yaml``).
         metrics: ``<stage>/…`` keys to JSON-serialisable values.
         args: the namespace of :func:`stage_setup` (``started``, ``generation``, ``git_sha``).
-        stage: the stage name; ``<stage>/wall_s`` is the stage's wall time in seconds.
+        stage: the stage name; ``<stage>/wall_s`` is the stage's wall time in seconds, ``<stage>/cpu_s``
+            the CPU seconds (user + system) of the stage's process since it started, imports included,
+            and of its worker processes that ended (``psutil``; Ray workers elsewhere are not counted).
         episodes: the games (episodes) the stage played, every seat's controller counted once
             per game (0 for a stage that plays none); the loop sums them per attempt
             (``ml.driver.history.attempt_episodes``), the x axis of NashConv in the papers.
@@ -161,6 +171,7 @@ def write_metrics(
         **metrics,
         f"{stage}/episodes": int(episodes),
         f"{stage}/wall_s": round(time.perf_counter() - args.started, 3),
+        f"{stage}/cpu_s": round(process_cpu_s(), 3),
         f"{stage}/env": environment(getattr(args, "git_sha", "unknown")),
     }
     seam(f"g{args.generation:03d}.stage.{stage}.metrics")  # outputs written, metrics and dvc.lock not yet

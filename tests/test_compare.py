@@ -1,0 +1,101 @@
+"""Two policies and two runs compared (``ml.judge.head_to_head``, ``loop.py compare``).
+
+Checks: the mixed seatings give each side every seat equally often; a policy against itself
+takes exactly half the first places of the mixed pods and differs by exactly 0 from itself
+against the teachers (the same deals for both sides); swapping A and B swaps every figure;
+``loop.py compare`` on the two-generation reference run plays the same deals for both runs
+(swapped runs, mirrored figures), reports each run's CPU time and learner decisions, and
+refuses, in one line, runs of different games, an unknown run and a generation never accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from ml.game.commander.encoding import OBS_DIM
+from ml.game.registry import commander
+from ml.judge.head_to_head import Play, head_to_head, mixed_seatings, paired_against
+from ml.model.policy import PolicyNet
+from ml.play.rollout import Controller
+from tests.conftest import git
+
+
+def test_mixed_seatings_share_every_seat():
+    assert mixed_seatings(2) == [["a", "b"], ["b", "a"]]
+    assert mixed_seatings(4) == [["a", "a", "b", "b"], ["b", "a", "a", "b"], ["b", "b", "a", "a"], ["a", "b", "b", "a"]]
+    for n in (2, 3, 4, 5):
+        seatings = mixed_seatings(n)
+        for seat in range(n):
+            column = [s[seat] for s in seatings]
+            assert column.count("a") == column.count("b"), (n, seat)
+    with pytest.raises(ValueError, match="at least 2"):
+        mixed_seatings(1)
+
+
+def _net(seed: int) -> Controller:
+    torch.manual_seed(seed)
+    return Controller("net", PolicyNet(OBS_DIM, (16,)), greedy=True)
+
+
+def test_a_policy_against_itself_is_even():
+    a = _net(0)
+    same = head_to_head(a, a, 6, Play(commander(4, 30), 8, 3))
+    assert same.a_first_share == pytest.approx(0.5) and same.games == 24
+    paired = paired_against(a, a, Controller("heuristic"), 6, Play(commander(4, 30), 8, 3))
+    assert paired.difference.mean == 0.0 and paired.a_rate.mean == paired.b_rate.mean
+
+
+def test_swapping_the_sides_mirrors_the_figures():
+    a, b = _net(0), _net(1)
+    play = Play(commander(4, 30), 8, 5)
+    ab, ba = head_to_head(a, b, 6, play), head_to_head(b, a, 6, play)
+    assert ab.draws == ba.draws and ab.a_first_share == pytest.approx(1 - ba.a_first_share)
+    pab = paired_against(a, b, Controller("heuristic"), 6, play)
+    pba = paired_against(b, a, Controller("heuristic"), 6, play)
+    assert pab.a_rate == pba.b_rate and pab.difference.mean == pytest.approx(-pba.difference.mean)
+
+
+@pytest.mark.expensive
+def test_compare_two_generations_of_the_reference_run(reference_run, tmp_path: Path, capsys):
+    from ml.driver.compare import compare
+
+    repo = reference_run[0]
+    assert compare(repo, (str(repo), "HEAD"), 16, (1, 0), tmp_path / "ab.json") == 0
+    assert compare(repo, ("HEAD", str(repo)), 16, (0, 1), tmp_path / "ba.json") == 0
+    ab, ba = (json.loads((tmp_path / f).read_text()) for f in ("ab.json", "ba.json"))
+    assert [r["policy"] for r in ab["runs"]] == ["data/merged/students/gen001.pt", "data/merged/students/gen000.pt"]
+    h, g = ab["head_to_head"], ba["head_to_head"]
+    assert h["games"] == 16 and h["draws"] == g["draws"] and h["a_first_share"] == pytest.approx(1 - g["a_first_share"])
+    p, q = ab["against_teachers"], ba["against_teachers"]
+    assert (
+        p["deals"] == 4 and p["a_rate"] == q["b_rate"] and p["difference"]["mean"] == pytest.approx(-q["difference"]["mean"])
+    )
+    for run in ab["runs"]:
+        assert run["attempts"] == 2 and run["cpu_s"] > 0 and run["learner_decisions"] >= 2 * 600
+    assert ab["params_difference"] == []
+    assert "A's share of the first places" in capsys.readouterr().out
+
+
+@pytest.mark.expensive
+def test_compare_refuses_in_one_line(reference_run, tmp_path: Path, capsys):
+    from ml.driver.compare import compare
+
+    repo = reference_run[0]
+    other = tmp_path / "other"
+    subprocess.run(["git", "clone", "-q", str(repo), str(other)], check=True)
+    text = (other / "params.yaml").read_text().replace("name: commander", "name: openspiel:kuhn_poker", 1)
+    (other / "params.yaml").write_text(text)
+    git(other, "commit", "-qam", "another game")
+    capsys.readouterr()
+    assert compare(repo, (str(repo), str(other)), 16, (None, None), None) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "play different games (game.name: 'commander' vs 'openspiel:kuhn_poker')" in err
+    assert compare(repo, (str(repo), "no-such-branch"), 16, (None, None), None) == 2
+    assert "no-such-branch: not a clone's folder, nor a branch or commit" in capsys.readouterr().err
+    assert compare(repo, (str(repo), str(repo)), 16, (7, None), None) == 2
+    assert "generation 7 was not accepted (accepted: [0, 1])" in capsys.readouterr().err
