@@ -40,7 +40,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 TINY = {
     "teacher": {"games": 24},
     "train": {"epochs": 2, "samples_per_epoch": 2000, "batch_size": 128, "hidden_sizes": [32]},
-    "selfplay": {"total_steps": 600, "num_envs": 4, "rollout_steps": 300, "minibatch_size": 128, "update_epochs": 2},
+    "selfplay": {  # the league and a resumed agent from generation 1 on: the kill tests cover their promotion
+        "total_steps": 600,
+        "num_envs": 4,
+        "rollout_steps": 300,
+        "minibatch_size": 128,
+        "update_epochs": 2,
+        "start": "agent",
+        "opponent_mix": {"heuristic": 0.4, "league": 0.3, "self": 0.3},
+    },
     "export": {"games": 12, "only_wins": False},
     "gate": {"gated": False, "min_games": 8, "max_games": 40, "student_games": 16, "student_min_games": 8},
     "rating": {"games": 16, "report_games": 8},

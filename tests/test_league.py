@@ -185,3 +185,35 @@ def test_selfplay_stage_starts_from_the_newest_agent(pipeline: Pipeline, tmp_pat
     assert state is not None and int(state["state"][0]["step"]) > 0  # type: ignore[index]
     m = run({"start": "student", "opponent_mix": {"heuristic": 1.0}}, "fresh.pt")
     assert m["selfplay/start"] == "student" and m["selfplay/opponents"] == {"heuristic": 1.0}
+
+
+@pytest.mark.expensive
+def test_the_league_is_pinned_in_each_attempt_and_restored(reference_run, tmp_path):
+    import hashlib
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.conftest import attempt_commits, git
+
+    repo = tmp_path / "repo"
+    subprocess.run(["cp", "-a", str(reference_run[0]), str(repo)], check=True)
+    gen1 = attempt_commits(repo)[1][0]
+    lock = safe_yaml().load(git(repo, "show", f"{gen1}:dvc.lock"))
+    deps = {d["path"]: d for d in lock["stages"]["selfplay"]["deps"]}
+    metrics = json.loads(git(repo, "show", f"{gen1}:metrics/selfplay.json"))
+    assert metrics["selfplay/start"] == "frozen:gen000"  # the TINY params resume the agent against the league
+    assert set(metrics["selfplay/league"]) == {"frozen:gen000", "student:gen000"}
+    assert sum(v["games"] for v in metrics["selfplay/league"].values()) > 0
+    for folder in ("data/frozen", "data/students"):  # the league generation 1 played, pinned by its commit
+        pointer = safe_yaml().load(git(repo, "show", f"{gen1}:{folder}.dvc"))["outs"][0]
+        assert pointer["md5"] == deps[folder]["md5"] and deps[folder]["nfiles"] == 1, folder
+    git(repo, "checkout", "-q", gen1)
+    for folder in ("data/frozen", "data/students"):
+        shutil.rmtree(repo / folder)
+    env = {"DVC_NO_ANALYTICS": "1", "PATH": __import__("os").environ["PATH"]}
+    subprocess.run([sys.executable, "-m", "dvc", "checkout", "-q"], cwd=repo, env=env, check=True)
+    for folder in ("data/frozen", "data/students"):
+        listing = json.loads((repo / ".dvc/cache/files/md5" / deps[folder]["md5"][:2] / deps[folder]["md5"][2:]).read_text())
+        got = {p.name: hashlib.md5(p.read_bytes()).hexdigest() for p in (repo / folder).iterdir()}
+        assert got == {e["relpath"]: e["md5"] for e in listing} == {"gen000.pt": got.get("gen000.pt")}, folder
