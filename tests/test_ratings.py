@@ -130,6 +130,14 @@ def test_record_tournament_appends_the_games_once_and_refits_every_generation(tm
     again = record_tournament(tmp_path, "a1", PlayedTournament(generation=1, accepted=True, students=[], games=[]))
     assert again == second and len((tmp_path / TOURNAMENT_FILE).read_text().splitlines()) == 6  # keyed by attempt
     assert [e["attempt_id"] for e in json.loads((tmp_path / ELO_FILE).read_text())] == ["a0", "a1"]
+    # generation 2 loses to generation 0 but beats generation 1: its gain is over the strongest earlier one, gen000
+    g2 = [{"ranking": ["gen000", "gen002"]}] * 6 + [{"ranking": ["gen002", "gen001"]}] * 6 + [{"ranking": ["gen000", "gen001"]}] * 6
+    third = record_tournament(
+        tmp_path, "a2", PlayedTournament(generation=2, accepted=True, students=["gen000", "gen001", "gen002"], games=g2), 200.0
+    )
+    elo = {r["player"]: r["elo"] for r in third["table"]}
+    assert elo["gen000"] > elo["gen001"] and third["gain"] is not None
+    assert third["gain"]["old"] == "gen000" and third["gain"]["elo"] == pytest.approx(elo["gen002"] - elo["gen000"], abs=0.2)
 
 
 def test_played_tournament_file_names_a_bad_field(tmp_path):

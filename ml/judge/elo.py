@@ -59,8 +59,9 @@ class RecordedGame(TypedDict):
 class EloEntry(TypedDict):
     """One refit of ``state/elo_history.json`` (:func:`record_tournament`).
 
-    ``games``: all games so far; ``episodes``: the games of this attempt's tournament; ``gain``: vs
-    the previous generation, or None; ``returns``: in a zero-sum game, :func:`return_table` over all games.
+    ``games``: all games so far; ``episodes``: the games of this attempt's tournament; ``gain``: the
+    newest generation's Elo over the strongest earlier generation of the same refit (the highest
+    Elo among every earlier accepted student: a league's best, not the last one), or None; ``returns``: in a zero-sum game, :func:`return_table` over all games.
     """
 
     attempt_id: str
@@ -201,17 +202,19 @@ def record_tournament(root: Path, attempt_id: str, played: PlayedTournament, pri
         entry["table"] = fit.table()
         if chips := return_table(games):  # zero-sum games: the same games in chips
             entry["returns"] = chips
-        earlier = [n for n in chain if n < newest]
+        earlier = [n for n in chain if n < newest and n in fit.players]
         if earlier and newest in fit.players:
-            gain, low, high = fit.gain(newest, earlier[-1])
-            entry["gain"] = GainRow(new=newest, old=earlier[-1], elo=round(gain, 1), low=round(low, 1), high=round(high, 1))
+            elo = {r["player"]: r["elo"] for r in entry["table"]}
+            best = max(earlier, key=lambda n: (elo[n], n))  # the strongest earlier generation in this refit
+            gain, low, high = fit.gain(newest, best)
+            entry["gain"] = GainRow(new=newest, old=best, elo=round(gain, 1), low=round(low, 1), high=round(high, 1))
     atomic_write_json(root / ELO_FILE, [*history, entry])
     return entry
 
 
 def converged(history: Sequence[EloEntry], threshold_elo: float, window: int) -> bool:
-    """Whether the last ``window`` refits each put the newest generation's gain, with 95%
-    confidence, inside ``(-threshold_elo, +threshold_elo)``.
+    """Whether the last ``window`` refits each put the newest generation's gain over the strongest
+    earlier generation, with 95% confidence, inside ``(-threshold_elo, +threshold_elo)``.
 
     A clearly negative gain (interval reaching below ``-threshold_elo``) is a regression, not
     convergence, and so is a gain that may still be large.
