@@ -92,6 +92,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     games = "games per student, rounded down to whole deals of pod_size games, at least one deal (default 2000)"
     ev.add_argument("--games", type=int, default=2000, help=games)
     ev.add_argument("--json", type=Path, help="also write the rows to this JSON file")
+    ev.add_argument(
+        "--agents", action="store_true", help="measure each accepted generation's PPO agent instead of its student"
+    )
     cmp = sub.add_parser(
         "compare",
         help="two runs' results head to head and against the same teachers, with the CPU time each spent",
@@ -194,7 +197,7 @@ def read_only(loop: Loop, args: argparse.Namespace) -> int:
     if args.command == "eval":
         from ml.driver.evaluate import evaluate
 
-        return evaluate(loop, args.games, args.json)
+        return evaluate(loop, args.games, args.json, args.agents)
     if args.command == "compare":
         from ml.driver.compare import compare
 

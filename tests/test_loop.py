@@ -102,6 +102,13 @@ def test_two_generations_commit_and_restore(finished_run):
     assert all(r["low"] <= r["win_rate"] <= r["high"] for r in table)
     assert table[1]["ppo_share"] > 0 == table[0]["ppo_share"]  # gen001 learned from gen000's batch
     assert table[1]["elo"] == rows["gen001"]["elo"] and table[0]["agent_win_rate"] == history[0]["figures"]["win_rate"]
+    res = run_loop(project, "eval", "--games", "8", "--agents", "--json", str(project.parent / "agents.json"))
+    agents = json.loads((project.parent / "agents.json").read_text())
+    assert (
+        res.returncode == 0 and "PPO agents (greedy)" in res.stdout and [r["student"] for r in agents] == ["gen000", "gen001"]
+    )
+    assert [r["policy"] for r in agents] == [f"data/merged/frozen/gen00{g}.pt" for g in (0, 1)]  # the agents played
+    assert [r["policy"] for r in table] == [f"data/merged/students/gen00{g}.pt" for g in (0, 1)]
     assert git(project, "status", "--porcelain") == ""  # eval changes nothing in the repo
     res = run_loop(project, "eval", "--games", "3")  # less than one deal of a 4-pod
     assert res.returncode == 2 and "--games must be at least 4" in res.stderr, res.stderr

@@ -21,15 +21,15 @@ from ml.play.rollout import Controller
 from ml.runtime.compute import open_executor
 
 
-def accepted_students(loop: Loop) -> list[Path]:
-    """Student checkpoints of the accepted generations, oldest first.
+def accepted_students(loop: Loop, folder: str = "students") -> list[Path]:
+    """Student checkpoints of the accepted generations, oldest first (``folder="frozen"``: their PPO agents).
 
     ``data/merged/students`` (the last merge's output) already holds the newest accepted
     generation's student, which reaches ``data/students`` only when the next attempt starts;
     ``data/students`` is the fallback while a merge is rewriting its output.
     """
-    merged = sorted(loop.path("data/merged/students").glob("gen*.pt"))
-    return merged or sorted(loop.path("data/students").glob("gen*.pt"))
+    merged = sorted(loop.path(f"data/merged/{folder}").glob("gen*.pt"))
+    return merged or sorted(loop.path(f"data/{folder}").glob("gen*.pt"))
 
 
 def _chips(row: Mapping[str, object], mean: str, low: str, high: str) -> str:
@@ -41,7 +41,7 @@ def _chips(row: Mapping[str, object], mean: str, low: str, high: str) -> str:
     return f"{row[mean]:+.3f} [{row[low]:+.3f}, {row[high]:+.3f}]"
 
 
-def evaluate(loop: Loop, games: int, out: Path | None) -> int:
+def evaluate(loop: Loop, games: int, out: Path | None, agents: bool = False) -> int:
     """``loop.py eval``: the table of accepted generations, each student measured against the teacher.
 
     Progress goes to stderr (a bar per student on a terminal, cleared when the student is done;
@@ -60,6 +60,7 @@ def evaluate(loop: Loop, games: int, out: Path | None) -> int:
         loop: the loop of the run.
         games: games per student (rounded down to whole deals of ``game.pod_size`` games; at least one deal).
         out: also write the rows to this JSON file (None: do not).
+        agents: measure each accepted generation's PPO agent (``data/merged/frozen``) in place of its student.
 
     Returns:
         The exit status: 0, or 2 for a bad ``games``/``out`` or a checkpoint that does not fit the game.
@@ -76,7 +77,7 @@ def evaluate(loop: Loop, games: int, out: Path | None) -> int:
     if games < n:
         print(f"loop.py eval: --games must be at least {n}: one duplicate deal is pod_size = {n} games", file=sys.stderr)
         return 2
-    students = accepted_students(loop)
+    students = accepted_students(loop, "frozen" if agents else "students")
     if not students:
         print("no students yet: each accepted generation adds one (run `python loop.py`)")
         return 0
@@ -119,17 +120,18 @@ def evaluate(loop: Loop, games: int, out: Path | None) -> int:
             fig = accepted.get(int(path.stem[3:]), {}).get("figures", {}) if path.stem[3:].isdigit() else {}
             rating = elo.get(path.stem)
             rows.append({
-                "student": path.stem, **row, "ppo_share": fig.get("sampled_share", {}).get("ppo", 0.0) if fig else None,
+                "student": path.stem, "policy": str(path.relative_to(loop.root)), **row, "ppo_share": fig.get("sampled_share", {}).get("ppo", 0.0) if fig else None,
                 "agent_win_rate": fig.get("win_rate"), "agent_low": fig.get("win_rate_low"), "agent_high": fig.get("win_rate_high"),
                 "elo": rating and rating["elo"], "elo_low": rating and rating["low"], "elo_high": rating and rating["high"],
             })  # fmt: skip
     sys.stderr.flush()
     chips = game.zero_sum
     print(  # the table, on stdout, once every bar is done
-        f"students (greedy) in pods against {n - 1} teachers ({game.teacher_name}), {played} games each "
+        f"{'PPO agents' if agents else 'students'} (greedy) in pods against {n - 1} teachers ({game.teacher_name}), {played} games each "
         f"({deals} deal{'' if deals == 1 else 's'}{rounded}); parity {1 / n:.3f}"
         + (f"; chips per game, par {game.par_return:g}" if chips else "")
-        + f"\n{'student':8s} {'win rate [95% by deal]':<24s} {'draws':>6s} {'PPO agent (gate)':>26s} {'Elo [95%]':>20s} {'PPO share':>9s}"
+        + ("; Elo and PPO share: that generation's student" if agents else "")
+        + f"\n{'agent' if agents else 'student':8s} {'win rate [95% by deal]':<24s} {'draws':>6s} {'PPO agent (gate)':>26s} {'Elo [95%]':>20s} {'PPO share':>9s}"
         + (f" {'chips vs teacher [95%]':>26s} {'chips vs previous [95%]':>26s}" if chips else "")
     )
     for row in rows:
