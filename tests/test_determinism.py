@@ -102,7 +102,7 @@ def _repro(repo: Path, extra: dict[str, str]) -> tuple[dict[str, str], str, dict
         "PATH": f"{Path(sys.executable).parent}:{env['PATH']}",
         **extra,
     }
-    for d in ("forge", "pool", "seed", "next_student", "frozen"):
+    for d in ("forge", "pool", "seed", "next_student", "frozen", "students"):
         (repo / "data" / d).mkdir(parents=True, exist_ok=True)
     run = subprocess.run(["dvc", "repro", "selfplay"], cwd=repo, env=env, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
