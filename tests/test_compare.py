@@ -22,7 +22,7 @@ from ml.game.registry import commander
 from ml.judge.head_to_head import Play, head_to_head, mixed_seatings, paired_against
 from ml.model.policy import PolicyNet
 from ml.play.rollout import Controller
-from tests.conftest import git
+from tests.conftest import git, tiny_params
 
 
 def test_mixed_seatings_share_every_seat():
@@ -99,3 +99,29 @@ def test_compare_refuses_in_one_line(reference_run, tmp_path: Path, capsys):
     assert "no-such-branch: not a clone's folder, nor a branch or commit" in capsys.readouterr().err
     assert compare(repo, (str(repo), str(repo)), 16, (7, None), None) == 2
     assert "generation 7 was not accepted (accepted: [0, 1])" in capsys.readouterr().err
+
+
+@pytest.mark.expensive
+def test_ppo_only_profile_runs_a_tiny_generation_and_compares_its_agents(tmp_path: Path):
+    from ml.config.yaml_file import safe_yaml
+    from tests.conftest import ROOT, TINY, make_project_copy, run_loop
+
+    params = tiny_params()
+    for section, values in safe_yaml().load((ROOT / "params.yaml").read_text())["profiles"]["ppo_only"].items():
+        params[section].update(values)  # the profile, then the TINY sizes over it
+    for section, values in TINY.items():
+        params[section].update(values)
+    assert params["loop"]["result"] == "agent" and params["train"]["source_weights"]["ppo"] == 0.0
+    repo = make_project_copy(tmp_path / "repo", params)
+    res = run_loop(repo)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    history = json.loads((repo / "state/eval_history.json").read_text())
+    assert [h["verdict"] for h in history] == ["accepted", "accepted"]
+    assert history[1]["metrics"]["train"]["train/sampled_share"].get("ppo", 0.0) == 0.0  # no distillation
+    assert history[1]["metrics"]["selfplay"]["selfplay/start"] == "frozen:gen000"  # PPO continues its agent
+    res = run_loop(repo, "compare", str(repo), "HEAD", "--generation-a", "1", "--generation-b", "0", "--games", "8",
+                   "--json", str(tmp_path / "c.json"))  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    report = json.loads((tmp_path / "c.json").read_text())
+    assert [r["policy"] for r in report["runs"]] == ["data/merged/frozen/gen001.pt", "data/merged/frozen/gen000.pt"]
+    assert [r["result"] for r in report["runs"]] == ["agent", "agent"]
