@@ -107,14 +107,16 @@ def duplicate_deals(
     """
     setup: _Setup = ({"candidate": candidate, "opponent": opponent}, num_envs, encoder, game)
     shared = executor.share(setup)
-
-    def tasks() -> Iterator[tuple[list[int], int]]:
-        rng = np.random.default_rng(seed)
-        for k in count():
-            yield [int(x) for x in rng.integers(0, 2**31 - 1, size=deals_per_chunk)], chunk_seed(seed, k)
-
-    for chunk in executor.imap(_deal_chunk, tasks(), shared):
+    for chunk in executor.imap(_deal_chunk, deal_tasks(seed, deals_per_chunk), shared):
         yield from chunk
+
+
+def deal_tasks(seed: int, deals_per_chunk: int) -> Iterator[tuple[list[int], int]]:
+    """Endless chunks of deals: chunk ``k`` is ``deals_per_chunk`` deal seeds drawn from ``seed``
+    (numpy) and its sampling seed ``ml.runtime.executor.chunk_seed(seed, k)``; the same seed, the same deals."""
+    rng = np.random.default_rng(seed)
+    for k in count():
+        yield [int(x) for x in rng.integers(0, 2**31 - 1, size=deals_per_chunk)], chunk_seed(seed, k)
 
 
 def duplicate_deal_outcomes(

@@ -21,17 +21,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import count, islice
+from itertools import islice
 
 import numpy as np
 import torch
 
 from ml.game.registry import GameSpec
-from ml.judge.deals import duplicate_deals
+from ml.judge.deals import deal_tasks, duplicate_deals
 from ml.judge.mean_return import ReturnTally
 from ml.judge.stats import DealTally
 from ml.play.rollout import Controller, Pods, play_games
-from ml.runtime.executor import LOCAL, Executor, chunk_seed
+from ml.runtime.executor import LOCAL, Executor
 
 
 def mixed_seatings(pod_size: int) -> list[list[str]]:
@@ -113,13 +113,7 @@ def mixed_deals(
         ml.runtime.executor.ComputeError: the Ray cluster was lost mid-stage.
     """
     shared = executor.share(({"a": a, "b": b}, num_envs, game))
-
-    def tasks() -> Iterator[tuple[list[int], int]]:
-        rng = np.random.default_rng(seed)
-        for k in count():
-            yield [int(x) for x in rng.integers(0, 2**31 - 1, size=deals_per_chunk)], chunk_seed(seed, k)
-
-    for chunk in executor.imap(_mixed_chunk, tasks(), shared):
+    for chunk in executor.imap(_mixed_chunk, deal_tasks(seed, deals_per_chunk), shared):
         yield from chunk
 
 
