@@ -17,8 +17,8 @@ same run:
 Each row also prints the PPO update's samples/s (``selfplay/update_samples_per_s``: decisions
 times update epochs, per second of update) and its share of one core's fp32 FMA peak: FLOPs per
 sample ``6 * W`` (W: the policy's weights, two FLOPs each forward and four backward), over the
-FLOP/s of a 1024 x 1024 x 1024 fp32 matrix product on one torch thread timed in the same run (the
-practical peak of one core's FMA units).
+FLOP/s of a 1024 x 1024 x 1024 fp32 matrix product on one torch thread timed in the same run, under
+the stages' CPU cap (the practical peak of one core's FMA units as the update may use them).
 
 ``--from-run PATH`` instead prints the same split for every attempt of a finished run (e.g.
 the clone a `python loop.py --profile full` ran in), without running anything.
@@ -82,6 +82,8 @@ def fma_peak_flops() -> float:
     import time
 
     import torch
+
+    import ml  # noqa: F401  (the stages' CPU cap, ml/base/determinism.py, applies to the peak too)
 
     torch.set_num_threads(1)
     a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
