@@ -283,7 +283,7 @@ def train_ppo(
     executor: Executor | None = None,
     resume: Resume | None = None,
 ) -> tuple[PolicyNet, SelfplayMetrics]:
-    """PPO self-play from a copy of ``student`` or of ``start`` (the student is also the opponent
+    """PPO self-play from a copy of ``student`` or of ``resume.net`` (the student is also the opponent
     kind ``student`` and, with ``cfg.magnet_kl`` > 0, the magnet; both frozen).
 
     Each round collects ``rollout_steps`` learner decisions of finished games
@@ -296,7 +296,7 @@ def train_ppo(
             keys are accepted students (league members only), the others agents (``frozen``
             draws and league members).
         cfg: the ``selfplay`` params (``frozen_names`` and ``start`` are the caller's: ``frozen``
-            and ``start`` are already chosen).
+            and ``resume`` are already chosen).
         game: the game (``ml.game.registry.GameSpec``): ``num_players`` seats per game, the
             commander's ``max_turns`` cap.
         run: ``seed`` seeds opponent draws, game seeds, sampling and minibatch order;
@@ -404,7 +404,7 @@ def train_ppo(
     }
     if resume is not None:
         resume.optimizer_state = opt.state_dict()
-    return net.cpu(), cast(SelfplayMetrics, metrics)
+    return net.cpu(), cast(SelfplayMetrics, metrics)  # the last update's keys: ppo_loss's
 
 
 def _check_drawable(mix: Mapping[str, float], frozen: Mapping[str, PolicyNet], league: tuple[str, ...]) -> None:
@@ -412,6 +412,4 @@ def _check_drawable(mix: Mapping[str, float], frozen: Mapping[str, PolicyNet], l
     agents = [k for k in frozen if is_frozen_agent(k)]
     empty = {"frozen": not agents, "league": not league}
     if all(empty.get(k, False) for k, w in mix.items() if w > 0):
-        raise ValueError(
-            f"selfplay.opponent_mix {dict(mix)}: no frozen policy to draw from; add a kind such as self"
-        )  # the last update's keys: ppo_loss's
+        raise ValueError(f"selfplay.opponent_mix {dict(mix)}: no frozen policy to draw from; add a kind such as self")

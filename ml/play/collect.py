@@ -173,7 +173,8 @@ def _opponent_picker(
 
 def _cdf(weights: list[float]) -> list[float]:
     """The normalised cumulative weights, the last exactly 1 (numpy's ``choice`` with ``p``)."""
-    cdf = (np.asarray(weights, np.float64) / sum(weights)).cumsum()
+    w = np.asarray(weights, np.float64)
+    cdf = (w / w.sum()).cumsum()
     cdf /= cdf[-1]
     return cdf.tolist()  # type: ignore[no-any-return]
 
