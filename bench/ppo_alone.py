@@ -1,7 +1,7 @@
 """Research: PPO alone from one checkpoint, its strength against the teachers by learner decisions.
 
 Continues a policy (a student or agent checkpoint) with ``ml.learn.ppo.train_ppo`` in segments,
-each resuming the last with its Adam state (``ml.learn.ppo.Resume``), and after each segment
+each resuming the last with its Adam state (``ml.learn.settings.Resume``), and after each segment
 plays the agent greedily against ``pod_size - 1`` teachers in seat-rotated duplicate deals
 (``ml.judge.deals.pod_win_rate``, the deals of ``loop.py eval``'s seed). The selfplay knobs are
 the ``selfplay`` section of ``--params`` (default: this checkout's params.yaml with its ``full``
@@ -25,8 +25,8 @@ from ml.config.params import load_params
 from ml.config.sections import SelfplayParams
 from ml.game.registry import make_game
 from ml.judge.deals import pod_win_rate
-from ml.learn.ppo import Resume, train_ppo
-from ml.learn.settings import RunSettings
+from ml.learn.ppo import train_ppo
+from ml.learn.settings import Resume, RunSettings
 from ml.model.policy import load_policy
 from ml.play.rollout import Controller
 

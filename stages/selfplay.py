@@ -37,8 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("selfplay", __doc__, argv, _args)
     from ml.game.registry import make_game
     from ml.learn.curves import open_curves
-    from ml.learn.ppo import Resume, train_ppo
-    from ml.learn.settings import RunSettings
+    from ml.learn.ppo import train_ppo
+    from ml.learn.settings import Resume, RunSettings
     from ml.model.policy import CheckpointError, load_optimizer_state, load_policy, save_policy
     from ml.runtime.compute import open_executor
     from ml.runtime.executor import ComputeError

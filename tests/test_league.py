@@ -22,8 +22,8 @@ from ml.config.sections import SelfplayParams
 from ml.config.yaml_file import safe_yaml
 from ml.game.commander.encoding import OBS_DIM
 from ml.game.registry import commander
-from ml.learn.ppo import Resume, train_ppo
-from ml.learn.settings import RunSettings
+from ml.learn.ppo import train_ppo
+from ml.learn.settings import Resume, RunSettings
 from ml.model.policy import PolicyNet, load_optimizer_state, load_policy, save_policy
 from ml.play.collect import Collector, CollectSettings, _opponent_picker
 from ml.play.league import Tally, league_probabilities, learner_points, pfsp_probabilities

@@ -27,8 +27,8 @@ import copy
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypedDict, cast
 
 import numpy as np
 import torch
@@ -37,10 +37,10 @@ from typing_extensions import NotRequired  # typing's from Python 3.11
 
 from ml.base.progress import ProgressBar
 from ml.game.registry import GameSpec
-from ml.learn.settings import RunSettings
+from ml.learn.settings import Resume, RunSettings
 from ml.model.policy import PolicyNet
 from ml.play.buffer import Rollout
-from ml.play.collect import STUDENT, Collector, CollectSettings, is_frozen_agent
+from ml.play.collect import STUDENT, Collector, CollectSettings, check_drawable
 from ml.play.league import Tally, league_probabilities
 from ml.runtime.executor import Executor
 
@@ -69,22 +69,6 @@ class Minibatch:
     advantages: torch.Tensor
     returns: torch.Tensor
     magnet_logp: torch.Tensor | None = None
-
-
-@dataclass
-class Resume:
-    """Where ``train_ppo`` starts instead of a fresh copy of the student.
-
-    Attributes:
-        net: the policy to continue (the student's architecture; left unchanged); None: the student.
-        name: what ``net`` is (``selfplay/start`` in the metrics).
-        optimizer_state: Adam's ``state_dict`` of the run that trained ``net`` (its learning rate is
-            replaced by ``selfplay.lr``); empty: a new optimizer. ``train_ppo`` puts the final state here.
-    """
-
-    net: PolicyNet | None = None
-    name: str = STUDENT
-    optimizer_state: dict[str, Any] = field(default_factory=dict)
 
 
 SelfplayMetrics = TypedDict(
@@ -334,7 +318,7 @@ def train_ppo(
     gen = torch.Generator().manual_seed(run.seed)
     rng = np.random.default_rng(run.seed)
     league = tuple(sorted(k for k in frozen if k != STUDENT)) if cfg.opponent_mix.get("league", 0) > 0 else ()
-    _check_drawable(cfg.opponent_mix, frozen, league)
+    check_drawable(cfg.opponent_mix, frozen, league)
     settings = CollectSettings(game, cfg.num_envs, cfg.opponent_mix, league)
     opponents = {**frozen, STUDENT: student} if cfg.opponent_mix.get(STUDENT, 0) > 0 else frozen
     tally = Tally()
@@ -405,11 +389,3 @@ def train_ppo(
     if resume is not None:
         resume.optimizer_state = opt.state_dict()
     return net.cpu(), cast(SelfplayMetrics, metrics)  # the last update's keys: ppo_loss's
-
-
-def _check_drawable(mix: Mapping[str, float], frozen: Mapping[str, PolicyNet], league: tuple[str, ...]) -> None:
-    """Raise ValueError when no kind of ``mix`` with a weight > 0 has a player to draw."""
-    agents = [k for k in frozen if is_frozen_agent(k)]
-    empty = {"frozen": not agents, "league": not league}
-    if all(empty.get(k, False) for k, w in mix.items() if w > 0):
-        raise ValueError(f"selfplay.opponent_mix {dict(mix)}: no frozen policy to draw from; add a kind such as self")

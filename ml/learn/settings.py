@@ -1,8 +1,11 @@
-"""What a training run takes beside its params section: ``RunSettings``."""
+"""What a training run takes beside its params section: ``RunSettings``, and PPO's ``Resume``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
+
+from ml.model.policy import PolicyNet
 
 
 @dataclass(frozen=True)
@@ -18,3 +21,19 @@ class RunSettings:
     seed: int
     device: str = "cpu"
     progress: bool = False
+
+
+@dataclass
+class Resume:
+    """Where ``train_ppo`` starts instead of a fresh copy of the student.
+
+    Attributes:
+        net: the policy to continue (the student's architecture; left unchanged); None: the student.
+        name: what ``net`` is (``selfplay/start`` in the metrics).
+        optimizer_state: Adam's ``state_dict`` of the run that trained ``net`` (its learning rate is
+            replaced by ``selfplay.lr``); empty: a new optimizer. ``train_ppo`` puts the final state here.
+    """
+
+    net: PolicyNet | None = None
+    name: str = "student"
+    optimizer_state: dict[str, Any] = field(default_factory=dict)

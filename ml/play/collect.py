@@ -313,3 +313,11 @@ class Collector:
     def close(self) -> None:
         if self.pool is not None:
             self.pool.shutdown()
+
+
+def check_drawable(mix: Mapping[str, float], frozen: Mapping[str, PolicyNet], league: tuple[str, ...]) -> None:
+    """Raise ValueError when no kind of ``mix`` with a weight > 0 has a player to draw."""
+    agents = [k for k in frozen if is_frozen_agent(k)]
+    empty = {"frozen": not agents, "league": not league}
+    if all(empty.get(k, False) for k, w in mix.items() if w > 0):
+        raise ValueError(f"selfplay.opponent_mix {dict(mix)}: no frozen policy to draw from; add a kind such as self")
