@@ -16,7 +16,8 @@ writer (2); a key written twice is refused with file, line and key (3); errors n
 ``profiles`` (6); duplicate phase names are refused naming both indices, and a phase-level
 typo names the phase (7). Issue 24, item 4: a NUL, bytes that are not UTF-8, a tab where YAML
 needs spaces and a control character are one line naming file, line and column, from the
-reader and the writer alike, and a parser's error is one line too.
+reader and the writer alike, and a parser's error is one line too. Issue 42, item 14: an integer
+too long for Python to read is one line naming file, line and key, from the reader, the writer and a stage.
 """
 
 from __future__ import annotations
@@ -247,7 +248,11 @@ def test_a_file_with_no_sections_is_refused_by_reader_and_writer(tmp_path: Path,
             "more than 100000 states",
         ),
         ("game:\n  observation: information_state\n", 2, "game.observation: information_state is for OpenSpiel games"),
-        ("game:\n  name: openspiel:tic_tac_toe\n  pod_size: 2\ngate:\n  alpha: 0.05\n", 4, "gate.target_win_rate (0.35) must exceed"),
+        (
+            "game:\n  name: openspiel:tic_tac_toe\n  pod_size: 2\ngate:\n  alpha: 0.05\n",
+            4,
+            "gate.target_win_rate (0.35) must exceed",
+        ),
     ],
 )
 def test_options_a_game_cannot_take_are_refused_at_load_naming_the_line(tmp_path: Path, text: str, line: int, message: str):
@@ -260,3 +265,25 @@ def test_options_a_game_cannot_take_are_refused_at_load_naming_the_line(tmp_path
         load_params(p, check=check_params)
     said = str(err.value)
     assert said.startswith(f"{p}:{line}: ") and message in said and len(said.splitlines()) == 1, said
+
+
+def test_an_integer_too_long_to_read_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """Issue 42, item 14: a 5001-digit integer ended in a 46-line traceback (Python's limit on integer
+    conversion, ``sys.get_int_max_str_digits``, inside the YAML reader). Now one line naming the file,
+    line and key, from the reader, the writer and a stage alike; nothing written."""
+    from ml.runtime.cli import stage_setup
+
+    text = (ROOT / "params.yaml").read_text()
+    assert text.count("  epochs: 8\n") == 1
+    p = tmp_path / "params.yaml"
+    p.write_text(text.replace("  epochs: 8\n", f"  epochs: {'9' * 5001}\n"))
+    lineno = text[: text.index("  epochs: 8\n")].count("\n") + 1
+    expected = f"{p}:{lineno}: train.epochs: an integer of 5001 digits is too long to read (at most 4300)"
+    for read in (load_params, lambda p: overrides_text(p, {"train": {"epochs": 7}})):
+        with pytest.raises(ParamsError) as e:
+            read(p)
+        assert str(e.value) == expected
+    with pytest.raises(SystemExit) as exit_:
+        stage_setup("train", "", ["--params", str(p)], lambda parser: None)
+    assert exit_.value.code == 2 and capsys.readouterr().err == f"error: {expected}\n"
+    assert p.read_text() == text.replace("  epochs: 8\n", f"  epochs: {'9' * 5001}\n")

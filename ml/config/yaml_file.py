@@ -4,7 +4,8 @@ Every YAML file the project reads or writes goes through ruamel.yaml: :func:`saf
 plain data (``dvc.lock``, the card pool and decks, the Forge card table), the round trip of
 ``ml.driver.params_file`` for rewriting ``params.yaml``. YAML 1.2 is what DVC reads (``1e-3``
 is a float, ``yes`` a string). ``read_yaml`` refuses a key written twice in one mapping and
-returns each key's line, so an error can name it (``params.yaml:12: train.epochs: ...``).
+returns each key's line, so an error can name it (``params.yaml:12: train.epochs: ...``); a decimal
+integer longer than Python reads (``sys.get_int_max_str_digits``) is named there too.
 
 Bytes that are not YAML are named at their line and column (1-based), one line each, before
 either YAML library sees them (``read_params_text``, ``check_characters``): bytes that are not
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import sys
 import typing
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,7 +27,7 @@ from pydantic import BaseModel
 from pydantic_core import ErrorDetails
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
-from ruamel.yaml.nodes import MappingNode, Node, SequenceNode
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ml.base.io import JSONValue
 
@@ -131,8 +133,10 @@ def read_yaml(text: str, source: str) -> tuple[JSONValue, dict[KeyPath, int]]:
 
     Raises:
         ParamsError: a character YAML does not allow (``check_characters``), not valid YAML
-            (``<source>:<line>:<col>: not valid YAML: ...``, ``yaml_error``), or a key written
-            twice in one mapping (``<source>:<line>: <section>: key '<key>' written twice (first on line <n>)``).
+            (``<source>:<line>:<col>: not valid YAML: ...``, ``yaml_error``), a key written
+            twice in one mapping (``<source>:<line>: <section>: key '<key>' written twice (first on line <n>)``),
+            or a decimal integer longer than Python reads
+            (``<source>:<line>: <section>.<key>: an integer of <n> digits is too long to read (at most <limit>)``).
     """
     check_characters(text, source)
     try:
@@ -148,17 +152,34 @@ def _key_lines(node: Node | None, loc: KeyPath, lines: dict[KeyPath, int], sourc
     if isinstance(node, MappingNode):
         for key_node, value in node.value:
             key, line = str(key_node.value), key_node.start_mark.line + 1
+            where = ".".join(map(str, loc)) or "top level"
+            _check_int(key_node, where, source)
             at = (*loc, key)
             if (first := lines.get(at)) is not None:
-                where = ".".join(map(str, loc)) or "top level"
                 raise ParamsError(f"{source}:{line}: {where}: key {key!r} written twice (first on line {first})")
             lines[at] = line
             _key_lines(value, at, lines, source)
+    elif isinstance(node, ScalarNode):
+        _check_int(node, ".".join(map(str, loc)) or "top level", source)
     elif isinstance(node, SequenceNode):
         for i, item in enumerate(node.value):
             at = (*loc, i)
             lines[at] = item.start_mark.line + 1
             _key_lines(item, at, lines, source)
+
+
+def _check_int(node: Node, where: str, source: str) -> None:
+    """Refuse a decimal integer scalar with more digits than ``int()`` reads (``sys.get_int_max_str_digits``;
+    0: no limit), which the YAML loaders would raise as a bare ValueError. Binary, octal and hex have no limit."""
+    limit = sys.get_int_max_str_digits()
+    if not isinstance(node, ScalarNode) or node.tag != "tag:yaml.org,2002:int" or limit == 0:
+        return
+    digits = str(node.value).replace("_", "").lstrip("+-")
+    if len(digits) > limit and not digits.startswith(("0b", "0o", "0x")):
+        raise ParamsError(
+            f"{source}:{node.start_mark.line + 1}: {where}: an integer of {len(digits)} digits is too long to read "
+            f"(at most {limit})"
+        )
 
 
 def line_of(lines: dict[KeyPath, int], loc: KeyPath) -> int | None:

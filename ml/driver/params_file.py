@@ -26,7 +26,7 @@ from ml.base.io import JSONObject, JSONValue
 from ml.config.curriculum import Overrides
 from ml.config.params import Params, attempt_seed, params_from_text
 from ml.config.sections import BaseParams
-from ml.config.yaml_file import ParamsError, check_characters, read_params_text, read_yaml, yaml_error
+from ml.config.yaml_file import ParamsError, read_params_text, read_yaml, yaml_error
 from ml.game.checks import check_params
 
 DEFAULT_BASE_SEED: int = BaseParams.model_fields["seed"].default
@@ -110,15 +110,17 @@ def _load(path: Path) -> tuple[Any, str]:
     """The round-trip data of params.yaml at ``path``, and its text.
 
     Raises:
-        ParamsError: bytes that are not UTF-8 or not YAML characters, or not valid YAML; one line
-            naming the file, line and column (``ml.config.yaml_file.read_params_text``, ``yaml_error``).
+        ParamsError: bytes that are not UTF-8 or not YAML characters, not valid YAML, or what else
+            ``ml.config.yaml_file.read_yaml`` refuses; one line naming the file and line
+            (``ml.config.yaml_file.read_params_text``, ``read_yaml``).
         FileNotFoundError: there is no params.yaml.
     """
     return _parse(read_params_text(path), str(path))
 
 
 def _parse(text: str, source: str) -> tuple[Any, str]:
-    check_characters(text, source)
+    # what the reader refuses (bad characters, a key written twice, an unreadable integer) is refused here alike
+    read_yaml(text, source)
     try:
         data = _yaml(text).load(text)
     except Exception as e:  # ruamel raises several YAMLError subclasses
