@@ -130,6 +130,12 @@ RULES: tuple[Rule, ...] = (
     # makes them strong (docs/measurements.md, "The PPO share is the lever").
     # Nothing to export: play more export games.
     Rule("empty", "export.games", factor=2.0, high=5000, integer=True),
+    # The batch raised the student's NashConv (``gate.decide_by: nash_conv``): a best response that
+    # strayed too far from the average. Pull the agent harder toward the student (the magnet of
+    # magnetic mirror descent), take smaller PPO steps, and move the student's average less per batch.
+    Rule("nash_conv", "selfplay.magnet_kl", factor=2.0, step=0.25, high=8.0),
+    Rule("nash_conv", "selfplay.lr", factor=0.5, low=1e-5),
+    Rule("nash_conv", "train.source_weights.ppo", factor=0.7, low=0.05),
 )
 """The suggester's rules: bounded, one direction each, so repeated retries converge to the bounds."""
 
