@@ -22,6 +22,7 @@ too long for Python to read is one line naming file, line and key, from the read
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -287,3 +288,65 @@ def test_an_integer_too_long_to_read_is_one_line(tmp_path: Path, capsys: pytest.
         stage_setup("train", "", ["--params", str(p)], lambda parser: None)
     assert exit_.value.code == 2 and capsys.readouterr().err == f"error: {expected}\n"
     assert p.read_text() == text.replace("  epochs: 8\n", f"  epochs: {'9' * 5001}\n")
+
+
+class _EditedRepo:
+    """What ``ml.driver.params_edit`` needs of the loop, over a folder: HEAD's params.yaml is ``head``,
+    the work tree's is the file, and a commit is recorded instead of made."""
+
+    def __init__(self, root: Path, head: bytes) -> None:
+        self.root, self.head, self.said, self.commits = root, head, [], []
+        self.echo = self.said.append
+
+    def path(self, rel: Path | str) -> Path:
+        return self.root / rel
+
+    def head_bytes(self, rel: str) -> bytes | None:
+        return self.head
+
+    def uncommitted_log(self, state) -> bool:
+        return False
+
+    def tree_changes(self) -> tuple[list[str], list[str]]:
+        return [], ["params.yaml"] if self.path("params.yaml").read_bytes() != self.head else []
+
+    @contextlib.contextmanager
+    def committing(self, message: str, paths: list[str], dvc_add: tuple[str, ...] = ()):
+        yield {}
+        self.commits.append(message)
+
+    def seam(self, name: str) -> None:
+        pass
+
+
+@pytest.mark.parametrize("edit", [{}, {"epochs": 7}], ids=["bom-only", "bom-and-a-value"])
+def test_a_byte_order_mark_is_read_and_named_in_the_commit_and_kept_by_the_writer(tmp_path: Path, edit: dict):
+    """Issue 42, item 15: a UTF-8 byte-order mark added to params.yaml was committed by the loop as
+    ``params.yaml edited by hand (no value changed)`` and dropped again, unsaid, by the next attempt's
+    rewrite. YAML reads past it, and so does the loop: the commit and the line the loop prints name it,
+    the in-flight refusal names it, and the loop's rewrites keep it."""
+    from ml.driver.params_edit import commit_params_edit, in_flight_edit_refusal
+    from ml.driver.params_file import attempt_params_text, attempt_text
+    from ml.driver.state import InFlight, LoopState
+
+    head = (ROOT / "params.yaml").read_bytes()
+    p = tmp_path / "params.yaml"
+    edited = head.replace(b"  epochs: 8\n", b"  epochs: 7\n") if edit else head
+    p.write_bytes(b"\xef\xbb\xbf" + edited)
+    repo = _EditedRepo(tmp_path, head)
+    values = "train.epochs 8 -> 7, " if edit else ""
+    subject = f"params: {values}byte-order mark added" + ("" if edit else " (no value changed)")
+    assert commit_params_edit(repo, LoopState()) == subject
+    assert [m.splitlines()[0] for m in repo.commits] == [subject] and "U+FEFF" in repo.commits[0]
+    assert repo.said == [
+        f"committed your edit of params.yaml: {subject}; a byte-order mark is the invisible U+FEFF some editors "
+        "write first: YAML, DVC and the loop read past it, and the loop keeps it"
+    ]
+    assert attempt_params_text(p, 1, 1).startswith("\ufeff# ") and load_params(p).train.epochs == (7 if edit else 8)
+    flight = InFlight(attempt_id="gen000-a1", generation=0, attempt=1, params_sha256="", started_at="")
+    p.write_text("\ufeff" + attempt_text(head.decode(), "params.yaml", 0, 1))  # what the loop wrote, and a BOM
+    refused = in_flight_edit_refusal(_EditedRepo(tmp_path, head), flight)
+    assert "is in flight (byte-order mark added);" in refused, refused
+    assert "git commit -m 'params: byte-order mark added (no value changed)' params.yaml" in refused, refused
+    p.write_bytes(head)
+    assert not attempt_params_text(p, 1, 1).startswith("\ufeff")

@@ -76,18 +76,21 @@ SUBJECT_CHANGES = 100
 """Most characters of changes a ``params_edit_message`` subject lists; longer ones name the keys only."""
 
 
-def params_edit_message(changes: list[str]) -> str:
+def params_edit_message(changes: list[str], bom: str | None = None) -> str:
     """The commit message of a hand edit of params.yaml that the loop commits between attempts.
 
     Args:
         changes: ``<dotted key> <old> -> <new>`` per changed value (``ml.driver.params_file.value_changes``).
+        bom: ``byte-order mark added`` or ``... removed`` (``ml.driver.params_file.bom_change``), None: neither.
 
     Subject: ``params: train.epochs 6 -> 3, selfplay.updates 4 -> 8``; past ``SUBJECT_CHANGES``
-    characters the keys alone (``params: train.epochs, train.lr, ... (7 values)``); with no value
-    changed (comments, layout) ``params: params.yaml edited by hand (no value changed)``. Body:
-    one change a line.
+    characters the keys alone (``params: train.epochs, train.lr, ... (7 values)``); ``bom`` last
+    (``params: train.epochs 6 -> 3, byte-order mark added``); with no value changed
+    ``params: byte-order mark added (no value changed)``, or for comments and layout
+    ``params: params.yaml edited by hand (no value changed)``. Body: one change a line, and what a
+    byte-order mark is.
     """
-    if not changes:
+    if not changes and bom is None:
         return "params: params.yaml edited by hand (no value changed)\n"
     listed = ", ".join(changes)
     if len(listed) > SUBJECT_CHANGES:
@@ -95,5 +98,12 @@ def params_edit_message(changes: list[str]) -> str:
         if len(keys) > SUBJECT_CHANGES:
             keys = keys[:SUBJECT_CHANGES].rsplit(", ", 1)[0] + ", ..."
         listed = f"{keys} ({len(changes)} values)"
-    body = "\n".join(changes)
+    if bom is not None:
+        listed = f"{listed}, {bom}" if changes else f"{bom} (no value changed)"
+    lines = [*changes, *([f"{bom}: {BOM_NOTE}"] if bom is not None else [])]
+    body = "\n".join(lines)
     return f"params: {listed}\n\nedited by hand in params.yaml, committed by loop.py before the next attempt:\n{body}\n"
+
+
+BOM_NOTE = "a byte-order mark is the invisible U+FEFF some editors write first: YAML, DVC and the loop read past it"
+"""What a UTF-8 byte-order mark at the start of params.yaml is to the loop (``params_edit_message``)."""

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Protocol
 
 from ml.config.yaml_file import ParamsError
-from ml.driver.messages import params_edit_message
-from ml.driver.params_file import attempt_text, check_text, value_changes
+from ml.driver.messages import BOM_NOTE, params_edit_message
+from ml.driver.params_file import attempt_text, bom_change, check_text, value_changes
 from ml.driver.state import InFlight, LoopState
 
 
@@ -43,11 +43,13 @@ def in_flight_edit_refusal(loop: EditedRepo, flight: InFlight) -> str:
     head = loop.head_bytes("params.yaml") or b""
     try:
         wrote = attempt_text(head.decode("utf-8"), "params.yaml", flight.generation, flight.attempt, flight.nudges)
-        changes = value_changes(wrote, path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        changes, bom = value_changes(wrote, text), bom_change(wrote, text)
     except (ParamsError, KeyError, UnicodeDecodeError):
-        changes = []
-    subject = params_edit_message(changes).splitlines()[0]
-    what = f" ({', '.join(changes)})" if changes else ""
+        changes, bom = [], None
+    subject = params_edit_message(changes, bom).splitlines()[0]
+    said = [*changes, *([bom] if bom else [])]
+    what = f" ({', '.join(said)})" if said else ""
     return (
         f"params.yaml was edited while attempt {flight.attempt_id} is in flight{what}; an attempt runs on the params "
         f"it began with. To resume it with your edit: git commit -m {shlex.quote(subject)} params.yaml && python "
@@ -62,8 +64,9 @@ def commit_params_edit(loop: EditedRepo, state: LoopState) -> str | None:
     Only when params.yaml is the one change in the loop's paths, no other tracked file is
     changed, and no attempt is in flight or uncommitted; otherwise nothing happens here
     (``check_tree`` refuses what is left). The file is validated first; the message names
-    each changed value (``ml.driver.messages.params_edit_message``:
-    ``params: train.epochs 6 -> 3, selfplay.updates 4 -> 8``). The commit is journalled
+    each changed value and a byte-order mark added or removed (``ml.driver.messages.params_edit_message``:
+    ``params: train.epochs 6 -> 3, selfplay.updates 4 -> 8``; ``params: byte-order mark added (no value
+    changed)``), and so does the line printed, which says what an added mark is. The commit is journalled
     (``committing``): a run killed between the validation and the commit makes the same
     commit when it starts again.
 
@@ -82,9 +85,11 @@ def commit_params_edit(loop: EditedRepo, state: LoopState) -> str | None:
     path = loop.path("params.yaml")
     text = path.read_text(encoding="utf-8")
     check_text(path, text)
-    message = params_edit_message(value_changes(head.decode("utf-8"), text))
+    bom = bom_change(head.decode("utf-8"), text)
+    message = params_edit_message(value_changes(head.decode("utf-8"), text), bom)
     with loop.committing(message, ["params.yaml"]):
         loop.seam("params_edit")  # validated, journalled, not committed: the edit itself is the change
     subject = message.splitlines()[0]
-    loop.echo(f"committed your edit of params.yaml: {subject}")
+    note = f"; {BOM_NOTE}, and the loop keeps it" if bom == "byte-order mark added" else ""
+    loop.echo(f"committed your edit of params.yaml: {subject}{note}")
     return subject

@@ -2,7 +2,7 @@
 
 ``params.yaml`` is rewritten with ruamel.yaml's round trip: comments, quotes, the flow
 style of lists and the file's indentation of block lists are kept, long lines are never
-re-wrapped, so the lines nobody changed stay byte for byte, and the result is validated
+re-wrapped, so the lines nobody changed stay byte for byte (a leading byte-order mark too), and the result is validated
 (``ml.config.params.params_from_text``) before anyone writes it. The loop (``run`` section, queued
 nudges, profiles, the end of a curriculum, ``import-forge``) and the dashboard's overrides
 (``ml.api.overrides``) all go through here. Keys of params are dotted paths
@@ -32,6 +32,10 @@ from ml.game.checks import check_params
 DEFAULT_BASE_SEED: int = BaseParams.model_fields["seed"].default
 """``base.seed`` when params.yaml has none (sync partner: ``ml.config.params.BaseParams.seed``)."""
 
+
+BOM = "\ufeff"
+"""A UTF-8 byte-order mark (U+FEFF), which some editors write first in a file: YAML reads past it,
+and the writer keeps it where params.yaml has one (``bom_change`` names it in a hand edit)."""
 
 ABSENT = "<absent from params.yaml>"
 """The value of a key params.yaml does not have: the base of a key a phase adds (``LoopState.phase_restore``)."""
@@ -131,9 +135,10 @@ def _parse(text: str, source: str) -> tuple[Any, str]:
 
 
 def _dump(data: Any, like: str) -> str:
+    """``data`` as YAML laid out as ``like``, starting with a byte-order mark where ``like`` does."""
     buf = StringIO()
     _yaml(like).dump(data, buf)
-    return buf.getvalue()
+    return (BOM if like.startswith(BOM) else "") + buf.getvalue()
 
 
 def attempt_params_text(path: Path, generation: int, attempt: int, nudges: Mapping[str, JSONValue] | None = None) -> str:
@@ -223,6 +228,14 @@ def value_changes(old: str, new: str, source: str = "params.yaml") -> list[str]:
         for k in keys
         if before.get(k, unset) != after.get(k, unset)
     ]
+
+
+def bom_change(old: str, new: str) -> str | None:
+    """``byte-order mark added`` or ``byte-order mark removed`` where one params.yaml text starts with
+    a UTF-8 byte-order mark (``BOM``) and the other does not; None where both do or neither does."""
+    if old.startswith(BOM) == new.startswith(BOM):
+        return None
+    return "byte-order mark added" if new.startswith(BOM) else "byte-order mark removed"
 
 
 def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
