@@ -17,7 +17,8 @@ writer (2); a key written twice is refused with file, line and key (3); errors n
 typo names the phase (7). Issue 24, item 4: a NUL, bytes that are not UTF-8, a tab where YAML
 needs spaces and a control character are one line naming file, line and column, from the
 reader and the writer alike, and a parser's error is one line too. Issue 42, item 14: an integer
-too long for Python to read is one line naming file, line and key, from the reader, the writer and a stage.
+too long for Python to read is one line naming file, line and key, from the reader, the writer and a stage;
+item 15: a UTF-8 byte-order mark is read, kept by the writer and named by the hand edit's commit.
 """
 
 from __future__ import annotations
