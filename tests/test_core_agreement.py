@@ -13,8 +13,10 @@ occur (asserted).
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -447,6 +449,59 @@ def test_first_core_game_of_a_process_logs_the_kernels_load(caplog, monkeypatch)
     CoreGame(3, 4, 30)
     lines = [r.getMessage() for r in caplog.records if r.name == warmup.__name__]
     assert len(lines) == 1 and lines[0].startswith("commander core: kernels "), lines
+
+
+@pytest.mark.parametrize("cold", [True, False])
+def test_a_long_warm_up_says_what_it_does_every_interval(cold, caplog, monkeypatch):
+    """Issue #42, item 2: a first run on a fresh clone was silent for the minute numba compiled the core."""
+    from ml.base import progress
+    from ml.game.commander.core import warmup
+
+    monkeypatch.setattr(progress, "HEARTBEAT_EVERY_S", 0.05)
+    monkeypatch.setattr(warmup, "cold", lambda: cold)
+    monkeypatch.setattr(warmup, "_take_compile_lock", lambda: None)
+    monkeypatch.setattr(warmup, "_start_observation_side", lambda: None)
+    caplog.set_level("INFO", logger=warmup.__name__)
+
+    def slow_sides(helper: object) -> None:  # a compile that takes three lines' time (a minute at most)
+        deadline = time.monotonic() + 60.0
+        while len(caplog.records) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    monkeypatch.setattr(warmup, "_run_sides", slow_sides)
+    warmup.run_kernels()
+    said = [r.getMessage() for r in caplog.records]
+    doing = "compiling the kernels once (numba; cached in" if cold else "loading the kernels (numba's cache:"
+    assert len(said) >= 3 and all(line.startswith(f"commander core: {doing} {warmup.cache_path()}") for line in said), said
+    assert all(re.search(r": \d+s elapsed \.\.\.$", line) for line in said), said
+    time.sleep(0.2)
+    assert len(caplog.records) == len(said)  # none after the warm-up
+
+
+def test_a_long_wait_for_another_compile_says_so_every_interval(caplog, monkeypatch):
+    from filelock import Timeout
+
+    from ml.base import progress
+    from ml.game.commander.core import warmup
+
+    class HeldLock:  # another process compiles for three lines' time
+        lock_file = "/tmp/held.lock"
+
+        def acquire(self, timeout: float) -> None:
+            if timeout == 0:
+                raise Timeout(self.lock_file)
+            deadline = time.monotonic() + 60.0
+            while len(caplog.records) < 4 and time.monotonic() < deadline:
+                time.sleep(0.01)
+
+    monkeypatch.setattr(progress, "HEARTBEAT_EVERY_S", 0.05)
+    monkeypatch.setattr(warmup, "compile_lock", HeldLock)
+    caplog.set_level("INFO", logger=warmup.__name__)
+    warmup._take_compile_lock()
+    said = [r.getMessage() for r in caplog.records]
+    waiting = "commander core: waiting for another process compiling the kernels (/tmp/held.lock)"
+    assert said[0] == waiting and said[-1].startswith("commander core: the other process's compile ended after "), said
+    assert len(said) >= 5 and all(re.fullmatch(re.escape(waiting) + r": \d+s elapsed \.\.\.", s) for s in said[1:-1])
 
 
 def _cold_in_a_fresh_process(env: dict[str, str]) -> bool:

@@ -9,7 +9,9 @@ a pipe print such lines, and train's "renormalising" note comes once, not once p
 push hints, says the "is empty" warnings once per path in one summary line and passes the
 stage's lines, DVC's stage lines and its errors through; ``Workspace.run(stream=True)``
 filters a command's output that way, names an empty path once per loop and keeps the
-errors of a failed command in its ``LoopError``.
+errors of a failed command in its ``LoopError``; ``heartbeat`` (issue #42, item 2: numba's first
+compile) logs what runs and the time so far every interval while a block runs, none after it ends,
+also when it raises, and none for a block shorter than the interval.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import os
 import re
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -33,6 +37,7 @@ from ml.base.progress import (
     PROGRESS_FILE_ENV,
     ProgressBar,
     counted,
+    heartbeat,
     line_interval_s,
     progress_line,
 )
@@ -181,6 +186,61 @@ def test_interval_from_the_environment(monkeypatch: pytest.MonkeyPatch):
 def test_progress_line_without_total():
     assert progress_line("eval", 12, None, "deal", 4.0) == "eval: 12 deal, 3.0 deal/s, 4s elapsed"
     assert progress_line("", 0, 10, "game", 0.0) == "progress: 0/10 game (0%), 0.0 game/s, 0s elapsed"
+
+
+# ---------------------------------------------------------------------------------------------- heartbeat
+
+BEAT = logging.getLogger("tests.heartbeat")
+
+
+def _beats(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == BEAT.name]
+
+
+def _slow_work(caplog: pytest.LogCaptureFixture, beats: int) -> None:
+    """A slow fake of numba's compile: short sleeps until ``beats`` heartbeat lines came (at most a minute)."""
+    deadline = time.monotonic() + 60.0  # a hang guard, not a speed check
+    while len(_beats(caplog)) < beats and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def _heartbeat_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "heartbeat"]
+
+
+def test_heartbeat_says_what_runs_and_for_how_long_until_it_ends(caplog: pytest.LogCaptureFixture):
+    caplog.set_level(logging.INFO, logger=BEAT.name)
+    with heartbeat(BEAT, "compiling the kernels once (numba; cached in /x)", every_s=0.05):
+        _slow_work(caplog, beats=3)
+    said = _beats(caplog)
+    assert len(said) >= 3
+    for k, record in enumerate(said, start=1):
+        assert re.fullmatch(r"compiling the kernels once \(numba; cached in /x\): \d+s elapsed \.\.\.", record.getMessage())
+        assert record.elapsed_s >= k * 0.05 - 1e-3  # the k-th line comes k intervals in, or later
+    elapsed = [r.elapsed_s for r in said]
+    assert elapsed == sorted(elapsed) and len(set(elapsed)) == len(elapsed)
+    assert _heartbeat_threads() == []  # stopped and joined when the block ended
+    time.sleep(0.2)  # four intervals more: nothing after the end
+    assert len(_beats(caplog)) == len(said)
+
+
+def test_heartbeat_stops_when_the_work_raises(caplog: pytest.LogCaptureFixture):
+    caplog.set_level(logging.INFO, logger=BEAT.name)
+    with pytest.raises(RuntimeError, match="no room"), heartbeat(BEAT, "compiling", every_s=0.05):
+        _slow_work(caplog, beats=1)
+        raise RuntimeError("no room for the cache")
+    said = len(_beats(caplog))
+    assert said >= 1 and _heartbeat_threads() == []
+    time.sleep(0.2)
+    assert len(_beats(caplog)) == said
+
+
+@pytest.mark.parametrize("every", [60.0, 0.0])
+def test_heartbeat_says_nothing_for_a_fast_block_or_when_off(every: float, caplog: pytest.LogCaptureFixture):
+    caplog.set_level(logging.INFO, logger=BEAT.name)
+    with heartbeat(BEAT, "loading the kernels", every_s=every):
+        time.sleep(0.1 if every == 0 else 0.0)  # off: not even a block longer than nothing
+    assert _beats(caplog) == [] and _heartbeat_threads() == []
 
 
 def _last_draw(out: io.StringIO) -> str:

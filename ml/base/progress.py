@@ -20,6 +20,10 @@ count passes it, so it never loses its percentage. ``counted(items, bar)`` count
 they are produced, so a consumer that stops early (a test that decided) leaves the bar at the
 items it took, the last one included.
 
+``heartbeat(log, what)`` is for work that counts nothing (numba compiling the commander core): a
+line ``what: 12s elapsed ...`` every ``HEARTBEAT_EVERY_S`` seconds while a ``with`` block runs, from a
+thread the block's end stops; a block done within the first interval says nothing.
+
 ``log_once`` logs a message the first time only, for warnings a loop would otherwise repeat
 every epoch. What ``loop.py`` shows of ``dvc repro``'s own output is ``ml.driver.dvc_output``.
 """
@@ -29,8 +33,10 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sized
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from tqdm import tqdm
@@ -45,6 +51,8 @@ REPORT_EVERY_S = 2.0
 LINE_EVERY_ENV = "DISTILL_PROGRESS_EVERY_S"
 LINE_EVERY_S = 30.0
 """Default seconds between two progress lines of a disabled bar."""
+HEARTBEAT_EVERY_S = 5.0
+"""Default seconds between two lines of a ``heartbeat``."""
 
 T = TypeVar("T")
 _now = time.monotonic  # the clock of the progress lines (tests replace it)
@@ -102,6 +110,46 @@ def progress_line(label: str, n: float, total: float | None, unit: str, elapsed_
     if postfix:
         parts.append(postfix)
     return ", ".join(parts)
+
+
+@contextmanager
+def heartbeat(log: logging.Logger, what: str, every_s: float | None = None) -> Iterator[None]:
+    """Log ``what: 12s elapsed ...`` every ``every_s`` seconds while the ``with`` block runs.
+
+    For work with nothing to count (numba compiling a kernel), so that a log going to a file or a
+    pipe is not silent for a minute: plain log lines, not a terminal spinner. A thread waits between
+    the lines; the block's end (return or raise) stops it and waits for it, so no line follows the
+    block and no thread outlives it (a process may fork after the block). A block done within the
+    first interval says nothing; a late line (the thread starved) is not followed by the ones it missed.
+
+    Args:
+        log: the logger of the module doing the work.
+        what: what is being done, e.g. ``commander core: compiling the kernels once (...)``.
+        every_s: seconds between two lines (None: ``HEARTBEAT_EVERY_S``; <= 0: no lines).
+
+    Each record carries the seconds since the block began as ``elapsed_s``.
+    """
+    every = HEARTBEAT_EVERY_S if every_s is None else every_s
+    if not every > 0:
+        yield
+        return
+    started = time.monotonic()
+    stop = threading.Event()
+
+    def beat() -> None:
+        beats = 1
+        while not stop.wait(max(0.0, started + beats * every - time.monotonic())):
+            elapsed = time.monotonic() - started
+            log.info("%s: %s elapsed ...", what, _duration(elapsed), extra={"elapsed_s": elapsed})
+            beats = max(beats + 1, int(elapsed // every) + 1)
+
+    thread = threading.Thread(target=beat, name="heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def log_once(log: logging.Logger, level: int, msg: str, *args: object) -> bool:

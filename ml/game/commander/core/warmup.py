@@ -18,6 +18,10 @@ A process killed during a cold warm-up leaves the second one to finish (about 30
 only cache entries, each whole or not at all, so the next start loads or compiles as usual.
 Processes that start cold at once on one machine compile once: the first takes a file lock
 (:func:`compile_lock`), the others wait for it and load what it wrote.
+
+A compile, a load or a wait for the lock logs a line every ``HEARTBEAT_EVERY_S`` seconds (5) after the
+first, saying what it does, where the cache is and the time so far (``ml.base.progress.heartbeat``),
+so a first run on a fresh clone is not silent for a minute; a load from the cache (about a second) says nothing.
 """
 
 from __future__ import annotations
@@ -29,12 +33,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from filelock import FileLock, Timeout
 
+from ml.base.progress import heartbeat
 from ml.game.commander import core
 from ml.game.commander.actions import MAX_POD
 from ml.game.commander.core import kernels
@@ -53,9 +59,24 @@ class WarmUp:
     def describe(self) -> str:
         """One line for the log."""
         how = "compiled" if self.compiled else "loaded from numba's cache"
-        cache = getattr(getattr(kernels.step_kernel, "stats", None), "cache_path", "no cache: NUMBA_DISABLE_JIT")
-        tail = f" (first run; cached in {cache} for the next)" if self.compiled else ""
+        tail = f" (first run; cached in {cache_path()} for the next)" if self.compiled else ""
         return f"commander core: kernels {how} in {self.seconds:.1f} s{tail}"
+
+
+def cache_path() -> str:
+    """The folder of numba's cache of the kernels (``__pycache__`` beside ``kernels.py``, or ``NUMBA_CACHE_DIR``),
+    or ``no cache: NUMBA_DISABLE_JIT``."""
+    return str(getattr(getattr(kernels.step_kernel, "stats", None), "cache_path", "no cache: NUMBA_DISABLE_JIT"))
+
+
+def _saying(compiling: bool) -> AbstractContextManager[None]:
+    """The heartbeat of a warm-up: a line every ``HEARTBEAT_EVERY_S`` seconds after the first, saying
+    whether it compiles (cold) or loads, and where numba's cache is."""
+    if compiling:
+        what = f"compiling the kernels once (numba; cached in {cache_path()} for the next runs)"
+    else:
+        what = f"loading the kernels (numba's cache: {cache_path()}; any it lacks compiles once)"
+    return heartbeat(logger, f"commander core: {what}")
 
 
 def _counts() -> tuple[int, int]:
@@ -147,11 +168,14 @@ def run_kernels() -> None:
     a second process meanwhile and then loads it; if that process fails, its kernels compile here (a warning
     says why), so the result is the same."""
     if not cold():
-        _run_sides(None)
+        with _saying(compiling=False):
+            _run_sides(None)
         return
     lock = _take_compile_lock()
     try:
-        _run_sides(_start_observation_side() if cold() else None)  # cold still, unless the lock's last holder filled it
+        compiling = cold()  # still, unless the lock's last holder filled the cache
+        with _saying(compiling):
+            _run_sides(_start_observation_side() if compiling else None)
     finally:
         if lock is not None:
             lock.release()
@@ -167,7 +191,8 @@ def _take_compile_lock() -> FileLock | None:
         except Timeout:
             logger.info("commander core: waiting for another process compiling the kernels (%s)", lock.lock_file)
             waited = time.perf_counter()
-            lock.acquire(timeout=LOCK_WAIT_S)
+            with heartbeat(logger, f"commander core: waiting for another process compiling the kernels ({lock.lock_file})"):
+                lock.acquire(timeout=LOCK_WAIT_S)
             logger.info(
                 "commander core: the other process's compile ended after %.1f s of waiting", time.perf_counter() - waited
             )
