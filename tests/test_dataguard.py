@@ -6,7 +6,8 @@ commits share) makes ``loop.py --max-generations 3`` refuse before it writes any
 the file, the shared object and the commands that restore it, and those commands do restore
 the object and the files; an edit of an intact copy is refused with ``dvc checkout --force``;
 the README's recipe for editing a tracked data file is accepted by the loop and leaves the
-earlier commits' object as it was.
+earlier commits' object as it was. Issue 42, item 16: an input's pointer removed by a commit is
+refused, naming the commit and the command that restores it, and not made again.
 """
 
 from __future__ import annotations
@@ -152,3 +153,54 @@ def test_an_output_of_the_attempt_in_flight_edited_in_place_is_rebuilt_by_its_st
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert _md5(played) == md5 and tracked_changes(repo) == []
     assert len(attempt_commits(repo)) == 3 and git(repo, "status", "--porcelain", "--untracked-files=no") == ""
+
+
+def test_a_pointer_removed_by_a_commit_is_refused_not_made_again(tmp_path: Path):
+    """Issue 42, item 16: a committed ``git rm data/pool.dvc`` was made again by the next attempt's
+    ``ensure_data_dirs`` (``dvc add``) and committed without a word. Now the guard loop.py runs at start,
+    and ``ensure_data_dirs`` itself, refuse in one line naming the pointer, the commit that removed it and
+    the command that restores it; nothing is written. A pointer no commit ever had (a fresh clone's) is
+    not refused; one deleted in the work tree alone is named with ``git checkout HEAD``."""
+    from ml.driver.dataguard import refuse_removed_inputs
+    from ml.driver.steps import AttemptSteps
+
+    repo = tmp_path / "repo"
+    (repo / "data/pool").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "test@example.com")
+    git(repo, "config", "user.name", "test")
+    (repo / "README.md").write_text("a run\n")
+    git(repo, "add", "README.md")
+    git(repo, "commit", "-qm", "project")
+    refuse_removed_inputs(repo)  # a fresh clone: no pointer yet, none removed
+    (repo / "data/pool.dvc").write_text("outs:\n- md5: 0123456789abcdef0123456789abcdef.dir\n  path: pool\n")
+    git(repo, "add", "data/pool.dvc")
+    git(repo, "commit", "-qm", "gen 000 attempt 1: accepted")
+    refuse_removed_inputs(repo)
+    (repo / "data/pool.dvc").unlink()
+    with pytest.raises(LoopError) as deleted:
+        refuse_removed_inputs(repo)
+    assert str(deleted.value) == (
+        "data/pool.dvc is deleted from the work tree, but the loop needs it: it records data/pool, which the pipeline "
+        "reads, and the loop would make a new one without a word. Restore it: `git checkout HEAD -- data/pool.dvc`, "
+        "then run loop.py again."
+    )
+    git(repo, "rm", "-q", "--cached", "data/pool.dvc")
+    git(repo, "commit", "-qm", "drop the pool")
+    sha = git(repo, "rev-parse", "--short=7", "HEAD").strip()
+    head = git(repo, "rev-parse", "HEAD")
+    with pytest.raises(LoopError) as removed:
+        refuse_removed_inputs(repo)
+    said = str(removed.value)
+    assert said == (
+        f'data/pool.dvc was removed by commit {sha} "drop the pool", but the loop needs it: it records data/pool, which '
+        "the pipeline reads, and the loop would make a new one without a word. Restore it: "
+        f"`git checkout {sha}~1 -- data/pool.dvc && git commit -m 'restore data/pool.dvc' data/pool.dvc`, "
+        "then run loop.py again."
+    )
+    with pytest.raises(LoopError, match=r"data/pool\.dvc was removed by commit"):
+        AttemptSteps(repo).ensure_data_dirs()  # the step that made it again
+    assert not (repo / "data/pool.dvc").exists() and git(repo, "rev-parse", "HEAD") == head
+    restore = said.split("Restore it: `", 1)[1].split("`", 1)[0]
+    assert subprocess.run(restore, shell=True, cwd=repo, capture_output=True).returncode == 0  # as a user runs it
+    refuse_removed_inputs(repo)

@@ -120,16 +120,54 @@ def tracked_changes(root: Path) -> list[TrackedChange]:
 
 
 def refuse_foreign_data(root: Path, promotion_pending: bool) -> None:
-    """The loop's one guard of its data before it writes: files added to or edited in the promoted
-    folders by hand (``ml.driver.promotion.refuse_hand_made``), then tracked data that differs from
-    its record (:func:`refuse_changed_data`). loop.py runs it at start, ``Loop.promote`` before
-    promoting, ``Loop.repro`` before every stage.
+    """The loop's one guard of its data before it writes: an input's pointer removed
+    (:func:`refuse_removed_inputs`), files added to or edited in the promoted folders by hand
+    (``ml.driver.promotion.refuse_hand_made``), then tracked data that differs from its record
+    (:func:`refuse_changed_data`). loop.py runs it at start, ``Loop.promote`` before promoting,
+    ``Loop.repro`` before every stage.
 
     Raises:
-        LoopError: as the two checks; nothing is changed.
+        LoopError: as the three checks; nothing is changed.
     """
+    refuse_removed_inputs(root)
     refuse_hand_made(root)
     refuse_changed_data(root, promotion_pending)
+
+
+def refuse_removed_inputs(root: Path) -> None:
+    """Refuse a ``data/<name>.dvc`` pointer of ``TRACKED_INPUTS`` missing from the work tree that git
+    knows: removed by a commit (``git rm``), or deleted while HEAD has it. ``Loop.ensure_data_dirs``
+    makes the pointers a fresh clone lacks (no commit ever had them), and would make these again
+    without a word. Costs one ``git log`` per missing pointer, none when all are there.
+
+    Raises:
+        LoopError: one line per such pointer, naming it, the commit that removed it and the
+            command that restores it; nothing is changed.
+    """
+    missing = [f"data/{name}.dvc" for name in TRACKED_INPUTS if not (root / f"data/{name}.dvc").exists()]
+    if not missing:
+        return
+    git = GitRepo(root)
+    if not git.head.is_valid():  # no commit yet
+        return
+    lines = []
+    for pointer in missing:
+        needs = (
+            f"but the loop needs it: it records {pointer.removesuffix('.dvc')}, which the pipeline reads, and the loop "
+            "would make a new one without a word. Restore it:"
+        )
+        if _at_head(git, pointer):
+            lines.append(
+                f"{pointer} is deleted from the work tree, {needs} `git checkout HEAD -- {pointer}`, then run loop.py again."
+            )
+        elif last := git.git.log("-1", "--diff-filter=D", "--format=%h%x00%s", "--abbrev=7", "--", pointer):
+            sha, subject = last.split("\0", 1)
+            lines.append(
+                f'{pointer} was removed by commit {sha} "{subject}", {needs} '
+                f"`git checkout {sha}~1 -- {pointer} && git commit -m 'restore {pointer}' {pointer}`, then run loop.py again."
+            )
+    if lines:
+        raise LoopError("\n".join(lines))
 
 
 def refuse_changed_data(root: Path, promotion_pending: bool) -> None:
@@ -243,6 +281,14 @@ def _lost_object_lines(root: Path, obj: str, names: list[TrackedChange], remote:
         f"      dvc checkout --force {outs}",
     ]
     return lines
+
+
+def _at_head(git: GitRepo, path: str) -> bool:
+    try:
+        git.head.commit.tree[path]
+    except KeyError:
+        return False
+    return True
 
 
 def _has_dvc_remote(root: Path) -> bool:

@@ -24,7 +24,7 @@ from ml.config.curriculum import Overrides
 from ml.config.params import Params, load_params
 from ml.data.merge import promote_folders
 from ml.driver import generations, history, transitions
-from ml.driver.dataguard import refuse_foreign_data
+from ml.driver.dataguard import refuse_foreign_data, refuse_removed_inputs
 from ml.driver.feedback import suggest
 from ml.driver.journal import Journal, Step
 from ml.driver.params_file import attempt_params_text, overrides_text
@@ -108,8 +108,15 @@ class AttemptSteps(Workspace):
         self.journal.finish_pending_commit()
 
     def ensure_data_dirs(self) -> None:
-        """Create and ``dvc add`` empty ``data/{pool,rejected,frozen,students}`` on a fresh clone."""
+        """Create and ``dvc add`` the empty input folders (``TRACKED_INPUTS``) a fresh clone has no pointer of.
+
+        Raises:
+            LoopError: a missing pointer was removed by a commit or deleted from the work tree
+                (``ml.driver.dataguard.refuse_removed_inputs``); nothing is made.
+        """
         missing = [name for name in TRACKED_INPUTS if not self.path(f"data/{name}.dvc").exists()]
+        if missing:
+            refuse_removed_inputs(self.root)
         for name in missing:
             self.path(f"data/{name}").mkdir(parents=True, exist_ok=True)
         if missing:
