@@ -1,7 +1,7 @@
 """distill-loop driver: run generation attempts until done, committing every attempt.
 
     python loop.py                      # run (or resume) until loop.max_generations or convergence
-    python loop.py --max-generations 5  # override loop.max_generations for this run
+    python loop.py --max-generations 5  # override loop.max_generations for this run (kept when it resumes)
     python loop.py --force-retry        # after a fix: unblock and retry the blocked generation
     python loop.py --skip-to-next-stage # give up on the blocked generation and go on
     python loop.py --profile full       # apply the `full` profile of params.yaml, commit it, run
@@ -62,7 +62,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line (``sys.argv[1:]`` when None); argparse exits with status 2 on a bad one."""
     p = argparse.ArgumentParser(prog="loop.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repo", type=Path, default=Path("."), help="repository root (default: current directory)")
-    max_gen = "stop after this many accepted generations (default: loop.max_generations)"
+    max_gen = "stop after this many accepted generations (default: the limit of the run it resumes, else loop.max_generations)"
     p.add_argument("--max-generations", type=positive_int, help=max_gen)
     p.add_argument("--max-attempts", type=positive_int, help="stop after running this many attempts in this invocation")
     p.add_argument("--profile", help="apply a named profile of params.yaml (e.g. full) and commit it before running")

@@ -37,7 +37,7 @@ from ml.driver import history, transitions
 from ml.driver.feedback import LEDGER, read_ledger
 from ml.driver.params_edit import commit_params_edit, in_flight_edit_refusal
 from ml.driver.phases import enter_phase
-from ml.driver.state import STATE_FILE, AttemptLog, LoopState, sha256_file
+from ml.driver.state import STATE_FILE, AttemptLog, LoopState, read_run_limit, sha256_file, write_run_limit
 from ml.driver.steps import AttemptSteps
 from ml.driver.workspace import OWNED_PATHS, LoopError
 
@@ -78,12 +78,18 @@ class Loop(AttemptSteps):
     ) -> int:
         """Attempts until done, blocked, stopped or ``max_attempts``; returns the exit status.
 
+        A run keeps its ``--max-generations`` until it is done (``ml.driver.state.RUN_FILE``):
+        started again without one (``python loop.py``, as an interrupted, stopped or blocked run
+        says), it resumes with that limit. A start that resumes an attempt in flight, or a run
+        with a kept limit, says so first in one line (``resume_line``).
+
         Each pass: commit a finished attempt a kill left uncommitted, stop when blocked or done,
         then ``begin``, ``ensure_data_dirs``, ``promote``, ``repro`` and ``finish`` the attempt
         in flight (module docstring; what is done once: ``ml.driver.journal``).
 
         Args:
-            max_generations: accepted generations to stop at (None: ``loop.max_generations``).
+            max_generations: accepted generations to stop at (None: the limit the run it resumes
+                was started with, else ``loop.max_generations``).
             max_attempts: attempts to run in this call at most (None: no limit).
             on_done: called once the run is done (``loop.py``'s final report).
 
@@ -91,15 +97,26 @@ class Loop(AttemptSteps):
             0 (done, stopped, ``max_attempts`` reached) or 3 (blocked, waits for an override).
 
         Raises:
-            LoopError: a step failed (the attempt stays in flight; the next run resumes it).
+            LoopError: a step failed (the attempt stays in flight; the next run resumes it); or
+                the attempt in flight is of a generation past the limit (nothing is run).
             ParamsError: params.yaml does not validate.
         """
+        kept = read_run_limit(self.root)
+        resumed = max_generations is None and kept is not None
+        limit = max_generations or kept
+        source = (f"--max-generations {limit}" if limit else "loop.max_generations") + (
+            " of the run it resumes" if resumed else ""
+        )
         ran = 0
         while True:
             state = self.load_state()
             params = load_params(self.path("params.yaml"))
-            max_gen = self.max_generations = max_generations or params.loop.max_generations
+            max_gen = self.max_generations = limit or params.loop.max_generations
             self.commit_pending(state)  # killed between the state write and its commit
+            if ran == 0:  # this call's first pass: what it resumes, and the limit it keeps
+                self._resume(state, params, max_gen, source, resumed)
+                if limit != kept:
+                    write_run_limit(self.root, kept := limit)
             if state.in_flight is None:
                 status = self._between_attempts(state, params, (max_gen, ran, max_attempts), on_done)
                 if status is not None:
@@ -123,6 +140,22 @@ class Loop(AttemptSteps):
             ran += 1
             self.say(attempt_line(entry))
 
+    def _resume(self, state: LoopState, params: Params, max_gen: int, source: str, resumed: bool) -> None:
+        """Say what this start resumes (``resume_line``): an attempt in flight, or a run with a kept
+        ``--max-generations`` (``resumed``); refuse an attempt in flight past ``max_gen`` (from ``source``).
+
+        Raises:
+            LoopError: the attempt in flight is of a generation past the limit (it would be accepted beyond it).
+        """
+        flight = state.in_flight
+        if flight is not None and not params.curriculum and (done := transitions.accepted_generations(state)) >= max_gen:
+            raise LoopError(
+                f"attempt {flight.attempt_id} is in flight, but {done} generations are accepted already and the limit is "
+                f"{max_gen} ({source}); to finish it: python loop.py --max-generations {done + 1}"
+            )
+        if flight is not None or resumed:
+            self.say(resume_line(state, params, max_gen, source))
+
     def _between_attempts(
         self, state: LoopState, params: Params, limits: tuple[int, int, int | None], on_done: Callable[[], None]
     ) -> int | None:
@@ -140,6 +173,7 @@ class Loop(AttemptSteps):
             return 3
         if (done := transitions.finished(state, params, max_gen)) is not None:
             enter_phase(self, state, params)  # after a curriculum: params.yaml back to its base values
+            write_run_limit(self.root, None)  # the run is over: the next one starts from loop.max_generations
             self.say(f"done: {done[0]}.{done[1]}")
             self.write_status("done", generation=state.generation, attempt=state.attempt)
             on_done()
@@ -187,6 +221,20 @@ class Loop(AttemptSteps):
         between attempts committed alone, before the next attempt; the subject or None."""
         return commit_params_edit(self, state)
 
+
+def resume_line(state: LoopState, params: Params, max_generations: int, source: str) -> str:
+    """The line a run that resumes says first: the attempt in flight (or the next one) and where
+    the run stops, ``max_generations`` with ``source`` (where the limit comes from), or the
+    curriculum's end."""
+    if (flight := state.in_flight) is not None:
+        what = f"attempt {flight.attempt_id} (gen {flight.generation:03d} attempt {flight.attempt})"
+    else:
+        what = f"the run at gen {state.generation:03d} attempt {state.attempt}"
+    if phases := params.curriculum:
+        until = f"until its curriculum ends (phase {min(state.phase, len(phases) - 1) + 1} of {len(phases)})"
+    else:
+        until = f"until {max_generations} generations are accepted ({source})"
+    return f"resuming {what}, {until}"
 
 
 def attempt_line(entry: AttemptLog) -> str:

@@ -4,7 +4,8 @@ runtime status/control files the dashboard shares with the loop.
 Versioned (``state/``): ``curriculum_state.json`` (``LoopState``), ``eval_history.json``.
 Runtime, not versioned (``.dvc/tmp/loop/``): ``status.json`` (where the loop is, written by
 the loop), ``control.json`` (pause/resume/stop requests, written by the dashboard),
-``progress.json`` (progress within the running stage, written by ``ml.base.progress``).
+``progress.json`` (progress within the running stage, written by ``ml.base.progress``),
+``run.json`` (the ``--max-generations`` of the run in progress, written by the loop).
 """
 
 from __future__ import annotations
@@ -27,13 +28,17 @@ HISTORY_FILE = Path("state/eval_history.json")
 LOCK_FILE = Path(".dvc/tmp/loop.lock")
 RUNTIME_DIR = Path(".dvc/tmp/loop")
 """Runtime files (not versioned): status.json (where the loop is), control.json (pause/resume/stop
-requests), progress.json (progress within the running stage, written by ml.base.progress)."""
+requests), progress.json (progress within the running stage, written by ml.base.progress), run.json
+(the --max-generations of the run in progress)."""
 STATUS_FILE = RUNTIME_DIR / "status.json"
 """Where the loop is (written by the loop, read by the dashboard)."""
 CONTROL_FILE = RUNTIME_DIR / "control.json"
 """Pause/resume/stop requests (written by the dashboard, read by the loop)."""
 PROGRESS_FILE = RUNTIME_DIR / "progress.json"
 """Progress within the running stage (written by ``ml.base.progress`` through ``PROGRESS_FILE_ENV``)."""
+RUN_FILE = RUNTIME_DIR / "run.json"
+"""The ``--max-generations`` a run was started with, kept until it is done, so that ``python loop.py``
+(the command an interrupted, stopped or blocked run names) resumes it with the same limit (written by the loop)."""
 POLL_S = 1.0
 
 
@@ -163,3 +168,21 @@ def read_control(root: Path) -> str | None:
 def clear_control(root: Path) -> None:
     """Forget a consumed control command."""
     (root / CONTROL_FILE).unlink(missing_ok=True)
+
+
+def read_run_limit(root: Path) -> int | None:
+    """The ``--max-generations`` the run in progress was started with (``RUN_FILE``); None: none recorded
+    (the run was started without one, or is done), or the file is unreadable."""
+    try:
+        value = read_json(root / RUN_FILE).get("max_generations")
+    except (FileNotFoundError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
+
+
+def write_run_limit(root: Path, max_generations: int | None) -> None:
+    """Record the ``--max-generations`` of the run in progress (atomic); None removes the record."""
+    if max_generations is None:
+        (root / RUN_FILE).unlink(missing_ok=True)
+    else:
+        atomic_write_json(root / RUN_FILE, {"max_generations": max_generations})
