@@ -233,8 +233,8 @@ def run(args: argparse.Namespace, lock: FileLock | None) -> int:
         return 2  # an early lock is released with its FileLock, when this frame goes
     running = False
     try:
+        loop.kill_strays()  # every command here holds the lock: what an earlier one left running goes
         if args.command is None:
-            loop.kill_orphans()
             loop.clear_stale_dvc_locks()
         loop.preflight()
         loop.finish_pending_commit()
@@ -277,6 +277,7 @@ def run(args: argparse.Namespace, lock: FileLock | None) -> int:
         loop.write_status("stopped", message="interrupted")
         return 130
     finally:
+        loop.processes.release()
         lock.release()
 
 

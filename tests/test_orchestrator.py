@@ -1,43 +1,22 @@
 """Pieces of the loop driver that need no pipeline run.
 
-Checks: stage processes left running in the repo by a loop killed alone are found and
-killed (and nothing else is); a bad params.yaml stops loop.py with one line naming the
-file, section and key, and exit status 2; a NUL byte in it stops loop.py (a run, ``eval``,
-``promote``) and a stage with one line naming the file, line and column, nothing written.
+Checks: a bad params.yaml stops loop.py with one line naming the file, section and key, and
+exit status 2; a NUL byte in it stops loop.py (a run, ``eval``, ``promote``) and a stage with
+one line naming the file, line and column, nothing written. (The processes a killed loop left
+running: tests/test_processes.py.)
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import psutil
 import pytest
 
-from ml.driver.orchestrator import Loop
 from tests.conftest import git, make_project_copy, run_loop, tiny_params
 
-pytestmark = pytest.mark.expensive  # processes started and killed, loop.py run
-
-
-def test_kill_orphans(tmp_path: Path):
-    repo = make_project_copy(tmp_path / "repo", tiny_params())
-    (repo / "stages" / "sleepy.py").write_text("import time\ntime.sleep(60)\n")
-    orphan = subprocess.Popen([sys.executable, "-m", "stages.sleepy"], cwd=repo)
-    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], cwd=repo)
-    try:
-        time.sleep(0.5)
-        messages: list[str] = []
-        killed = Loop(repo, echo=messages.append).kill_orphans()
-        assert killed == [orphan.pid] and "left by an earlier loop" in messages[0]
-        orphan.wait(timeout=10)  # already reaped by the kill (psutil.wait_procs): it is gone
-        assert psutil.pid_exists(bystander.pid) and bystander.poll() is None
-    finally:
-        for p in (orphan, bystander):
-            p.kill()
-            p.wait()
+pytestmark = pytest.mark.expensive  # loop.py and a stage run
 
 
 def test_bad_params_one_line(tmp_path: Path):

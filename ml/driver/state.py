@@ -5,7 +5,8 @@ Versioned (``state/``): ``curriculum_state.json`` (``LoopState``), ``eval_histor
 Runtime, not versioned (``.dvc/tmp/loop/``): ``status.json`` (where the loop is, written by
 the loop), ``control.json`` (pause/resume/stop requests, written by the dashboard),
 ``progress.json`` (progress within the running stage, written by ``ml.base.progress``),
-``run.json`` (the ``--max-generations`` of the run in progress, written by the loop).
+``run.json`` (the ``--max-generations`` of the run in progress, written by the loop),
+``processes.json`` (the pids of the loop and of the commands it runs, ``ml.driver.processes``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ LOCK_FILE = Path(".dvc/tmp/loop.lock")
 RUNTIME_DIR = Path(".dvc/tmp/loop")
 """Runtime files (not versioned): status.json (where the loop is), control.json (pause/resume/stop
 requests), progress.json (progress within the running stage, written by ml.base.progress), run.json
-(the --max-generations of the run in progress)."""
+(the --max-generations of the run in progress), processes.json (the loop's pids)."""
 STATUS_FILE = RUNTIME_DIR / "status.json"
 """Where the loop is (written by the loop, read by the dashboard)."""
 CONTROL_FILE = RUNTIME_DIR / "control.json"
@@ -39,6 +40,9 @@ PROGRESS_FILE = RUNTIME_DIR / "progress.json"
 RUN_FILE = RUNTIME_DIR / "run.json"
 """The ``--max-generations`` a run was started with, kept until it is done, so that ``python loop.py``
 (the command an interrupted, stopped or blocked run names) resumes it with the same limit (written by the loop)."""
+PROCESSES_FILE = RUNTIME_DIR / "processes.json"
+"""The pid and creation time of the loop holding the lock and of each command it is running, so that
+the next start finds what a kill left running by its process tree (``ml.driver.processes``)."""
 POLL_S = 1.0
 
 

@@ -3,7 +3,8 @@
 ``Workspace`` is the plumbing under ``ml.driver.orchestrator.Loop`` (which adds the attempt steps):
 it runs commands in the repo with DVC analytics off and this interpreter first on ``PATH``,
 streams ``dvc repro`` output and times its stages, retries git briefly around another
-process's ``index.lock``, kills stage processes orphaned by a killed loop, and pushes to
+process's ``index.lock``, records the pid of every command it starts and kills those a killed
+loop left running (``ml.driver.processes``: by pid tree, not command line), and pushes to
 configured remotes. What is committed, and once, is ``ml.driver.journal``'s.
 """
 
@@ -16,8 +17,9 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import AnyStr
 
 import psutil
 from filelock import FileLock, Timeout
@@ -35,6 +37,7 @@ from tenacity import (
 from ml.base.faults import during, kill_group, seam
 from ml.base.progress import PROGRESS_FILE_ENV
 from ml.driver.dvc_output import DvcOutputFilter, stage_times
+from ml.driver.processes import ProcessRecord
 from ml.driver.state import LOCK_FILE, PROGRESS_FILE, RUNTIME_DIR
 
 logger = logging.getLogger(__name__)
@@ -93,6 +96,8 @@ class Workspace:
         """Empty DVC paths already named in this loop's output (each is said once, not per stage)."""
         self.seam_prefix = "setup"
         """Prefix of this process's seam names (``g001`` while generation 1 is in flight), ``ml.base.faults``."""
+        self.processes = ProcessRecord(self.root)
+        """The pids of this loop and of the commands it runs, once ``kill_strays`` has claimed the record."""
 
     def path(self, rel: Path | str) -> Path:
         """``rel`` (relative to the repository root) as an absolute path."""
@@ -119,16 +124,39 @@ class Workspace:
         """
         logger.debug("run %s", cmd)
         if label and (delay := during(f"{self.seam_prefix}.{label}")) is not None:
-            subprocess.Popen(cmd, cwd=self.root, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(delay)
-            kill_group()
-        if not stream:
-            proc = subprocess.run(cmd, cwd=self.root, env=self.env, capture_output=True, text=True)
-            if proc.returncode:
-                said = (proc.stdout[-3000:] + proc.stderr[-3000:]).strip() or "(no output)"
-                raise LoopError(f"{_shown(cmd)} failed ({proc.returncode}):\n{said}")
-            return proc.stdout
-        return self.run_timed(cmd)[0]
+            killed = subprocess.Popen(cmd, cwd=self.root, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            with self._recorded(killed, cmd):
+                time.sleep(delay)
+                kill_group()
+        if stream:
+            return self.run_timed(cmd)[0]
+        # subprocess.run's way, with the pid recorded while the command runs
+        pipe = subprocess.PIPE
+        with (
+            subprocess.Popen(cmd, cwd=self.root, env=self.env, stdout=pipe, stderr=pipe, text=True) as proc,
+            self._recorded(proc, cmd),
+        ):
+            try:
+                out, err = proc.communicate()
+            except BaseException:  # Ctrl-C included: the command does not outlive the call
+                proc.kill()
+                proc.wait()
+                raise
+        if proc.returncode:
+            said = (out[-3000:] + err[-3000:]).strip() or "(no output)"
+            raise LoopError(f"{_shown(cmd)} failed ({proc.returncode}):\n{said}")
+        return out
+
+    @contextlib.contextmanager
+    def _recorded(self, proc: subprocess.Popen[AnyStr], cmd: list[str]) -> Iterator[None]:
+        """``proc`` (just started) is in the record of the loop's processes until it has ended
+        (``ml.driver.processes``); one still running when the block is left stays there."""
+        self.processes.add(proc.pid, _shown(cmd))
+        try:
+            yield
+        finally:
+            if proc.poll() is not None:
+                self.processes.drop(proc.pid)
 
     def run_timed(self, cmd: list[str]) -> tuple[str, dict[str, float]]:
         """Run ``cmd`` passing its output through as it comes (progress bars included), less
@@ -153,18 +181,20 @@ class Workspace:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         lines: list[tuple[float, str]] = []
         pending = ""
-        while True:
-            chunk = os.read(proc.stdout.fileno(), 65536)
-            text = decoder.decode(chunk, final=not chunk)
-            sys.stdout.buffer.write((shown.feed(text) + ("" if chunk else shown.close())).encode("utf-8"))
-            sys.stdout.flush()
-            pending += text
-            *done, pending = pending.split("\n")
-            lines += [(time.perf_counter(), line) for line in done]
-            if not chunk:
-                break
-        lines.append((time.perf_counter(), pending))
-        if proc.wait():
+        with self._recorded(proc, cmd):
+            while True:
+                chunk = os.read(proc.stdout.fileno(), 65536)
+                text = decoder.decode(chunk, final=not chunk)
+                sys.stdout.buffer.write((shown.feed(text) + ("" if chunk else shown.close())).encode("utf-8"))
+                sys.stdout.flush()
+                pending += text
+                *done, pending = pending.split("\n")
+                lines += [(time.perf_counter(), line) for line in done]
+                if not chunk:
+                    break
+            lines.append((time.perf_counter(), pending))
+            proc.wait()
+        if proc.returncode:
             raise LoopError(
                 f"{_shown(cmd)} failed ({proc.returncode}; its output is above); "
                 "the attempt stays in flight, run loop.py again to resume.",
@@ -206,33 +236,27 @@ class Workspace:
             return set()  # no commits yet
         return {line.strip() for line in out.splitlines() if line.strip()}
 
-    def kill_orphans(self) -> list[int]:
-        """Kill stage processes left running in this repo by a loop that was killed alone.
+    def kill_strays(self) -> list[int]:
+        """Kill what an earlier loop left running here, then record this process as the loop.
 
-        Called with the one-instance lock held, so no live loop owns them: a ``dvc repro``
-        or stage still running here is an orphan that would keep DVC's locks busy.
+        Called with the one-instance lock held, so no live loop owns them: the processes the
+        earlier loop recorded (itself, if its lock was lost; the ``dvc repro`` or ``dvc add`` it
+        was running) that are still alive, and their descendants (``ml.driver.processes``). A
+        loop killed alone leaves its ``dvc repro`` and stage running, holding DVC's locks and
+        writing the outputs the resumed stage writes. Says what it killed.
 
         Returns:
             The pids killed.
+
+        Raises:
+            ml.base.io.WriteError: the record cannot be written.
         """
-        me = os.getpid()
-        orphans = []
-        for proc in psutil.process_iter(["pid", "cmdline", "cwd"]):
-            try:
-                cmd = " ".join(proc.info["cmdline"] or [])
-                stage_like = ("dvc" in cmd and " repro" in cmd) or "-m stages." in cmd
-                if proc.info["pid"] != me and proc.info["cwd"] == str(self.root) and stage_like:
-                    orphans.append(proc)
-            except (psutil.Error, TypeError):
-                continue
-        family = {p.pid: p for o in orphans for p in [o, *o.children(recursive=True)]}
-        for p in family.values():
-            with contextlib.suppress(psutil.Error):
-                p.kill()
-        psutil.wait_procs(list(family.values()), timeout=10)
-        if family:
-            self.echo(f"killed {len(family)} stage process(es) left by an earlier loop: {sorted(family)}")
-        return sorted(family)
+        killed = self.processes.kill_strays()
+        self.processes.claim()
+        if killed:
+            named = "; ".join(f"{p.pid} {p.what}" for p in killed)
+            self.echo(f"killed {len(killed)} process(es) left by an earlier loop: {named}")
+        return [p.pid for p in killed]
 
     def clear_stale_dvc_locks(self) -> None:
         """Remove ``.dvc/tmp/lock`` and ``rwlock`` left by a killed DVC, when no DVC process runs here."""
