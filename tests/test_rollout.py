@@ -209,3 +209,60 @@ def test_core_game_deals_the_decks_asked_for():
     assert drawn == rules.decision_record(rules.new_game(77, 4, 30, game_index=0)) != rules.decision_record(chosen)
     with pytest.raises(ValueError, match="3 decks for 4 seats"):
         batch.reset(0, 77, {}, False, decks=[1, 2, 3])
+
+
+def test_an_exploring_net_spreads_its_moves_and_keeps_its_distribution():
+    """``Controller.explore``: a share of the moves is uniform over the legal ones, each logged record keeps
+    the network's distribution as ``policy``, and a tracked (PPO) seat refuses to explore."""
+    from ml.game.registry import openspiel
+
+    game = openspiel("kuhn_poker")
+    torch.manual_seed(0)
+    net = PolicyNet(game.obs_dim, (16,), num_actions=game.num_actions)
+    seatings = rotated_seatings(400, 2, "agent", lambda g: ["random"])
+    pods = Pods(seatings, game_seeds(7, 400))
+
+    def off_argmax(explore: float) -> tuple[float, list]:
+        ctrl = {"agent": Controller("net", net, greedy=True, explore=explore), "random": Controller("random")}
+        runner = play_games(pods, ctrl, game=game, num_envs=16, generator=torch.Generator().manual_seed(1),
+                            keep=Keep(log_seats=lambda s: [s.index("agent")]))  # fmt: skip
+        recs = [r for res in runner for r in res.records]
+        moves = np.asarray([r["action"]["action_idx"] for r in recs])
+        best = np.asarray([int(np.argmax(r["policy"])) for r in recs])
+        return float(np.mean(moves != best)), recs
+
+    greedy_share, greedy_recs = off_argmax(0.0)
+    explored_share, explored_recs = off_argmax(0.5)
+    assert greedy_share == 0.0
+    assert 0.15 < explored_share < 0.35  # kuhn: 2 legal moves, so half the explored moves miss the arg-max: 0.25
+    policy_of = {tuple(r["observation"]): r["policy"] for r in greedy_recs}
+    assert all(policy_of.get(tuple(r["observation"]), r["policy"]) == r["policy"] for r in explored_recs)
+    ctrl = {"agent": Controller("net", net, explore=0.5), "random": Controller("random")}
+    with pytest.raises(ValueError, match="tracked seat"):
+        list(play_games(pods, ctrl, game=game, num_envs=16, generator=torch.Generator().manual_seed(1),
+                        keep=Keep(track_seats=lambda s: [s.index("agent")])))  # fmt: skip
+
+
+def test_export_explore_changes_the_moves_not_the_targets(tmp_path):
+    """``export.explore``: the same export with a share of uniform moves writes other games, and every record's
+    ``policy`` is still the agent's distribution at its observation."""
+    from ml.config.sections import ExportParams, RunParams
+    from ml.data.batch_files import read_records
+    from ml.game.registry import openspiel
+    from ml.play.export import export_batch
+
+    game = openspiel("kuhn_poker")
+    torch.manual_seed(0)
+    net = PolicyNet(game.obs_dim, (16,), num_actions=game.num_actions)
+    batches = {}
+    for explore in (0.0, 0.6):
+        out = tmp_path / str(explore)
+        export_batch(net, out, ExportParams(games=200, only_wins=False, explore=explore), RunParams(), game,
+                     StagePlay(5), num_envs=8)  # fmt: skip
+        batches[explore] = [r for f in sorted(out.glob("*.jsonl")) for r in read_records(f)]
+    moves = {e: [(r.game_id, r.action.action_idx) for r in recs] for e, recs in batches.items()}
+    assert moves[0.0] != moves[0.6]
+    with torch.no_grad():
+        for r in batches[0.6]:
+            logits, _ = net(torch.tensor([r.observation]), torch.tensor([r.action_mask], dtype=torch.bool))
+            assert r.policy == pytest.approx(torch.softmax(logits, -1)[0].tolist(), abs=1e-4)

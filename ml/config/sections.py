@@ -152,6 +152,12 @@ class TrainParams(_Section):
     """Weight of the value (game outcome) loss next to the imitation cross-entropy."""
     distill: Literal["kl", "hard"] = "kl"
     """PPO records with the agent's ``policy``: fit it by KL divergence (``kl``, Rusu et al. 2016) or the chosen action only (``hard``)."""
+    average: Literal["mixture", "fictitious"] = "mixture"
+    """How the PPO batches of the window weigh: ``mixture``, ``source_weights`` as written (a batch weighs by its
+    decisions); ``fictitious``, each batch counts as one policy whatever its size and the ``ppo`` weight is multiplied
+    by the number of batches (``ppo_recency`` discounts included), so with ``{sim: 1, ppo: 1}`` the teacher data and
+    every accepted batch each hold 1/(n+1) of the training set: fictitious play's running average of the
+    generations' policies (Heinrich et al. 2015; the student is the average, the agents the best responses)."""
 
     @field_validator("source_weights")
     @classmethod
@@ -231,6 +237,10 @@ class ExportParams(_Section):
     """Games the PPO agent plays (one seat, rotated) against the heuristic pool for export."""
     only_wins: bool = True
     """Export only the agent's decisions from games it won."""
+    explore: float = Field(0.0, ge=0, lt=1)
+    """Share of the agent's export moves drawn uniformly from the legal ones; its records keep the agent's
+    distribution as the target (``policy``), so the student also sees the information states the agent avoids
+    (as ``teacher.explore`` for the teacher games). 0: every move from the agent."""
 
 
 class GateParams(_Section):

@@ -66,6 +66,7 @@ class ExportSetup:
         seed: the stage's seed; chunk ``k`` samples with ``chunk_seed(seed, k)``.
         encoder: the commander's observation encoder (None: a new one).
         only_wins: keep the records of the games the agent won only.
+        explore: share of the agent's moves drawn uniformly from the legal ones (``export.explore``).
     """
 
     net: PolicyNet
@@ -75,6 +76,7 @@ class ExportSetup:
     seed: int
     encoder: Encoder | None
     only_wins: bool
+    explore: float = 0.0
 
 
 class ExportedGame(NamedTuple):
@@ -89,7 +91,7 @@ class ExportedGame(NamedTuple):
 def _export_chunk(task: tuple[int, range], setup: ExportSetup) -> list[ExportedGame]:
     """Play one chunk: per game in completion order, what ``ExportedGame`` holds."""
     k, games = task
-    controllers = {"agent": Controller("net", setup.net), "heuristic": Controller("heuristic")}
+    controllers = {"agent": Controller("net", setup.net, explore=setup.explore), "heuristic": Controller("heuristic")}
     runner = play_games(
         replace(setup.pods, indices=games), controllers, game=setup.game, num_envs=setup.num_envs, encoder=setup.encoder,
         generator=torch.Generator().manual_seed(chunk_seed(setup.seed, k)), keep=Keep(log_seats=_agent_seat),
@@ -125,7 +127,8 @@ def export_batch(
         out_dir: folder of the batch file (created when missing; an older batch of the same
             id is replaced when the new one is complete).
         cfg: the ``export`` params: ``games`` to play (the agent's seat rotates with the game
-            index), ``only_wins`` (export only the games the agent won: first place; a draw is no win).
+            index), ``only_wins`` (export only the games the agent won: first place; a draw is no win),
+            ``explore`` (share of the agent's moves drawn uniformly; its records keep the agent's distribution).
         run: the attempt: its ``batch_id`` names the batch file (``ml.data.batch_files.batch_filename``),
             its ``model_version`` and ``generation`` are written into every exported record.
         game: the game (``ml.game.registry.make_game``): ``num_players`` seats per game, the
@@ -148,7 +151,7 @@ def export_batch(
     games, pod_size, executor = cfg.games, game.num_players, how.executor
     seatings = rotated_seatings(games, pod_size, "agent", lambda g: ["heuristic"] * (pod_size - 1))
     pods = Pods(seatings, game_seeds(how.seed, games))
-    setup = executor.share(ExportSetup(net, game, pods, num_envs, how.seed, encoder, cfg.only_wins))
+    setup = executor.share(ExportSetup(net, game, pods, num_envs, how.seed, encoder, cfg.only_wins, cfg.explore))
     tasks = list(enumerate(chunk_ranges(games, how.chunk_games)))
     won = 0
     with BatchWriter(out_dir, "ppo", run.batch_id) as writer:

@@ -50,11 +50,15 @@ class Controller:
         kind: ``heuristic`` (the game's teacher), ``random`` or ``net``.
         net: the policy for ``net`` controllers.
         greedy: arg-max instead of sampling for ``net`` controllers.
+        explore: ``net`` controllers: share of decisions whose move is drawn uniformly from the legal
+            ones; the logged record keeps the network's distribution as ``policy`` (0: every move
+            from the network, and no random draw spent on it). Not for tracked (PPO) seats.
     """
 
     kind: ControllerKind
     net: PolicyNet | None = None
     greedy: bool = False
+    explore: float = 0.0
 
 
 SeatPicker = Callable[[list[str]], list[int]]
@@ -344,6 +348,10 @@ def _decide_rows(
     seats = batch.to_act[group].astype(np.int64)
     kept = seats_of.tracked[group, seats]
     n_kept = int(kept.sum())
+    if ctrl.explore > 0:
+        if n_kept:
+            raise ValueError("an exploring controller plays a tracked seat: its log-probabilities would not be the moves'")
+        chosen = _explore(chosen, mask, ctrl.explore, generator)
     if n_kept:
         at, s = group[kept], seats[kept]
         seats_of.tracker.add(
@@ -358,6 +366,16 @@ def _decide_rows(
         owner.records.append(rec)
     actions[group] = chosen
     return n_kept
+
+
+def _explore(chosen: np.ndarray, mask: np.ndarray, share: float, generator: torch.Generator) -> np.ndarray:
+    """``chosen`` (int64[B]) with each move replaced, with probability ``share``, by a uniform legal one
+    (``mask``: bool[B, A]); both draws come from ``generator`` (uniform: the arg-max of ``mask / Exp(1)``)."""
+    b = len(chosen)
+    swap = torch.rand(b, generator=generator).numpy() < share
+    q = torch.empty(mask.shape, dtype=torch.float64).exponential_(1, generator=generator).numpy()
+    uniform = np.argmax(np.where(mask, 1.0 / q, -1.0), axis=1)
+    return np.where(swap, uniform, chosen)
 
 
 def _finish_row(
