@@ -171,6 +171,13 @@ def test_ppo_reward_filter(tmp_path, encoder):
     by_game = {(g, w) for g, w in zip(data.game_id.tolist(), data.row_weight.tolist(), strict=True)}
     assert by_game == {("game-0-1", 0.25), ("game-2-1", 0.25), ("game-0-1", 0.5), ("game-2-1", 0.5), ("game-0-1", 1.0)}
     assert (load_ppo([newer, tmp_path], encoder, min_reward_threshold=0.5)[0].row_weight == 1.0).all()
+    # per batch (fictitious play's average): each batch's rows together weigh recency**k, whatever its size
+    data, stats = load_ppo([newer, tmp_path], encoder, min_reward_threshold=0.5, recency=0.5, per_batch=True)
+    by_batch = {}
+    for model, w in zip(data.game_id.tolist(), data.row_weight.tolist(), strict=True):
+        by_batch.setdefault(w, []).append(model)
+    assert {w * len(rows) for w, rows in by_batch.items()} == {1.0, 0.5, 0.25}
+    assert stats["ppo_policies"] == 1.75
 
 
 def test_row_weights_shape_the_draws_within_a_source():
@@ -317,3 +324,25 @@ def test_feature_table_names_every_slot(encoder):
     assert obs[feature_index("seat1/life")] == pytest.approx(34 / 40)  # seat 2, one place after the actor
     assert obs[feature_index("seat0/cmdr_damage_from_1")] == pytest.approx(1 / 21)  # seat 1 took 1 from seat 2
     assert obs[feature_index("hand/hand_unknown")] == 0.0 and obs[feature_index("seat3/hand_size")] == 0.0
+
+
+def test_fictitious_average_gives_the_teacher_and_each_batch_an_equal_share():
+    """``train.average: fictitious``: batches of 10, 60 and 400 decisions beside 1,000 teacher decisions, each
+    batch's rows weighing 1 / its size (``load_ppo(per_batch=True)``) and the PPO weight times the batch count
+    (``fictitious_weights``): the teacher data and each batch hold a quarter of the sample."""
+    from ml.learn.supervised import fictitious_weights
+
+    sizes = (10, 60, 400)
+    data = _fake_set({"sim": 1000, "ppo": sum(sizes)})
+    batch = np.concatenate([[-1] * 1000] + [[k] * n for k, n in enumerate(sizes)])
+    for k, n in enumerate(sizes):
+        data.row_weight[batch == k] = 1.0 / n
+    weights = fictitious_weights({"sim": 1.0, "ppo": 1.0}, float(len(sizes)))
+    assert weights == {"sim": 1.0, "ppo": 3.0}
+    idx = sample_mixture(data, weights, 80_000, np.random.default_rng(0))
+    shares = [float((batch[idx] == k).mean()) for k in (-1, 0, 1, 2)]
+    assert shares == pytest.approx([0.25] * 4, abs=0.01)
+    plain = sample_mixture(
+        _fake_set({"sim": 1000, "ppo": sum(sizes)}), {"sim": 1.0, "ppo": 1.0}, 80_000, np.random.default_rng(0)
+    )
+    assert float((batch[plain] == 0).mean()) == pytest.approx(0.5 * 10 / 470, abs=0.005)  # mixture: by decisions

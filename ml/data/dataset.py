@@ -141,6 +141,7 @@ def load_ppo(
     window: int = 0,
     cache: EncodedCache | None = None,
     recency: float = 1.0,
+    per_batch: bool = False,
 ) -> tuple[DecisionSet, JSONObject]:
     """Accepted PPO decisions whose game's ``episode_return`` >= ``min_reward_threshold``.
 
@@ -153,18 +154,27 @@ def load_ppo(
         cache: the encoded-batch cache (``EncodedCache``), or None: each file parsed here.
         recency: the rows of the batch ``k`` places older than the newest weigh ``recency**k``
             (``DecisionSet.weight``: their chance to be drawn among the PPO rows); 1: all alike.
+        per_batch: the rows of each batch together weigh ``recency**k`` (each row that over the
+            batch's kept rows), so a batch counts as one policy whatever its size (``train.average:
+            fictitious``).
 
     Returns:
-        ``(set, stats)``; stats counts files, kept and filtered games.
+        ``(set, stats)``; stats counts files, kept and filtered games and, with ``per_batch``,
+        ``ppo_policies``: the batches' total weight (sum of ``recency**k`` over the batches with rows).
     """
     paths = ppo_files(pool_dirs, window)
     files = [encode_file(p, encoder, cache) for p in paths]
     empty = empty_set(encoder.obs_dim, encoder.num_actions)
     low = [f.episode_return < min_reward_threshold for f in files]  # nan (no return) is never below
     parts = [f.data.subset(f.row[~lo & (f.row >= 0)]) for f, lo in zip(files, low, strict=True)]
+    policies = 0.0
     for age, part in enumerate(reversed(parts)):
-        part.row_weight[:] = recency**age
+        part.row_weight[:] = recency**age / (len(part) if per_batch else 1)
+        policies += recency**age if len(part) else 0.0
     data = DecisionSet.concat([empty, *parts])
     games = {g for f in files for g in f.game_id.tolist()}
     dropped = {g for f, lo in zip(files, low, strict=True) for g in f.game_id[lo].tolist()}
-    return data, {"ppo_files": len(paths), "ppo_games": len(games), "ppo_games_filtered": len(dropped)}
+    stats: JSONObject = {"ppo_files": len(paths), "ppo_games": len(games), "ppo_games_filtered": len(dropped)}
+    if per_batch:
+        stats["ppo_policies"] = policies
+    return data, stats

@@ -290,6 +290,21 @@ def reusable_student(path: Path | None, fingerprint: str) -> tuple[PolicyNet, JS
     return net, meta
 
 
+def fictitious_weights(source_weights: dict[str, float], policies: float) -> dict[str, float]:
+    """``source_weights`` with the ``ppo`` weight multiplied by ``policies`` (``train.average: fictitious``).
+
+    Args:
+        source_weights: source -> mixture weight (``train.source_weights``).
+        policies: the PPO batches' total weight, each batch one policy (``load_ppo``'s ``ppo_policies``).
+
+    Returns:
+        The weights the student's sample is drawn with: with ``{sim: 1, ppo: 1}`` and n equal batches,
+        the teacher data and each batch hold 1/(n+1) each, fictitious play's uniform average
+        (Heinrich et al. 2015, "Fictitious Self-Play in Extensive-Form Games").
+    """
+    return {**source_weights, "ppo": source_weights.get("ppo", 0.0) * policies}
+
+
 def build_and_train(
     cfg: TrainParams,
     game: GameSpec,
@@ -365,11 +380,18 @@ def build_and_train(
             if on_epoch is not None:
                 on_epoch(epoch, values)
 
+        fictitious = cfg.average == "fictitious"
         ppo, ppo_stats = load_ppo(
-            list(data.pool_dirs), encoder, cfg.min_reward_threshold, cfg.ppo_window, cache=cache, recency=cfg.ppo_recency
-        )
+            list(data.pool_dirs), encoder, cfg.min_reward_threshold, cfg.ppo_window, cache=cache, recency=cfg.ppo_recency,
+            per_batch=fictitious,
+        )  # fmt: skip
+        mixed = cfg
+        if fictitious:
+            mixed = cfg.model_copy(
+                update={"source_weights": fictitious_weights(cfg.source_weights, float(ppo_stats["ppo_policies"]))}
+            )
         init = load_policy(cfg.init_checkpoint)[0] if cfg.init_checkpoint else None
-        net, metrics = train_student(DecisionSet.concat([train, ppo]), holdout, cfg, run, init, log_epoch)
+        net, metrics = train_student(DecisionSet.concat([train, ppo]), holdout, mixed, run, init, log_epoch)
         metrics.update({f"train/{k}": v for k, v in {**stats, **ppo_stats}.items()})
         metrics["train/available_decisions"] = {"sim": 0, **train.source_counts(), "ppo": len(ppo)}
         metrics["train/fingerprint"] = fingerprint
