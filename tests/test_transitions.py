@@ -102,9 +102,9 @@ def test_enter_phase_queues_and_restores():
     assert state.nudges["selfplay.ent_coef"] == 0.02 and state.nudges["gate.gated"] is False
     assert state.nudges["train.init_checkpoint"] == "data/seed/seed.pt"  # a seed checkpoint stays queued
     assert state.phase_restore["selfplay.ent_coef"] == 0.01  # the base value
-    state.nudges = {"train.source_weights.ppo": 0.35}  # the suggester, for a retry within the phase
+    state.nudges = {"train.source_weights.ppo": 5.6}  # the suggester, for a retry within the phase
     retry, _ = enter_phase(state, params)
-    assert retry.phase_restore["train.source_weights"] == {"sim": 1.0, "ppo": 0.5} and retry.nudges == state.nudges
+    assert retry.phase_restore["train.source_weights"] == {"sim": 1.0, "ppo": 8.0} and retry.nudges == state.nudges
     # the next phase: its own params, and the warm phase's ent_coef back (it is in params.yaml now)
     raw = params.model_dump(mode="json")
     set_dotted(raw, "selfplay.ent_coef", 0.02)

@@ -2,6 +2,13 @@
 
 Every field carries a docstring (turned into its description by ``use_attribute_docstrings``)
 with its unit; unknown keys are errors and types are strict (see ``ml.config.params``).
+
+Every default is the value the sections of ``params.yaml`` write (its ``profiles`` hold what
+differs), so a line deleted there runs the same, and ``params.yaml`` lists every key (``dvc
+params diff`` shows every knob) but the three that are unset until a command sets them for a
+while (``train.init_checkpoint``: ``--seed-checkpoint``; ``selfplay.frozen_names`` and
+``selfplay.abort_if``: a curriculum phase). ``tests/test_defaults.py`` fails on any difference:
+change a default here and its line in ``params.yaml`` together.
 """
 
 from __future__ import annotations
@@ -84,7 +91,7 @@ class GameParams(_Section):
 
 
 class TeacherParams(_Section):
-    games: int = Field(300, ge=1)
+    games: int = Field(600, ge=1)
     """Heuristic-teacher pods to log (games); every seat's decisions are recorded."""
     mcts_simulations: int = Field(50, ge=1)
     """OpenSpiel games: MCTS simulations per teacher decision (the commander's teacher is the heuristic)."""
@@ -123,7 +130,7 @@ class TeacherParams(_Section):
 
 
 class TrainParams(_Section):
-    epochs: int = Field(6, ge=1)
+    epochs: int = Field(8, ge=1)
     """Passes of ``samples_per_epoch`` sampled decisions each."""
     batch_size: int = Field(256, ge=1)
     """Decisions per gradient step."""
@@ -131,16 +138,17 @@ class TrainParams(_Section):
     """Adam learning rate."""
     hidden_sizes: Annotated[tuple[int, ...], Field(strict=False)] = (256, 256)
     """Widths of the policy/value MLP trunk."""
-    samples_per_epoch: int = Field(40_000, ge=1)
+    samples_per_epoch: int = Field(60_000, ge=1)
     """Decisions drawn (with replacement) from the source mixture per epoch."""
     holdout_fraction: float = Field(0.12, ge=0.10, le=0.15)
     """Share of teacher *games* held out for evaluation (split by game, so no game is in both; 10-15% is usual)."""
-    source_weights: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=lambda: {"sim": 1.0, "ppo": 0.5})
+    source_weights: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=lambda: {"sim": 1.0, "ppo": 8.0})
     """Mixture ratios of the sampled training set per record ``source`` (``sim``, ``ppo``, ``forge``; another
-    name is refused: a misspelt one would silently train without that source); {sim: 1, ppo: 0.5} makes PPO a third."""
+    name is refused: a misspelt one would silently train without that source); {sim: 1, ppo: 8} makes PPO 8/9
+    of it (the newest agent's data decides the student's strength, docs/measurements.md), {sim: 1, ppo: 0.5} a third."""
     min_reward_threshold: float = 0.0
     """PPO games whose ``episode_return`` is below this are dropped from training."""
-    ppo_window: int = Field(0, ge=0)
+    ppo_window: int = Field(1, ge=0)
     """Newest accepted PPO batches the student learns from (by generation); 0: all of them.
     Older batches come from weaker agents and dilute the newest (docs/measurements.md)."""
     ppo_recency: float = Field(1.0, gt=0, le=1)
@@ -174,7 +182,7 @@ class TrainParams(_Section):
 
 
 class SelfplayParams(_Section):
-    total_steps: int = Field(200_000, ge=1)
+    total_steps: int = Field(300_000, ge=1)
     """PPO agent decisions collected in total (across all concurrent games)."""
     num_envs: int = Field(16, ge=1)
     """Concurrent games whose policy queries are batched into one forward pass."""
@@ -233,7 +241,7 @@ class SelfplayParams(_Section):
 
 
 class ExportParams(_Section):
-    games: int = Field(300, ge=1)
+    games: int = Field(600, ge=1)
     """Games the PPO agent plays (one seat, rotated) against the heuristic pool for export."""
     only_wins: bool = True
     """Export only the agent's decisions from games it won."""
