@@ -170,7 +170,7 @@ def test_unknown_key_names_its_nearest_field(tmp_path: Path):
         f"{tmp_path / 'params.yaml'}:{epocs}: train.epocs: unknown key; did you mean 'epochs'?",
         f"{tmp_path / 'params.yaml'}:{gaet}: gaet: unknown key; did you mean 'gate'?",
     ]
-    with pytest.raises(ParamsError, match=r"params\.yaml:2: export\.zzz: unknown key \(known: games, only_wins\)$"):
+    with pytest.raises(ParamsError, match=r"params\.yaml:2: export\.zzz: unknown key \(known: games, only_wins, explore\)$"):
         _load(tmp_path, "export:\n  zzz: 1\n")
 
 
