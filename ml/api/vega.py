@@ -279,10 +279,17 @@ def curve_chart(root: Path, stage: str, live: bool) -> Chart | None:
 
 @lru_cache(maxsize=32)
 def _curves_frame(stage: str, points: bool, sprt_others: tuple[str, ...] | None) -> str:
-    """A facet of every curve (``sprt_others`` None), or the SPRT chart with a panel for each of ``sprt_others`` below it."""
+    """A facet of every curve (``sprt_others`` None; each panel with its own x axis: a shared one
+    would also stand under the empty cells of a short last row), or the SPRT chart with a panel
+    for each of ``sprt_others`` below it."""
     if sprt_others is None:
         facet = alt.Facet("metric:N", title=None)
-        return _frame(_panel(stage, points).facet(facet=facet, columns=3, data=_DATA).resolve_scale(y="independent"))
+        return _frame(
+            _panel(stage, points)
+            .facet(facet=facet, columns=3, data=_DATA)
+            .resolve_scale(y="independent")
+            .resolve_axis(x="independent")
+        )
     panels = [_panel(stage, points).transform_filter(alt.datum.metric == m).properties(title=m) for m in sprt_others]
     return _frame(
         alt.vconcat(sprt_chart(points), *([alt.concat(*panels, columns=3)] if panels else []), data=_DATA, spacing=24)
