@@ -60,6 +60,19 @@ def test_swapping_the_sides_mirrors_the_figures():
     assert pab.a_rate == pba.b_rate and pab.difference.mean == pytest.approx(-pba.difference.mean)
 
 
+@pytest.mark.expensive  # importing ml.driver.compare loads GitPython, which runs git
+def test_spent_counts_the_attempts_up_to_the_generation_compared():
+    from ml.driver.compare import spent_by
+
+    def entry(generation: int, verdict: str, cpu: float) -> dict:
+        return {"generation": generation, "verdict": verdict, "stage_wall_s": {"selfplay": 2 * cpu, "gate": 1.0},
+                "metrics": {"selfplay": {"selfplay/cpu_s": cpu, "selfplay/decisions": 100}, "gate": {}}}  # fmt: skip
+
+    history = [entry(0, "accepted", 10.0), entry(1, "rejected", 20.0), entry(1, "accepted", 30.0), entry(2, "accepted", 40.0)]
+    assert spent_by(history, 1) == {"attempts": 3, "cpu_s": 63.0, "wall_s": 123.0, "learner_decisions": 300.0}
+    assert spent_by(history)["attempts"] == 4 and spent_by(history)["cpu_s"] == 104.0  # no gate cpu_s: its wall
+
+
 @pytest.mark.expensive
 def test_compare_two_generations_of_the_reference_run(reference_run, tmp_path: Path, capsys):
     from ml.driver.compare import compare
@@ -75,8 +88,8 @@ def test_compare_two_generations_of_the_reference_run(reference_run, tmp_path: P
     assert (
         p["deals"] == 4 and p["a_rate"] == q["b_rate"] and p["difference"]["mean"] == pytest.approx(-q["difference"]["mean"])
     )
-    for run in ab["runs"]:
-        assert run["attempts"] == 2 and run["cpu_s"] > 0 and run["learner_decisions"] >= 2 * 600
+    for run, attempts in zip(ab["runs"], (2, 1), strict=True):  # spent up to the generation compared
+        assert run["attempts"] == attempts and run["cpu_s"] > 0 and run["learner_decisions"] >= attempts * 600
     assert ab["params_difference"] == []
     assert "A's share of the first places" in capsys.readouterr().out
 

@@ -11,7 +11,8 @@ DVC cache at that commit (``dvc.api.DVCFileSystem``: nothing is checked out). Bo
   (``ml.judge.head_to_head.paired_against``): both rates and their difference by deal;
 * in a zero-sum game, chips (mean return per game) in both.
 
-Also printed: the CPU and wall seconds each run spent (every attempt's stages, from
+Also printed: the CPU and wall seconds each run spent up to the compared generation (its
+attempts' stages, rejected attempts included, from
 ``state/eval_history.json``; ``<stage>/cpu_s``, ``ml.runtime.cli.write_metrics``), the learner
 decisions its self-play made, and the params that differ. Reads only; ``--json`` writes a file.
 """
@@ -129,15 +130,23 @@ def load_result(ref: RunRef, path: str) -> PolicyNet:
         return load_policy(Path(tmp) / "policy.pt")[0]
 
 
-def spent(ref: RunRef) -> dict[str, float]:
-    """CPU and wall seconds of every attempt's stages that ran, and the learner decisions, at ``ref``
-    (``state/eval_history.json``; a stage without ``cpu_s``, from before it was measured, counts its wall)."""
+def spent(ref: RunRef, through: int | None = None) -> dict[str, float]:
+    """CPU and wall seconds of the attempts' stages that ran, and the learner decisions, at ``ref``
+    (``state/eval_history.json``; a stage without ``cpu_s``, from before it was measured, counts its wall):
+    every attempt, or those of generations up to ``through`` (the generation compared), rejected ones included."""
     import json
 
     text = _show(ref, "state/eval_history.json")
+    return spent_by(json.loads(text) if text else [], through)
+
+
+def spent_by(history: list[dict[str, Any]], through: int | None = None) -> dict[str, float]:
+    """``spent`` of the attempt entries ``history`` (``state/eval_history.json``), up to generation ``through``."""
     cpu = wall = decisions = 0.0
     attempts = 0
-    for entry in json.loads(text) if text else []:
+    for entry in history:
+        if through is not None and int(entry["generation"]) > through:
+            continue
         attempts += 1
         metrics = entry.get("metrics") or {}
         for stage, stage_wall in (entry.get("stage_wall_s") or {}).items():
@@ -147,6 +156,12 @@ def spent(ref: RunRef) -> dict[str, float]:
             if stage == "selfplay":
                 decisions += float(m.get("selfplay/decisions", 0))
     return {"attempts": attempts, "cpu_s": round(cpu, 1), "wall_s": round(wall, 1), "learner_decisions": decisions}
+
+
+def _generation_of(path: str) -> int | None:
+    """The generation of a result's file name (``data/merged/students/gen007.pt``: 7; None: not so named)."""
+    stem = Path(path).stem
+    return int(stem[3:]) if stem.startswith("gen") and stem[3:].isdigit() else None
 
 
 def params_difference(a: Params, b: Params) -> list[tuple[str, JSONValue, JSONValue]]:
@@ -223,7 +238,14 @@ def compare(
         paired = paired_against(a, b, Controller("heuristic"), max(1, games // n), play)
     report = {
         "runs": [
-            {"run": r.label, "repo": str(r.root), "commit": r.sha, "result": p.loop.result, "policy": path, **spent(r)}
+            {
+                "run": r.label,
+                "repo": str(r.root),
+                "commit": r.sha,
+                "result": p.loop.result,
+                "policy": path,
+                **spent(r, _generation_of(path)),
+            }
             for r, p, path in zip(refs, params, paths, strict=True)
         ],
         "game": params[0].game.name,
@@ -241,7 +263,7 @@ def _print(report: dict[str, Any], zero_sum: bool, teacher: str, n: int) -> None
     """The report as a few lines of text on stdout."""
     ra, rb = report["runs"]
     for tag, r in (("A", ra), ("B", rb)):
-        print(f"{tag}: {r['run']} ({r['commit'][:10]}) {r['policy']}; {r['attempts']} attempts, CPU {r['cpu_s']:.0f} s, "
+        print(f"{tag}: {r['run']} ({r['commit'][:10]}) {r['policy']}; {r['attempts']} attempts to it, CPU {r['cpu_s']:.0f} s, "
               f"wall {r['wall_s']:.0f} s, {r['learner_decisions']:,.0f} learner decisions")  # fmt: skip
     h = report["head_to_head"]
     print(f"head to head ({h['deals']} mixed deals, {h['games']} games, {h['draws']} draws): A's share of the first places "
