@@ -9,7 +9,7 @@ the user's scripted teacher plays as the ``heuristic`` kind (the Elo anchor) and
 uniform player at its own game; every stage runs in process on two PettingZoo classic envs
 (connect_four_v3, leduc_holdem_v4) and on a user's env written into a temporary folder, with
 ``teacher/env_version`` in the metrics; a tournament runs on the user's env and the
-observation endpoint answers its decisions as the student's greedy choice; the README's
+observation endpoint answers its decisions as the student's greedy choice; the manual's
 example plays as written; the Ray runtime environment ships the user's module, and a local
 Ray plays it to the local bits (expensive); ``loop.py`` runs one generation of the user's
 env from ``PYTHONPATH`` (expensive).
@@ -40,8 +40,9 @@ from ml.api.observation_policy import add_observation_routes  # imports GitPytho
 from ml.config.params import ParamsError, load_params, params_from_dict
 from ml.data.batch_files import BatchWriter, read_records, scan_batches
 from ml.data.dataset import load_teacher
+from ml.game.pettingzoo.spec import pettingzoo
 from ml.game.record import OpenSpielRecord
-from ml.game.registry import make_game, pettingzoo
+from ml.game.registry import make_game
 from ml.model.serving import MicroBatcher
 from ml.play.rollout import Controller, Keep, Pods, game_seeds, play_games
 from tests.conftest import ROOT, attempt_commits, make_project_copy, run_loop, run_pipeline, tiny_params
@@ -154,7 +155,7 @@ def nim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 def _forget_user_modules() -> None:
     """A fresh start for the module of another test's folder: not imported, not cached, not shipped."""
-    from ml.game import pettingzoo_env
+    from ml.game.pettingzoo import load as pettingzoo_env
 
     sys.modules.pop("tiny_nim", None)
     pettingzoo_env.inspect_env.cache_clear()
@@ -171,7 +172,7 @@ def test_api_and_returns_agree_with_the_env(name: str) -> None:
     spec = pettingzoo(name)
     api_test(spec.make_env(), num_cycles=100)
     adapter = spec.make_env()
-    from ml.game.pettingzoo_env import import_object
+    from ml.game.pettingzoo.load import import_object
 
     plain = import_object(name.removeprefix("pettingzoo:"), "name")()
     for seed in range(6):
@@ -230,7 +231,9 @@ def test_refusals_name_the_param(nim: Path) -> None:
      (True, "answered True (bool)"), (7, "answered action 7, not legal")],
 )  # fmt: skip
 def test_a_teacher_answering_no_action_is_one_line_naming_teacher_policy(answer, said, capsys) -> None:
-    from ml.game.pettingzoo_env import CallablePlayer, Decision, PettingZooError
+    from ml.game.pettingzoo.env import Decision
+    from ml.game.pettingzoo.load import PettingZooError
+    from ml.game.pettingzoo.players import CallablePlayer
     from ml.runtime.cli import stage_main
 
     player = CallablePlayer(lambda observation, mask: answer, 0, "my_nim:teacher")
@@ -285,13 +288,13 @@ GATE_TINY = {
 
 
 def test_readme_example_plays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The README's "Your own game" module and params, as a user copies them."""
+    """The manual's "Your own game" module and params (docs/pettingzoo.md), as a user copies them."""
     import re
 
     from ml.config.yaml_file import safe_yaml
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme.split("## Your own game", 1)[1].split("\n## ", 1)[0]
+    page = (Path(__file__).resolve().parents[1] / "docs" / "pettingzoo.md").read_text()
+    section = page.split("## Your own game", 1)[1].split("\n## ", 1)[0]
     code, params = (
         re.search(r"```python\n(.*?)```", section, re.S).group(1),
         re.search(r"```yaml\n(.*?)```", section, re.S).group(1),
@@ -438,7 +441,7 @@ def test_ray_workers_get_the_user_module_and_the_local_bits(nim: Path, tmp_path:
         sys.path.insert(0, {str(nim)!r})  # the driver's sys.path only: not PYTHONPATH, so workers need the shipping
         from pathlib import Path
         from ml.runtime.compute import make_executor
-        from ml.game.registry import pettingzoo
+        from ml.game.pettingzoo.spec import pettingzoo
         from ml.config.sections import ComputeParams, TeacherParams
         from ml.play.rollout import StagePlay
         from ml.play.teacher import write_teacher_batch
