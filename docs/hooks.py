@@ -162,15 +162,43 @@ def params_reference() -> str:
     return "\n".join(lines)
 
 
-def _schema_fields(schema: dict[str, Any], components: dict[str, Any]) -> list[str]:
-    """The top-level fields of a request or answer schema, one bullet each, with their descriptions."""
+def _ref(schema: dict[str, Any]) -> str | None:
+    """The component name a schema refers to, directly or as one branch of ``anyOf`` (an optional body)."""
     if ref := schema.get("$ref"):
-        schema = components[ref.rsplit("/", 1)[-1]]
-    out = []
-    for name, prop in (schema.get("properties") or {}).items():
-        desc = prop.get("description") or prop.get("title") or ""
-        out.append(f"    - `{name}`{' (required)' if name in schema.get('required', []) else ''}: {_text(desc)}")
-    return out
+        return str(ref).rsplit("/", 1)[-1]
+    return next((name for branch in schema.get("anyOf", []) if (name := _ref(branch))), None)
+
+
+def _schema_fields(name: str, components: dict[str, Any]) -> list[str]:
+    """The top-level fields of a component schema, one nested bullet each, with their descriptions."""
+    schema = components[name]
+    required = schema.get("required", [])
+    return [
+        f"    - `{field}`{' (required)' if field in required else ''}: {_text(prop.get('description') or prop.get('title'))}"
+        for field, prop in (schema.get("properties") or {}).items()
+    ]
+
+
+def _endpoint(method: str, path: str, op: dict[str, Any], components: dict[str, Any]) -> list[str]:
+    """One endpoint: its description, parameters, body and answers (with the fields of each named schema)."""
+    lines = [f"### `{method.upper()} {path}`", "", _text(op.get("description") or op.get("summary")), ""]
+    params = [
+        f"`{p['name']}` ({p['in']}): {_text(p.get('description') or p.get('schema', {}).get('title'))}"
+        for p in op.get("parameters", [])
+    ]
+    if params:
+        lines.append("- parameters: " + "; ".join(params))
+    body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
+    if body and (name := _ref(body)):
+        optional = "" if op["requestBody"].get("required") else " (optional)"
+        lines += [f"- body{optional}: `{name}`", *_schema_fields(name, components)]
+    for code, answer in op["responses"].items():
+        schema = answer.get("content", {}).get("application/json", {}).get("schema", {})
+        name = _ref(schema) if code.startswith("2") else None
+        lines.append(f"- {code}: {_text(answer.get('description'))}" + (f", `{name}`" if name else ""))
+        if name:
+            lines += _schema_fields(name, components)
+    return [*lines, ""]
 
 
 def api_reference() -> str:
@@ -182,19 +210,7 @@ def api_reference() -> str:
     lines = [f"Generated from the server's OpenAPI schema ({spec['info']['title']}, version {spec['info']['version']}).", ""]
     for path, ops in spec["paths"].items():
         for method, op in ops.items():
-            lines += [f"### `{method.upper()} {path}`", "", _text(op.get("description") or op.get("summary")), ""]
-            params = [f"`{p['name']}` ({p['in']}): {_text(p.get('description') or p.get('schema', {}).get('title'))}"
-                      for p in op.get("parameters", [])]  # fmt: skip
-            if params:
-                lines += ["- parameters: " + "; ".join(params)]
-            body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
-            if body:
-                name = body.get("$ref", "").rsplit("/", 1)[-1] or "JSON"
-                lines += [f"- body: `{name}`", *_schema_fields(body, components)]
-            lines += [
-                "- answers: " + ", ".join(f"{code} {_text(r.get('description'))}" for code, r in op["responses"].items())
-            ]
-            lines += [""]
+            lines += _endpoint(method, path, op, components)
     return "\n".join(lines)
 
 
