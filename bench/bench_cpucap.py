@@ -39,7 +39,7 @@ def workload() -> dict[str, float | str]:
     import torch
     from bench_training import synthetic
     from ml.game.commander.encoding import OBS_DIM
-    from ml.game.registry import commander
+    from ml.game.commander.spec import commander
     from ml.model.policy import PolicyNet
     from ml.config.sections import SelfplayParams, TrainParams
     from ml.learn.ppo import train_ppo

@@ -20,7 +20,7 @@ import torch
 
 from ml.config.sections import SelfplayParams
 from ml.game.commander.encoding import OBS_DIM
-from ml.game.registry import commander
+from ml.game.commander.spec import commander
 from ml.learn.ppo import train_ppo
 from ml.learn.settings import RunSettings
 from ml.model.policy import PolicyNet

@@ -27,7 +27,7 @@ import torch
 
 from ml.config.params import SelfplayParams
 from ml.config.sections import ComputeParams
-from ml.game.registry import commander
+from ml.game.commander.spec import commander
 from ml.learn.ppo import train_ppo
 from ml.learn.settings import RunSettings
 from ml.model.policy import PolicyNet

@@ -1,8 +1,8 @@
 """Benchmark: simulator and self-play throughput, against OpenSpiel in the same run.
 
 Prints, in decisions per second on one core:
-  * the Commander pod's object engine (the tests' oracle of the core, ``tests/reference/commander``,
-    imported from the tests) with four heuristic players (rules API, no encoding),
+  * the Commander pod's object engine (the tests' oracle of the core, ``ml.game.commander.reference``)
+    with four heuristic players (rules API, no encoding),
   * the same pods through ``play_games`` (the core) with the observation encoder, one net seat
     (what self-play pays),
   * PPO self-play collection (``ml.learn.ppo.train_ppo``, fresh student) with 1 and 2 worker
@@ -47,13 +47,14 @@ from ml.config.sections import SelfplayParams
 from ml.game.commander import core
 from ml.game.commander.core.warmup import run_kernels, warm_up
 from ml.game.commander.encoding import OBS_DIM, RecordEncoder
-from ml.game.registry import commander
+from ml.game.commander.reference.players import HeuristicPlayer
+from ml.game.commander.reference.rules import apply_action, new_game
+from ml.game.commander.spec import commander
 from ml.learn.ppo import train_ppo
 from ml.learn.settings import RunSettings
 from ml.model.policy import PolicyNet
-from ml.play.rollout import Controller, Pods, game_seeds, play_games, rotated_seatings
-from tests.reference.commander.players import HeuristicPlayer
-from tests.reference.commander.rules import apply_action, new_game
+from ml.play.rollout import Controller, Pods, play_games
+from ml.play.seating import game_seeds, rotated_seatings
 
 
 def bench_rules(seconds: float) -> float:

@@ -40,7 +40,7 @@ import torch
 from ml.base.io import atomic_write_json
 from ml.data.batch_files import read_records, record_to_json
 from ml.game.commander.encoding import OBS_DIM, RecordEncoder
-from ml.game.registry import commander
+from ml.game.commander.spec import commander
 from ml.model.policy import PolicyNet, save_policy
 from ml.model.serving import MAX_BATCH_ROWS, MAX_WAIT_S, SWITCH_INTERVAL_S, TORCH_THREADS, policy_outputs
 from ml.play.teacher import write_teacher_batch

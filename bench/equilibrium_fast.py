@@ -23,7 +23,7 @@ import torch
 
 from ml.config.params import Params
 from ml.config.sections import ExportParams, RunParams, SelfplayParams
-from ml.game.registry import openspiel
+from ml.game.openspiel.spec import openspiel
 from ml.judge.nashconv import nash_conv_metrics
 from ml.learn.ppo import train_ppo
 from ml.learn.settings import RunSettings

@@ -24,7 +24,8 @@ from ml.config.params import load_params
 from ml.game.registry import make_game
 from ml.judge.stats import DealTally
 from ml.model.policy import load_policy
-from ml.play.rollout import Controller, Pods, game_seeds, play_games, rotated_seatings
+from ml.play.rollout import Controller, Pods, play_games
+from ml.play.seating import game_seeds, rotated_seatings
 
 
 def student_vs_teachers(repo: Path, games: int, seed: int = 99) -> dict[str, tuple[int, int, float, float, float]]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 
 from ml.game.commander.actions import MAX_POD, MIN_POD
-from ml.game.registry import commander
+from ml.game.commander.spec import commander
 from ml.judge.deals import pod_win_rate
 from ml.play.rollout import Controller
 

@@ -48,9 +48,9 @@ from ml.game.commander.features import (
 from ml.game.commander.forge_record import cmdr_damage_by_source
 from ml.game.commander.observation import seat_eliminated
 from ml.game.commander.pod_rules import COMMANDER_DAMAGE_LETHAL
+from ml.game.commander.reference.combat import board_value, plan_blocks, resolve_damage
+from ml.game.commander.reference.state import GameState, Permanent, PlayerState
 from ml.game.record import record_field
-from tests.reference.commander.combat import board_value, plan_blocks, resolve_damage
-from tests.reference.commander.state import GameState, Permanent, PlayerState
 
 
 class SeatView:
@@ -115,7 +115,7 @@ class SeatView:
 
     @classmethod
     def from_player(cls, p: PlayerState) -> SeatView:
-        """The view of a live seat (``tests.reference.commander.state.PlayerState``); no copies of its lists."""
+        """The view of a live seat (``ml.game.commander.reference.state.PlayerState``); no copies of its lists."""
         v = cls.__new__(cls)
         v.seat, v.life, v.mana, v.mana_sources = p.seat, p.life, p.mana, p.mana_sources
         v.cmdr_tax, v.lands = p.commander_tax, p.lands
@@ -163,7 +163,7 @@ def _record_creatures(p: Any, pool: dict[str, Card]) -> list[Permanent]:
     """A record seat's creatures as ``Permanent``s, tapped/sick/commander flags from the record.
 
     ``tapped`` and ``sick`` list names, so copies of one card are told apart by the rules'
-    order (``tests.reference.commander.engine``): creatures enter at the end of the battlefield and
+    order (``ml.game.commander.reference.engine``): creatures enter at the end of the battlefield and
     are all sick until their controller's untap, so the sick copies are the *last* ones;
     an attack taps every copy able to attack, which precede the sick ones, so the tapped
     copies are the *first* ones. Read so, a record gives the live state's flags exactly.

@@ -17,8 +17,8 @@ SIGNATURE_EXCEPTIONS: tuple[tuple[str, str], ...] = (
         "hand narrowing of a value already validated",
     ),
     # pyspiel: no type stubs
-    ("ml/game/registry.py:load_openspiel", "returns a pyspiel.Game; pyspiel ships no type stubs"),
-    ("ml/game/registry.py:GameSpec.openspiel_game", "returns a pyspiel.Game; pyspiel ships no type stubs"),
+    ("ml/game/openspiel/spec.py:load_openspiel", "returns a pyspiel.Game; pyspiel ships no type stubs"),
+    ("ml/game/openspiel/spec.py:OpenSpielSpec.openspiel_game", "returns a pyspiel.Game; pyspiel ships no type stubs"),
     (
         "ml/game/spec.py:ScriptedPlayer.act",
         "state is a pyspiel.State, the commander's GameState or a PettingZoo Decision; a protocol parameter must "
@@ -30,7 +30,7 @@ SIGNATURE_EXCEPTIONS: tuple[tuple[str, str], ...] = (
     ),
     # imports by name and third-party hooks
     (
-        "ml/game/pettingzoo_env.py:import_object",
+        "ml/game/pettingzoo/load.py:import_object",
         "the attribute a user's '<module>:<attr>' names (an env factory or a policy): importlib's getattr is untyped",
     ),
     (

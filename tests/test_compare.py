@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from ml.game.commander.encoding import OBS_DIM
-from ml.game.registry import commander
+from ml.game.commander.spec import commander
 from ml.judge.head_to_head import Play, head_to_head, mixed_seatings, paired_against
 from ml.model.policy import PolicyNet
 from ml.play.rollout import Controller

@@ -26,10 +26,10 @@ import pytest
 from ml.game.commander import core
 from ml.game.commander.actions import CAST_WIPE, MAX_POD
 from ml.game.commander.features import PHASES
-from tests.reference.commander import rules
-from tests.reference.commander.players import HeuristicPlayer, RandomPlayer
-from tests.reference.commander.reference_env import ReferencePodEnv
-from tests.reference.commander.state import GameState
+from ml.game.commander.reference import rules
+from ml.game.commander.reference.players import HeuristicPlayer, RandomPlayer
+from ml.game.commander.reference.reference_env import ReferencePodEnv
+from ml.game.commander.reference.state import GameState
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLES = core.load_tables()

@@ -258,7 +258,7 @@ def test_encoded_cache_keeps_the_recently_used_entries_under_its_cap(tmp_path, e
 
 
 def test_combat_features_follow_the_block_rule_and_tapped_state(encoder):
-    from tests.reference.commander.rules import decision_record, new_game
+    from ml.game.commander.reference.rules import decision_record, new_game
 
     vanilla = sorted(
         (c for c in encoder.pool.values() if c.kind == "creature" and not c.keywords and not c.legendary),
@@ -330,7 +330,7 @@ def test_fictitious_average_gives_the_teacher_and_each_batch_an_equal_share():
     """``train.average: fictitious``: batches of 10, 60 and 400 decisions beside 1,000 teacher decisions, each
     batch's rows weighing 1 / its size (``load_ppo(per_batch=True)``) and the PPO weight times the batch count
     (``fictitious_weights``): the teacher data and each batch hold a quarter of the sample."""
-    from ml.learn.supervised import fictitious_weights
+    from ml.data.decisions import fictitious_weights
 
     sizes = (10, 60, 400)
     data = _fake_set({"sim": 1000, "ppo": sum(sizes)})

@@ -27,10 +27,10 @@ from ml.game.commander.forge_record import (
     DecisionRecord,
 )
 from ml.game.commander.observation import CHUNK
-from ml.game.registry import commander
+from ml.game.commander.reference.players import HeuristicPlayer, RandomPlayer
+from ml.game.commander.reference.rules import apply_action, decision_record, describe_action, new_game
+from ml.game.commander.spec import commander
 from tests.encoding_oracle import encode_record, encode_state
-from tests.reference.commander.players import HeuristicPlayer, RandomPlayer
-from tests.reference.commander.rules import apply_action, decision_record, describe_action, new_game
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

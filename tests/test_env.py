@@ -25,9 +25,9 @@ from pettingzoo.test import api_test, seed_test
 
 from ml.game.commander.actions import MACRO_ACTIONS, MAX_POD, NUM_ACTIONS, IllegalActionError
 from ml.game.commander.env import CommanderPodEnv
+from ml.game.commander.reference.players import HeuristicPlayer, RandomPlayer
+from ml.game.commander.reference.reference_env import ReferencePodEnv
 from ml.game.protocol import PLAYER_SEED_STRIDE
-from tests.reference.commander.players import HeuristicPlayer, RandomPlayer
-from tests.reference.commander.reference_env import ReferencePodEnv
 
 FORGE_KEYS = [
     "game_id",
@@ -147,7 +147,7 @@ def test_runner_finishes_games_over_before_any_decision(pod_size: int, max_turns
     """A turn cap of one or two rounds can end a game inside reset (no seat had two legal actions)."""
     import torch
 
-    from ml.game.registry import commander
+    from ml.game.commander.spec import commander
     from ml.play.rollout import Controller, Pods, play_games
 
     n = 40

@@ -74,7 +74,7 @@ def test_attempt_episodes_sums_the_stages_that_ran(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("pipeline", ["kuhn_poker"], indirect=True)
 def test_tournament_entry_counts_its_games(pipeline: Pipeline, tmp_path: Path) -> None:
-    from ml.game.registry import openspiel
+    from ml.game.openspiel.spec import openspiel
     from ml.judge.elo import PlayedTournament, record_tournament
     from ml.judge.tournament import TournamentPlay, play_tournament
     from ml.model.policy import load_policy

@@ -29,9 +29,9 @@ from ml.config.params import ParamsError, params_from_dict
 from ml.config.sections import SelfplayParams, TeacherParams
 from ml.config.yaml_file import safe_yaml
 from ml.data.batch_files import read_records, scan_batches
-from ml.game.openspiel_env import observation_of
-from ml.game.openspiel_players import _decision_states, cfr_average_policy
-from ml.game.registry import openspiel
+from ml.game.openspiel.env import observation_of
+from ml.game.openspiel.players import _decision_states, cfr_average_policy
+from ml.game.openspiel.spec import openspiel
 from ml.judge.nashconv import nash_conv_metrics
 from ml.learn.ppo import SelfplayMetrics, train_ppo
 from ml.learn.settings import RunSettings

@@ -208,7 +208,8 @@ def test_gate_refuses_a_test_the_game_cannot_take(tmp_path, game: str, gate: dic
     from pathlib import Path
 
     from ml.config.sections import GateParams, TrainParams
-    from ml.game.registry import commander, openspiel
+    from ml.game.commander.spec import commander
+    from ml.game.openspiel.spec import openspiel
     from ml.judge.gate import GateError, GateInputs, run_gate
 
     spec = commander() if game == "commander" else openspiel(game)

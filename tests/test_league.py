@@ -21,7 +21,7 @@ import torch
 from ml.config.sections import SelfplayParams
 from ml.config.yaml_file import safe_yaml
 from ml.game.commander.encoding import OBS_DIM
-from ml.game.registry import commander
+from ml.game.commander.spec import commander
 from ml.learn.ppo import train_ppo
 from ml.learn.settings import Resume, RunSettings
 from ml.model.policy import PolicyNet, load_optimizer_state, load_policy, save_policy

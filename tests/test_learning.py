@@ -17,7 +17,7 @@ import torch
 from ml.config.params import ParamsError, attempt_seed, load_params, params_from_dict
 from ml.config.sections import SelfplayParams
 from ml.game.commander.actions import NUM_ACTIONS
-from ml.game.registry import commander
+from ml.game.commander.spec import commander
 from ml.learn.ppo import Minibatch, compute_gae, ppo_loss
 from ml.model.policy import CheckpointError, PolicyNet, load_policy, save_policy
 

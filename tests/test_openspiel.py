@@ -24,14 +24,16 @@ from pettingzoo.test import api_test, seed_test
 from ml.config.params import ParamsError, params_from_dict
 from ml.data.batch_files import BatchWriter, RecordError, read_records, scan_batches
 from ml.data.dataset import load_teacher
-from ml.game.openspiel_env import outcome_of
+from ml.game.openspiel.env import outcome_of
+from ml.game.openspiel.spec import openspiel
 from ml.game.record import OpenSpielRecord
-from ml.game.registry import make_game, openspiel
+from ml.game.registry import make_game
 from ml.judge.elo import format_table, return_table
 from ml.judge.plackett_luce import fit_plackett_luce
 from ml.judge.tournament import TournamentPlay, play_tournament
 from ml.model.policy import PolicyNet
-from ml.play.rollout import Controller, Keep, Pods, game_seeds, play_games
+from ml.play.rollout import Controller, Keep, Pods, play_games
+from ml.play.seating import game_seeds
 from tests.conftest import Pipeline, yaml_text
 
 
@@ -67,11 +69,16 @@ def test_params_errors() -> None:
     with pytest.raises(ParamsError, match=r"game\.pod_size is 4 but openspiel:kuhn_poker has 2 players"):
         params_from_dict(check=check_params, raw={"game": {"name": "openspiel:kuhn_poker"}})
     with pytest.raises(ParamsError, match="no such OpenSpiel game"):
-        params_from_dict(check=check_params, raw={"game": {"name": "openspiel:nope", "pod_size": 2}, "gate": {"target_win_rate": 0.6}})
+        params_from_dict(
+            check=check_params, raw={"game": {"name": "openspiel:nope", "pod_size": 2}, "gate": {"target_win_rate": 0.6}}
+        )
     with pytest.raises(ParamsError, match="Unknown parameter 'colour'"):
         params_from_dict(
             check=check_params,
-            raw={"game": {"name": "openspiel:kuhn_poker", "pod_size": 2, "openspiel_params": {"colour": 1}}, "gate": {"target_win_rate": 0.6}},
+            raw={
+                "game": {"name": "openspiel:kuhn_poker", "pod_size": 2, "openspiel_params": {"colour": 1}},
+                "gate": {"target_win_rate": 0.6},
+            },
         )
     with pytest.raises(ParamsError, match=r"game\.name must be"):
         params_from_dict(check=check_params, raw={"game": {"name": "chess"}})
@@ -202,7 +209,7 @@ def test_zero_sum_detection(name: str, params: dict, zero_sum: bool) -> None:
 
 
 def test_commander_is_not_zero_sum() -> None:
-    from ml.game.registry import commander
+    from ml.game.commander.spec import commander
 
     assert commander().zero_sum is False and commander().reward_scale == 1.0
     assert openspiel("leduc_poker").reward_scale == 13.0 and openspiel("kuhn_poker").reward_scale == 2.0
@@ -262,7 +269,7 @@ def test_kuhn_eval_reports_chips(tmp_path: Path, capsys: pytest.CaptureFixture[s
 def test_nash_conv_metrics_for_any_small_zero_sum_game() -> None:
     """train/nash_conv is not a list of poker games: any two-player zero-sum game under the state limit gets it."""
     from ml.game.checks import NASH_CONV_MAX_STATES, nash_conv_refusal
-    from ml.game.openspiel_players import count_histories
+    from ml.game.openspiel.players import count_histories
     from ml.judge.nashconv import nash_conv_metrics
 
     small = openspiel("liars_dice", {"numdice": 1, "dice_sides": 3})

@@ -44,7 +44,8 @@ from ml.game.pettingzoo.spec import pettingzoo
 from ml.game.record import OpenSpielRecord
 from ml.game.registry import make_game
 from ml.model.serving import MicroBatcher
-from ml.play.rollout import Controller, Keep, Pods, game_seeds, play_games
+from ml.play.rollout import Controller, Keep, Pods, play_games
+from ml.play.seating import game_seeds
 from tests.conftest import ROOT, attempt_commits, make_project_copy, run_loop, run_pipeline, tiny_params
 
 pytest.importorskip("pettingzoo.classic", reason="the classic envs need pettingzoo[classic] (pip install -e '.[classic]')")
@@ -164,7 +165,12 @@ def _forget_user_modules() -> None:
 
 
 def _params(name: str, pod_size: int = 2, **sections: dict) -> dict:
-    return {"game": {"name": name, "pod_size": pod_size}, "gate": {"target_win_rate": 0.6}, "teacher": {"policy": "random"}, **sections}
+    return {
+        "game": {"name": name, "pod_size": pod_size},
+        "gate": {"target_win_rate": 0.6},
+        "teacher": {"policy": "random"},
+        **sections,
+    }
 
 
 @pytest.mark.parametrize("name", [CONNECT_FOUR, LEDUC])
@@ -210,7 +216,10 @@ def test_refusals_name_the_param(nim: Path) -> None:
             {**_params(NIM), "game": {"name": NIM, "pod_size": 2, "env_kwargs": {"colour": 1}}},
             r"game\.env_kwargs: tiny_nim:env",
         ),
-        (_params(NIM, teacher={"policy": "heuristic"}), r"teacher\.policy: 'heuristic': pettingzoo:tiny_nim:env has no built-in teacher"),
+        (
+            _params(NIM, teacher={"policy": "heuristic"}),
+            r"teacher\.policy: 'heuristic': pettingzoo:tiny_nim:env has no built-in teacher",
+        ),
         (_params(NIM, teacher={"policy": "tiny_nim:nope"}), r"teacher\.policy: module 'tiny_nim' has no 'nope'"),
         ({"teacher": {"policy": "tiny_nim:teacher"}}, r"teacher\.policy: a <module>:<callable> teacher is for pettingzoo"),
     ]
@@ -219,7 +228,9 @@ def test_refusals_name_the_param(nim: Path) -> None:
             params_from_dict(params, check=check_params)
         assert len(str(err.value).splitlines()) == 1, str(err.value)
     path = nim / "params.yaml"  # from a file, the line names file and line
-    path.write_text("game:\n  name: pettingzoo:tiny_nim:continuous_env\n  pod_size: 2\nteacher:\n  policy: random\ngate:\n  target_win_rate: 0.6\n")
+    path.write_text(
+        "game:\n  name: pettingzoo:tiny_nim:continuous_env\n  pod_size: 2\nteacher:\n  policy: random\ngate:\n  target_win_rate: 0.6\n"
+    )
     with pytest.raises(ParamsError) as err:
         load_params(path, check=check_params)
     assert str(err.value).startswith(f"{path}:2: game.name: tiny_nim:continuous_env: action space of first is Box")

@@ -33,7 +33,7 @@ from ml.data.decisions import in_holdout
 from ml.game.commander.actions import ACTION_INDEX, MACRO_ACTIONS, MAX_POD
 from ml.game.commander.encoding import OBS_DIM, RecordEncoder
 from ml.game.commander.features import feature_names
-from ml.game.registry import commander
+from ml.game.commander.spec import commander
 from ml.game.schema_errors import UNION_TAG_RE
 from ml.model.policy import PolicyNet, save_policy
 from ml.play.rollout import StagePlay

@@ -277,7 +277,7 @@ def test_a_floor_total_follows_the_count_and_keeps_the_percentage(monkeypatch, c
 def test_selfplay_bar_ends_at_100_percent_of_the_decisions_played(capsys: pytest.CaptureFixture):
     from ml.config.sections import SelfplayParams
     from ml.game.commander.encoding import OBS_DIM
-    from ml.game.registry import commander
+    from ml.game.commander.spec import commander
     from ml.learn.ppo import train_ppo
     from ml.learn.settings import RunSettings
     from ml.model.policy import PolicyNet
@@ -355,7 +355,7 @@ def test_gate_bars_say_why_they_ended(pipeline: Pipeline, tmp_path: Path, caplog
 def test_tournament_bar_counts_each_game(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
     """One chunk is the whole tournament (``compute.chunk_games: 0``): the bar still moves game by game."""
     from ml.game.commander.encoding import OBS_DIM
-    from ml.game.registry import commander
+    from ml.game.commander.spec import commander
     from ml.judge.tournament import TournamentPlay, play_tournament
     from ml.model.policy import PolicyNet
 

@@ -75,7 +75,7 @@ def test_bad_input():
 
 def test_rotated_seatings_put_the_agent_in_every_seat_and_draw_others_in_order():
     from ml.judge.tournament import tournament_seatings
-    from ml.play.rollout import rotated_seatings
+    from ml.play.seating import rotated_seatings
 
     calls: list[int] = []
     seatings = rotated_seatings(8, 4, "agent", lambda g: calls.append(g) or [f"o{g}"] * 3)
@@ -131,7 +131,11 @@ def test_record_tournament_appends_the_games_once_and_refits_every_generation(tm
     assert again == second and len((tmp_path / TOURNAMENT_FILE).read_text().splitlines()) == 6  # keyed by attempt
     assert [e["attempt_id"] for e in json.loads((tmp_path / ELO_FILE).read_text())] == ["a0", "a1"]
     # generation 2 loses to generation 0 but beats generation 1: its gain is over the strongest earlier one, gen000
-    g2 = [{"ranking": ["gen000", "gen002"]}] * 6 + [{"ranking": ["gen002", "gen001"]}] * 6 + [{"ranking": ["gen000", "gen001"]}] * 6
+    g2 = (
+        [{"ranking": ["gen000", "gen002"]}] * 6
+        + [{"ranking": ["gen002", "gen001"]}] * 6
+        + [{"ranking": ["gen000", "gen001"]}] * 6
+    )
     third = record_tournament(
         tmp_path, "a2", PlayedTournament(generation=2, accepted=True, students=["gen000", "gen001", "gen002"], games=g2), 200.0
     )

@@ -37,7 +37,7 @@ from ml.config.sections import (  # noqa: E402
     RunParams,
     TeacherParams,
 )
-from ml.game.registry import commander  # noqa: E402
+from ml.game.commander.spec import commander  # noqa: E402
 from ml.judge.deals import duplicate_deal_outcomes  # noqa: E402
 from ml.learn.ppo import train_ppo  # noqa: E402
 from ml.learn.settings import RunSettings  # noqa: E402

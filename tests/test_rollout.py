@@ -9,10 +9,11 @@ import torch
 
 from ml.config.sections import TeacherParams
 from ml.game.commander.encoding import OBS_DIM
-from ml.game.registry import GameSpec, commander
+from ml.game.commander.reference.objects import objects_game
+from ml.game.commander.spec import CommanderSpec, commander
 from ml.model.policy import PolicyNet
-from ml.play.rollout import Controller, Keep, Pods, StagePlay, game_seeds, play_games, rotated_seatings
-from tests.reference.commander import objects_game
+from ml.play.rollout import Controller, Keep, Pods, StagePlay, play_games
+from ml.play.seating import game_seeds, rotated_seatings
 
 
 class CountingNet(PolicyNet):
@@ -91,10 +92,9 @@ def _both_engines(n_games: int, others: list[str], log, monkeypatch, num_envs: i
     for engine in engines:
         with monkeypatch.context() as m:
             if engine == "core":
-                m.setattr(GameSpec, "make_env", lambda *a: pytest.fail("the core path built an AEC env"))
-                m.setattr(GameSpec, "_scriptable_env", lambda *a: pytest.fail("the core path built an AEC env"))
+                m.setattr(CommanderSpec, "make_env", lambda *a: pytest.fail("the core path built an AEC env"))
             else:
-                m.setattr(GameSpec, "batched", objects_game)
+                m.setattr(CommanderSpec, "batched", objects_game)
             runs.append([_outcome(r) for r in play_games(
                 Pods(seatings, game_seeds(11, n_games)), controllers, game=commander(4, 30), num_envs=num_envs,
                 generator=torch.Generator().manual_seed(5),
@@ -150,7 +150,7 @@ def test_teacher_batch_is_byte_identical_through_the_core(tmp_path, monkeypatch)
     def write(engine: str) -> bytes:
         with monkeypatch.context() as m:
             if engine == "objects":
-                m.setattr(GameSpec, "batched", objects_game)
+                m.setattr(CommanderSpec, "batched", objects_game)
             out = tmp_path / engine
             metrics = teacher.write_teacher_batch(
                 out, commander(4, 30), TeacherParams(games=12), "teacher-s1", StagePlay(1, chunk_games=5)
@@ -166,8 +166,8 @@ def test_core_describes_actions_as_the_rules_do():
     """``CoreGame.record`` equals ``rules.decision_record`` + ``rules.describe_action`` for every
     legal action (not only the ones played), and rejects an illegal one."""
     from ml.game.commander.core.game import CoreGame
-    from tests.reference.commander import rules
-    from tests.reference.commander.players import HeuristicPlayer
+    from ml.game.commander.reference import rules
+    from ml.game.commander.reference.players import HeuristicPlayer
 
     checked = set()
     for seed in range(6):
@@ -196,7 +196,7 @@ def test_core_describes_actions_as_the_rules_do():
 def test_core_game_deals_the_decks_asked_for():
     from ml.game.commander import core
     from ml.game.commander.core.game import CoreGame
-    from tests.reference.commander import rules
+    from ml.game.commander.reference import rules
 
     batch = CoreGame(2, 4, 30)
     names = batch.tables.deck_names
@@ -214,7 +214,7 @@ def test_core_game_deals_the_decks_asked_for():
 def test_an_exploring_net_spreads_its_moves_and_keeps_its_distribution():
     """``Controller.explore``: a share of the moves is uniform over the legal ones, each logged record keeps
     the network's distribution as ``policy``, and a tracked (PPO) seat refuses to explore."""
-    from ml.game.registry import openspiel
+    from ml.game.openspiel.spec import openspiel
 
     game = openspiel("kuhn_poker")
     torch.manual_seed(0)
@@ -248,7 +248,7 @@ def test_export_explore_changes_the_moves_not_the_targets(tmp_path):
     ``policy`` is still the agent's distribution at its observation."""
     from ml.config.sections import ExportParams, RunParams
     from ml.data.batch_files import read_records
-    from ml.game.registry import openspiel
+    from ml.game.openspiel.spec import openspiel
     from ml.play.export import export_batch
 
     game = openspiel("kuhn_poker")

@@ -1,6 +1,6 @@
 """Tests of the Commander pod rules, on the product's core and on the tests' object engine, and of the players.
 
-Scripted positions are built in the object engine (``tests.reference.commander``: ``new_game``,
+Scripted positions are built in the object engine (``ml.game.commander.reference``: ``new_game``,
 then setting fields); every ``apply_action`` of a scripted test loads the position into a
 one-game core state (``load_core``), steps the action there too, and requires the core's
 state after it to equal the object engine's (``tests/test_core_agreement.py``'s snapshots), so
@@ -40,10 +40,9 @@ from ml.game.commander.actions import (
 )
 from ml.game.commander.cards import load_card_pool, load_decks
 from ml.game.commander.features import PHASES
-from ml.judge.stats import wilson_interval
-from tests.reference.commander import engine
-from tests.reference.commander.players import HeuristicPlayer, RandomPlayer
-from tests.reference.commander.rules import (
+from ml.game.commander.reference import engine
+from ml.game.commander.reference.players import HeuristicPlayer, RandomPlayer
+from ml.game.commander.reference.rules import (
     IllegalActionError,
     decision_record,
     describe_action,
@@ -51,8 +50,9 @@ from tests.reference.commander.rules import (
     new_game,
     outcome,
 )
-from tests.reference.commander.rules import apply_action as ref_apply_action
-from tests.reference.commander.state import GameState, Permanent
+from ml.game.commander.reference.rules import apply_action as ref_apply_action
+from ml.game.commander.reference.state import GameState, Permanent
+from ml.judge.stats import wilson_interval
 from tests.test_core_agreement import TABLES, core_snapshot, ref_snapshot
 
 POOL = load_card_pool()

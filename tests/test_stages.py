@@ -220,7 +220,7 @@ def test_the_teacher_compiles_the_core_before_its_clock_and_bar_start(tmp_path, 
     import ml.game.commander.core.warmup as warmup
     import ml.play.teacher as teacher_mod
     from ml.config.sections import TeacherParams
-    from ml.game.registry import commander
+    from ml.game.commander.spec import commander
     from ml.play.rollout import StagePlay
 
     order: list[str] = []

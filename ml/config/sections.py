@@ -103,10 +103,10 @@ class TeacherParams(_Section):
     """Who the teacher (controller kind ``heuristic``: teacher games, the gate's and export's opponents,
     the Elo anchor) is. The commander's: ``heuristic``. An OpenSpiel game's: ``heuristic`` MCTS (sees
     hidden cards), ``uniform``, ``ismcts`` (information-set MCTS, ``mcts_*`` knobs), ``cfr`` (CFR+'s
-    average policy, games of at most ``ml.game.openspiel_players.CFR_MAX_HISTORIES`` histories); all but MCTS
+    average policy, games of at most ``ml.game.openspiel.players.CFR_MAX_HISTORIES`` histories); all but MCTS
     write their distribution into the records' ``policy`` (ml/game/openspiel_env.py). A PettingZoo
     game's: ``random`` or ``<module>:<callable>``, ``fn(observation, mask) -> action``
-    (ml/game/pettingzoo_env.py)."""
+    (ml/game/pettingzoo/load.py)."""
 
     @field_validator("policy")
     @classmethod

@@ -1,7 +1,7 @@
 """Encoded, labelled decisions (``DecisionSet``), how records become one, and the source mixture.
 
 * **Games.** The encoder decides the game (``ml.game.spec.Encoder``, made by
-  ``ml.game.registry.GameSpec.encoder``): the commander's reads seat views, the OpenSpiel
+  ``ml.game.protocol.GameSpec.encoder``): the commander's reads seat views, the OpenSpiel
   games' the observation stored in each record (label ``action.action_idx``); each has
   ``obs_dim``, ``num_actions``, ``encode_batch``, ``label`` and ``action_mask``. An encoder may also have
   ``unlabelled(record)`` (``ml.game.commander.forge.ForgeEncoder``): for a record without a label,
@@ -221,6 +221,21 @@ def _encode_indexed(records: list[Record], encoder: Encoder) -> tuple[DecisionSe
             policy[i] = r.policy
     game_ids = np.asarray([r.game_id for r in rows], dtype=object)
     return DecisionSet(obs, masks, label_arr, values, sources, game_ids, targets, policy), where, reasons
+
+
+def fictitious_weights(source_weights: dict[str, float], policies: float) -> dict[str, float]:
+    """``source_weights`` with the ``ppo`` weight multiplied by ``policies`` (``train.average: fictitious``).
+
+    Args:
+        source_weights: source -> mixture weight (``train.source_weights``).
+        policies: the PPO batches' total weight, each batch one policy (``load_ppo``'s ``ppo_policies``).
+
+    Returns:
+        The weights the student's sample is drawn with: with ``{sim: 1, ppo: 1}`` and n equal batches,
+        the teacher data and each batch hold 1/(n+1) each, fictitious play's uniform average
+        (Heinrich et al. 2015, "Fictitious Self-Play in Extensive-Form Games").
+    """
+    return {**source_weights, "ppo": source_weights.get("ppo", 0.0) * policies}
 
 
 def sample_mixture(data: DecisionSet, source_weights: dict[str, float], n: int, rng: np.random.Generator) -> np.ndarray:

@@ -16,7 +16,7 @@ from typing import Protocol
 
 from ml.config.yaml_file import safe_yaml
 from ml.driver.workspace import LoopError
-from ml.game.registry import GameSpec
+from ml.game.protocol import GameSpec
 from ml.judge.deals import pod_win_rate
 from ml.model.policy import PolicyNet, load_policy, save_policy
 from ml.play.rollout import Controller
@@ -124,7 +124,7 @@ def final_report(
     seed: int,
     executor: Executor = LOCAL,
 ) -> list[BotReportRow]:
-    """Win rate of ``student`` in pods of ``game`` (``ml.game.registry.GameSpec``) against
+    """Win rate of ``student`` in pods of ``game`` (``ml.game.protocol.GameSpec``) against
     ``game.num_players - 1`` copies of each bot (both greedy).
 
     ``executor`` (``ml.runtime.compute``) plays the pods, here or on the Ray cluster of ``compute``,

@@ -21,7 +21,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ml.config.yaml_file import At
-from ml.game.registry import PETTINGZOO_PREFIX, GameSpec, make_game
+from ml.game.openspiel.players import count_histories
+from ml.game.pettingzoo.load import PettingZooError
+from ml.game.pettingzoo.players import check_teacher_policy
+from ml.game.protocol import GameSpec
+from ml.game.registry import kind_of, make_game
 
 if TYPE_CHECKING:
     from ml.config.params import Params
@@ -39,15 +43,14 @@ gate to decide by exact NashConv (``gate.decide_by: nash_conv``, ``ml.judge.nash
 def nash_conv_refusal(game: GameSpec, limit: int = NASH_CONV_MAX_STATES) -> str | None:
     """Why exact NashConv cannot judge ``game``, in one line, or None when it can.
 
-    It can for a two-player zero-sum OpenSpiel game (``GameSpec.zero_sum``: NashConv is then
-    twice the exploitability) whose tree holds at most ``limit`` states (:data:`NASH_CONV_MAX_STATES`,
-    counted by ``ml.game.openspiel_players.count_histories``).
+    It can for a two-player zero-sum game (``GameSpec.zero_sum``: NashConv is then twice the
+    exploitability) with a tree at hand (``GameSpec.tree``: OpenSpiel games) that holds at most
+    ``limit`` states (:data:`NASH_CONV_MAX_STATES`, counted by ``ml.game.openspiel.players.count_histories``).
     """
-    if not game.zero_sum:
+    tree = game.tree() if game.zero_sum else None
+    if tree is None:
         return f"{game.name}: exact NashConv judges two-player zero-sum OpenSpiel games only"
-    from ml.game.openspiel_players import count_histories  # lazy: pyspiel only for OpenSpiel games
-
-    if count_histories(game.openspiel_game(), limit) > limit:
+    if count_histories(tree.game, limit) > limit:
         return f"{game.name}: the game tree has more than {limit} states (ml.game.checks.NASH_CONV_MAX_STATES); exact NashConv is too slow"
     return None
 
@@ -59,8 +62,6 @@ def check_params(params: Params) -> None:
         ml.config.yaml_file.At: the first refusal, at the key it is about (``game.<key>``,
             ``teacher.policy``, ``gate.decide_by``); its text starts with that dotted key.
     """
-    from ml.game.pettingzoo_env import PettingZooError, check_teacher_policy  # lazy: pettingzoo only for its games
-
     if ":" in params.teacher.policy:
         try:
             check_teacher_policy(params.teacher.policy)
@@ -72,7 +73,7 @@ def check_params(params: Params) -> None:
         raise At(("game", e.param), f"game.{e.param}: {e}") from None
     except ValueError as e:
         raise _at(e, ("game", "name")) from None
-    if params.teacher.policy != "heuristic" and not params.game.name.startswith(PETTINGZOO_PREFIX):
+    if params.teacher.policy != "heuristic" and kind_of(params.game.name) != "pettingzoo":
         try:
             game = make_game(params.game, params.teacher)
         except ValueError as e:

@@ -1,69 +1,35 @@
 """A batched ``ml.game.protocol.Game`` over N PettingZoo AEC envs: the protocol at Python speed.
 
-OpenSpiel games (``ml.game.openspiel_env.OpenSpielEnv``, one ``pyspiel`` state per row) and
-PettingZoo envs (``ml.game.pettingzoo_env.PettingZooEnv``) play through it; the tests also run
-the Commander's object engine through it (``tests/reference/commander``), the oracle the
+OpenSpiel games (``ml.game.openspiel.env.OpenSpielEnv``, one ``pyspiel`` state per row) and
+PettingZoo envs (``ml.game.pettingzoo.env.PettingZooEnv``) play through it; the tests also run
+the Commander's object engine through it (``ml.game.commander.reference``), the oracle the
 compiled core is checked against (``tests/test_rollout.py``). Each row holds one env and the scripted players of its seats
 (``GameSpec.make_player(kind, seed * PLAYER_SEED_STRIDE + seat)``); ``step`` applies each
 row's action with ``env.step``, then lets the row's scripted seats act on ``env.state``
 until a caller-answered seat is to act, stepping terminated agents out (the AEC dead-step
 convention) and summing every seat's rewards of the step.
 
-The envs must have, beside the AEC API, the record methods of :class:`RecordingEnv` and the
-``state`` of :class:`ScriptableEnv`.
+The envs must have, beside the AEC API, the record methods of ``ml.game.protocol.RecordingEnv``
+and the ``state`` of :class:`ScriptableEnv`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
 from ml.base.io import JSONObject
-from ml.game.protocol import PLAYER_SEED_STRIDE
+from ml.game.aec import ObservationEncoder
+from ml.game.protocol import PLAYER_SEED_STRIDE, Game, RecordingEnv
 from ml.game.record import POLICY_DECIMALS
-from ml.game.spec import ScriptedPlayer
-
-
-class RecordingEnv(Protocol):
-    """A PettingZoo AEC env with the record methods the loop needs (``CommanderPodEnv``,
-    ``OpenSpielEnv``, ``PettingZooEnv``).
-
-    Attributes:
-        agents, agent_selection, rewards, terminations, truncations: the AEC API's; agents
-            are named ``player_<seat>``.
-    """
-
-    agents: list[str]
-    agent_selection: str
-    rewards: dict[str, float]
-    terminations: dict[str, bool]
-    truncations: dict[str, bool]
-
-    def reset(self, seed: int | None = None, options: dict[str, object] | None = None) -> None: ...
-
-    def step(self, action: int | None) -> None: ...
-
-    def observe(self, agent: str) -> dict[str, np.ndarray]:
-        """``{"observation": float32[obs_dim], "action_mask": int8[num_actions]}``."""
-        ...
-
-    def decision_record(self) -> JSONObject:
-        """The record of the decision the agent to act is about to make."""
-        ...
-
-    def describe_action(self, action: int) -> JSONObject:
-        """The record's ``action`` object for ``action`` (before ``step``)."""
-        ...
-
-    def game_result(self) -> tuple[str, str, int | None, list[int]]:
-        """``(game_id, outcome, winner, ranking)`` of the finished game."""
-        ...
+from ml.game.spec import Encoder, ScriptedPlayer
 
 
 class ScriptableEnv(RecordingEnv, Protocol):
-    """A :class:`RecordingEnv` whose game state the scripted players act on (``OpenSpielEnv``, ``PettingZooEnv``)."""
+    """A ``RecordingEnv`` whose game state the scripted players act on (``OpenSpielEnv``, ``PettingZooEnv``)."""
 
     @property
     def state(self) -> Any:
@@ -220,7 +186,7 @@ class EnvGame:
         """``env.decision_record()`` with ``action`` set to ``env.describe_action(action)``, and
         ``policy`` (rounded to ``ml.game.record.POLICY_DECIMALS``) when the acting seat is a
         scripted player that keeps the distribution it drew ``action`` from (``last_policy``,
-        ``ml.game.openspiel_players.DistributionPlayer``)."""
+        ``ml.game.openspiel.players.DistributionPlayer``)."""
         env = self._env(row)
         rec = env.decision_record()
         rec["action"] = env.describe_action(action)
@@ -232,3 +198,41 @@ class EnvGame:
     def result(self, row: int) -> tuple[str, str, int | None, list[int]]:
         """``env.game_result()``."""
         return self._env(row).game_result()
+
+
+class EnvRows:
+    """The ``ml.game.protocol.GameSpec`` methods of a game played as rows of AEC envs whose records
+    carry their observation (``OpenSpielSpec``, ``PettingZooSpec``): batched play by :class:`EnvGame`,
+    the ``ml.game.aec.ObservationEncoder``, nothing to compile.
+
+    The spec gives ``num_players``, ``obs_dim``, ``num_actions``, ``make_env`` (a fresh
+    :class:`ScriptableEnv`; the encoder ignored) and ``make_player``.
+    """
+
+    num_players: int
+    obs_dim: int
+    num_actions: int
+
+    def make_env(self, encoder: Encoder | None = None) -> ScriptableEnv:
+        """A fresh env of one game."""
+        raise NotImplementedError
+
+    def make_player(self, kind: str, seed: int) -> ScriptedPlayer:
+        """The scripted player of a controller kind."""
+        raise NotImplementedError
+
+    def batched(self, num_games: int, encoder: Encoder | None = None) -> Game:
+        """``num_games`` rows of :meth:`make_env`'s envs with :meth:`make_player`'s players (``encoder`` ignored)."""
+        return EnvGame(self.make_env, self.make_player, num_games, self.num_players, self.obs_dim, self.num_actions)
+
+    def warm_up(self) -> None:
+        """Nothing to compile."""
+        return None
+
+    def encoder(self) -> Encoder:
+        """An ``ml.game.aec.ObservationEncoder`` of the game's sizes (the records carry their observation)."""
+        return ObservationEncoder(self.obs_dim, self.num_actions)
+
+    def teacher_encoder(self, forge_dir: Path | None) -> Encoder:
+        """:meth:`encoder` (``forge_dir`` is the commander's)."""
+        return self.encoder()

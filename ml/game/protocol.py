@@ -1,6 +1,11 @@
-"""The batched ``Game`` protocol: N games in flight as arrays, stepped together.
+"""What the generic modules see of a game: the :class:`GameSpec` of a run and its batched :class:`Game`.
 
-``ml.play.rollout.play_games`` plays every game through it (``ml.game.registry.GameSpec.batched``);
+A game kind is a package under ``ml.game`` (``commander``, ``openspiel``, ``pettingzoo``) whose
+``spec`` module implements :class:`GameSpec`; ``ml.game.registry.make_game`` makes the one a
+run's params name. The generic modules (``ml.play``, ``ml.learn``, ``ml.judge``, ``ml.data``)
+ask the spec, never which kind it is.
+
+``ml.play.rollout.play_games`` plays every game through :class:`Game` (``GameSpec.batched``);
 implementations: ``ml.game.commander.core.game.CoreGame`` (the compiled Commander core, arrays
 stepped by numba kernels) and ``ml.game.env_game.EnvGame`` (rows of PettingZoo AEC envs at
 Python speed: OpenSpiel games over ``pyspiel`` states, PettingZoo envs).
@@ -30,12 +35,14 @@ Rewards are float64 so a seat's reward equals the Python float the AEC env gives
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Protocol
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from ml.base.io import JSONObject
+from ml.base.io import JSONObject, JSONValue
+from ml.game.spec import Encoder, ScriptedPlayer
 
 PLAYER_SEED_STRIDE = 7
 """A scripted seat's generator is seeded with ``seed * PLAYER_SEED_STRIDE + seat`` (``ml.play.rollout``, and
@@ -79,7 +86,7 @@ class Game(Protocol):
             row: the row (0..N-1); the game in it is replaced.
             seed: the game seed.
             scripted: seat -> scripted player kind (``heuristic`` or ``random``), seeded with
-                ``seed * PLAYER_SEED_STRIDE + seat`` as ``ml.play.rollout`` seeds ``GameSpec.make_player``; the other
+                ``seed * PLAYER_SEED_STRIDE + seat`` as ``ml.game.env_game.EnvGame`` seeds ``GameSpec.make_player``; the other
                 seats are answered by the caller.
             surfaced: the scripted seats' decisions are surfaced (``step`` stops at them and
                 :meth:`scripted_actions` gives their choices) so the caller can record them.
@@ -133,3 +140,190 @@ class Game(Protocol):
         """``(game_id, outcome, winner, ranking)`` of the finished game in ``row``, as the AEC
         env's ``game_result``."""
         ...
+
+
+class RecordingEnv(Protocol):
+    """A PettingZoo AEC env of one game with the record methods the loop needs (``CommanderPodEnv``,
+    ``OpenSpielEnv``, ``PettingZooEnv``).
+
+    Attributes:
+        agents, agent_selection, rewards, terminations, truncations: the AEC API's; agents
+            are named ``player_<seat>``.
+    """
+
+    agents: list[str]
+    agent_selection: str
+    rewards: dict[str, float]
+    terminations: dict[str, bool]
+    truncations: dict[str, bool]
+
+    def reset(self, seed: int | None = None, options: dict[str, object] | None = None) -> None: ...
+
+    def step(self, action: int | None) -> None: ...
+
+    def observe(self, agent: str) -> dict[str, np.ndarray]:
+        """``{"observation": float32[obs_dim], "action_mask": int8[num_actions]}``."""
+        ...
+
+    def decision_record(self) -> JSONObject:
+        """The record of the decision the agent to act is about to make."""
+        ...
+
+    def describe_action(self, action: int) -> JSONObject:
+        """The record's ``action`` object for ``action`` (before ``step``)."""
+        ...
+
+    def game_result(self) -> tuple[str, str, int | None, list[int]]:
+        """``(game_id, outcome, winner, ranking)`` of the finished game."""
+        ...
+
+
+class GameTree(NamedTuple):
+    """A game whose whole tree exact algorithms walk (``ml.judge.nashconv``).
+
+    Attributes:
+        game: the ``pyspiel.Game``.
+        observe: ``(state, player) -> float[obs_dim]``: the observation a network reads in a
+            ``pyspiel.State`` (the one the game's records hold).
+    """
+
+    game: Any
+    observe: Callable[[Any, int], list[float]]
+
+
+class GameSpec(Protocol):
+    """The game of a run: sizes, players, encoders, how returns are scored, and its batched play.
+
+    Implementations (frozen dataclasses of plain values: a spec pickles into worker processes):
+    ``ml.game.commander.spec.CommanderSpec``, ``ml.game.openspiel.spec.OpenSpielSpec``,
+    ``ml.game.pettingzoo.spec.PettingZooSpec``.
+    """
+
+    @property
+    def name(self) -> str:
+        """``commander``, ``openspiel:<game>`` or ``pettingzoo:<module>:<factory>`` (``game.name``)."""
+        ...
+
+    @property
+    def num_players(self) -> int:
+        """Seats per game (``game.pod_size``)."""
+        ...
+
+    @property
+    def obs_dim(self) -> int:
+        """Observation length."""
+        ...
+
+    @property
+    def num_actions(self) -> int:
+        """Size of the action space."""
+        ...
+
+    @property
+    def min_learner_decisions(self) -> int:
+        """A lower bound of one seat's decisions per game, to size game lists."""
+        ...
+
+    @property
+    def env_version(self) -> str:
+        """The version of the env the records name (a PettingZoo game's; ``""`` for the others)."""
+        ...
+
+    @property
+    def teacher_name(self) -> str:
+        """What the ``heuristic`` controller is in this game (for logs and reports)."""
+        ...
+
+    @property
+    def zero_sum(self) -> bool:
+        """A player's mean return against another is a strength scale with a known parity
+        (:attr:`par_return`): a two-player game with zero-sum or constant-sum utilities. Such
+        games are judged in their own currency (``ml.judge.mean_return``)."""
+        ...
+
+    @property
+    def reward_scale(self) -> float:
+        """Chips per unit of a seat's reward: returns times this are the game's own utilities (1.0 where they are)."""
+        ...
+
+    @property
+    def par_return(self) -> float:
+        """The mean return of a player against an equal one in a :attr:`zero_sum` game.
+
+        Raises:
+            ValueError: a game that is not :attr:`zero_sum`.
+        """
+        ...
+
+    def make_env(self, encoder: Encoder | None = None) -> RecordingEnv:
+        """A fresh PettingZoo AEC env of one game (``encoder``: the observation encoder of a game
+        whose records do not carry their observation; ignored by the others)."""
+        ...
+
+    def batched(self, num_games: int, encoder: Encoder | None = None) -> Game:
+        """The game as a batched :class:`Game` of ``num_games`` rows, its scripted seats those of :meth:`make_player`.
+
+        Raises:
+            ValueError: an ``encoder`` the game cannot play with.
+        """
+        ...
+
+    def warm_up(self) -> None:
+        """Compile, or load from a cache, what the game compiles (once per process), so that what
+        a stage times afterwards is play; nothing for games that compile nothing."""
+        ...
+
+    def make_player(self, kind: str, seed: int) -> ScriptedPlayer:
+        """The scripted player behind a controller kind, ``heuristic`` (the game's teacher) or ``random``.
+
+        Raises:
+            ValueError: another kind, or a game whose scripted seats play inside its batched ``step``.
+        """
+        ...
+
+    def encoder(self) -> Encoder:
+        """A new record encoder of this game."""
+        ...
+
+    def teacher_encoder(self, forge_dir: Path | None) -> Encoder:
+        """The encoder teacher data is labelled with (``forge_dir``: the imported Forge folder, or None).
+
+        Raises:
+            ml.base.io.DataFileError: a bad card table in ``forge_dir``.
+        """
+        ...
+
+    def with_teacher_explore(self, explore: float) -> GameSpec:
+        """This game with its teacher drawing a share ``explore`` of its moves uniformly
+        (``teacher.explore``; the same game where the teacher does not explore)."""
+        ...
+
+    def fingerprint(self) -> list[JSONValue]:
+        """The values that make this game what a student is trained for (``ml.learn.supervised.training_fingerprint``)."""
+        ...
+
+    def tree(self) -> GameTree | None:
+        """The game's tree for exact algorithms, or None for a game that has none at hand."""
+        ...
+
+
+class NotZeroSum:
+    """The scoring members of ``GameSpec`` for a game that is not two-player zero-sum (a pod ranked by
+    first place, a user's env): no chips scale, no par return. The spec gives ``name``."""
+
+    name: str
+
+    @property
+    def zero_sum(self) -> bool:
+        """False: a return is no strength scale against one opponent."""
+        return False
+
+    @property
+    def reward_scale(self) -> float:
+        """1.0: returns are the game's own."""
+        return 1.0
+
+    @property
+    def par_return(self) -> float:
+        """Raises ValueError: the game is not zero-sum."""
+        raise ValueError(f"{self.name} is not a two-player zero-sum game: no par return")

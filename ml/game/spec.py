@@ -1,7 +1,7 @@
 """Typed interfaces between the generic learning modules and a game.
 
 The generic modules (``ml.data.dataset``, ``ml.play.rollout``, ``ml.play.collect``, ``ml.learn.ppo``, ``ml.judge.tournament``)
-see a game only through these protocols and ``ml.game.registry.GameSpec``; they never import a
+see a game only through these protocols and ``ml.game.protocol.GameSpec``; they never import a
 game package (``ml.game.commander``). ``ml.game.registry`` is the one module that knows both.
 
 ==================== ====================================================================
@@ -26,7 +26,7 @@ class Encoder(Protocol):
     """Encoder and labeler of one game's decision records (dicts or ``ml.game.record`` models).
 
     Implementations: ``ml.game.commander.encoding.RecordEncoder`` (seat views),
-    ``ml.game.registry.ObservationEncoder`` (the observation stored in OpenSpiel records),
+    ``ml.game.aec.ObservationEncoder`` (the observation stored in OpenSpiel records),
     ``ml.game.commander.forge.ForgeEncoder`` (adds ``unlabelled``).
 
     Attributes:

@@ -15,12 +15,13 @@ import numpy as np
 import torch
 
 from ml.base.progress import ProgressBar
-from ml.game.registry import GameSpec
+from ml.game.protocol import GameSpec
 from ml.game.spec import Encoder
 from ml.judge.mean_return import ReturnTally
 from ml.judge.sequential import FirstPlaceFigures
 from ml.judge.stats import DealTally
-from ml.play.rollout import Controller, Pods, play_games, rotated_seatings
+from ml.play.rollout import Controller, Pods, play_games
+from ml.play.seating import rotated_seatings
 from ml.runtime.executor import LOCAL, Executor, chunk_seed
 
 
@@ -90,7 +91,7 @@ def duplicate_deals(
     Args:
         candidate: the controller measured.
         opponent: the controller of every other seat.
-        game: the game (``ml.game.registry.GameSpec``): ``num_players`` seats per game (games
+        game: the game (``ml.game.protocol.GameSpec``): ``num_players`` seats per game (games
             per deal), the commander's ``max_turns`` cap.
         num_envs: games played at once.
         seed: seeds the deal seeds and the action sampling.
@@ -215,7 +216,7 @@ def pod_win_rate(
     label: str | None = None,
     executor: Executor = LOCAL,
 ) -> PodRate:
-    """First places of ``candidate`` in pods of ``game`` (``ml.game.registry.GameSpec``) against
+    """First places of ``candidate`` in pods of ``game`` (``ml.game.protocol.GameSpec``) against
     ``game.num_players - 1`` copies of ``opponent``.
 
     Seat-rotated duplicate deals (``duplicate_deal_outcomes``): ``games`` is rounded

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ml.base.progress import ProgressBar, counted
 from ml.data.batch_files import scan_batches
-from ml.game.registry import GameSpec
+from ml.game.protocol import GameSpec
 from ml.judge.deals import FirstPlaces, duplicate_deal_outcomes, duplicate_deals, returns_of
 from ml.judge.mean_return import ReturnSPRT, return_non_inferiority, sequential_mean_test
 from ml.judge.sequential import SPRT, sequential_test, stop_reason, student_non_inferiority
@@ -179,7 +179,9 @@ def run_gate(
     strength: Strength
     if test == "mean_return":
         firsts = FirstPlaces()
-        deals = duplicate_deals(Controller("net", agent), Controller(cfg.opponent), game=game, num_envs=num_envs, seed=seed, executor=executor)
+        deals = duplicate_deals(
+            Controller("net", agent), Controller(cfg.opponent), game=game, num_envs=num_envs, seed=seed, executor=executor
+        )
         by_return = sequential_mean_test(
             returns_of(counted(deals, shown), firsts), ReturnSPRT(game.par_return, game.par_return + cfg.target_return, cfg.alpha, cfg.beta),
             *_deal_budget(cfg.min_games, cfg.max_games, pod_size), cfg.confidence, on_deal,

@@ -26,7 +26,7 @@ from itertools import islice
 import numpy as np
 import torch
 
-from ml.game.registry import GameSpec
+from ml.game.protocol import GameSpec
 from ml.judge.deals import deal_tasks, duplicate_deals
 from ml.judge.mean_return import ReturnTally
 from ml.judge.stats import DealTally

@@ -37,44 +37,53 @@ from open_spiel.python.algorithms import exploitability
 
 from ml.data.batch_files import read_records, scan_batches
 from ml.game.checks import nash_conv_refusal
-from ml.game.openspiel_env import ObservationKind, observation_of
+from ml.game.protocol import GameSpec, GameTree
 from ml.game.record import OpenSpielRecord
-from ml.game.registry import GameSpec
 from ml.model.policy import PolicyNet
 
 logger = logging.getLogger(__name__)
 
 
 def nash_conv(net: PolicyNet, game: GameSpec) -> float:
-    """Exact NashConv of ``net`` (:class:`NetPolicy`) in ``game`` (the game's utility units, summed over both players)."""
-    os_game = game.openspiel_game()
-    return float(exploitability.nash_conv(os_game, NetPolicy(os_game, net)))
+    """Exact NashConv of ``net`` (:class:`NetPolicy`) in ``game`` (the game's utility units, summed over both players).
+
+    Raises:
+        ValueError: a game without a tree (``GameSpec.tree``).
+    """
+    tree = _tree(game)
+    return float(exploitability.nash_conv(tree.game, NetPolicy(tree, net)))
 
 
-def _key(state: Any, player: int, kind: ObservationKind) -> tuple[tuple[float, ...], tuple[int, ...]]:
-    return tuple(observation_of(state, player, kind)), tuple(state.legal_actions(player))
+def _tree(game: GameSpec) -> GameTree:
+    tree = game.tree()
+    if tree is None:
+        raise ValueError(f"{game.name}: no game tree to compute NashConv on")
+    return tree
+
+
+def _key(state: Any, player: int, tree: GameTree) -> tuple[tuple[float, ...], tuple[int, ...]]:
+    return tuple(tree.observe(state, player)), tuple(state.legal_actions(player))
 
 
 class NetPolicy(os_policy.Policy):
     """A policy network as an OpenSpiel policy (memoised by observation and legal moves).
 
     Args:
-        game: the OpenSpiel game.
+        tree: the game and the observation the network reads (``GameSpec.tree``).
         net: the network (``obs_dim`` = the game's observation size).
-        observation: the tensor the network reads (``game.observation``, ``ml.game.openspiel_env.ObservationKind``).
     """
 
-    def __init__(self, game: pyspiel.Game, net: PolicyNet, observation: ObservationKind = "observation") -> None:
-        super().__init__(game, list(range(game.num_players())))
+    def __init__(self, tree: GameTree, net: PolicyNet) -> None:
+        super().__init__(tree.game, list(range(tree.game.num_players())))
         self.net = net
-        self.observation: ObservationKind = observation
+        self.tree = tree
         self._memo: dict[tuple[tuple[float, ...], tuple[int, ...]], dict[int, float]] = {}
 
     @torch.no_grad()
     def action_probabilities(self, state: pyspiel.State, player_id: int | None = None) -> dict[int, float]:
         """``{action: probability}`` over the legal moves of the acting player (softmax of masked logits)."""
         player = state.current_player() if player_id is None else player_id
-        key = _key(state, player, self.observation)
+        key = _key(state, player, self.tree)
         if key not in self._memo:
             obs, legal = key
             mask = np.zeros((1, self.net.num_actions), dtype=bool)
@@ -89,19 +98,16 @@ class EmpiricalPolicy(os_policy.Policy):
     """The move frequencies of recorded decisions at each (observation, legal moves); uniform elsewhere.
 
     Args:
-        game: the OpenSpiel game.
+        tree: the game and the observation the decisions hold (``GameSpec.tree``).
         decisions: ``(observation, legal moves, move taken)`` triples.
-        observation: the tensor the decisions' observations are (``ml.game.openspiel_env.ObservationKind``).
 
     Attributes:
         covered: distinct (observation, legal moves) keys with data.
     """
 
-    def __init__(
-        self, game: pyspiel.Game, decisions: Iterable[tuple[list[float], list[int], int]], observation: ObservationKind = "observation"
-    ) -> None:
-        super().__init__(game, list(range(game.num_players())))
-        self.observation: ObservationKind = observation
+    def __init__(self, tree: GameTree, decisions: Iterable[tuple[list[float], list[int], int]]) -> None:
+        super().__init__(tree.game, list(range(tree.game.num_players())))
+        self.tree = tree
         counts: dict[tuple[tuple[float, ...], tuple[int, ...]], dict[int, int]] = defaultdict(lambda: defaultdict(int))
         for obs, legal, action in decisions:
             counts[(tuple(obs), tuple(legal))][action] += 1
@@ -111,7 +117,7 @@ class EmpiricalPolicy(os_policy.Policy):
     def action_probabilities(self, state: pyspiel.State, player_id: int | None = None) -> dict[int, float]:
         """Recorded frequencies (zero for legal moves never taken there), or uniform when unseen."""
         player = state.current_player() if player_id is None else player_id
-        key = _key(state, player, self.observation)
+        key = _key(state, player, self.tree)
         legal = key[1]
         probs = self._table.get(key)
         if probs is None:
@@ -149,13 +155,14 @@ def nash_conv_metrics(net: PolicyNet, game: GameSpec, teacher_dir: Path | None, 
     """
     if nash_conv_refusal(game) is not None:
         return {}
-    os_game = game.openspiel_game()
+    tree = _tree(game)
+    os_game = tree.game
     out: dict[str, Any] = {
-        f"{prefix}/nash_conv": float(exploitability.nash_conv(os_game, NetPolicy(os_game, net, game.observation))),
+        f"{prefix}/nash_conv": float(exploitability.nash_conv(os_game, NetPolicy(tree, net))),
         f"{prefix}/nash_conv_uniform": float(exploitability.nash_conv(os_game, os_policy.UniformRandomPolicy(os_game))),
     }
     if teacher_dir is not None:
-        empirical = EmpiricalPolicy(os_game, teacher_decisions(teacher_dir), game.observation)
+        empirical = EmpiricalPolicy(tree, teacher_decisions(teacher_dir))
         out[f"{prefix}/nash_conv_teacher_empirical"] = float(exploitability.nash_conv(os_game, empirical))
         out[f"{prefix}/teacher_infostates_covered"] = empirical.covered
     logger.info("NashConv: %s", out)

@@ -15,18 +15,19 @@ import numpy as np
 import torch
 
 from ml.base.progress import ProgressBar
-from ml.game.registry import GameSpec
+from ml.game.protocol import GameSpec
 from ml.game.spec import Encoder
 from ml.judge.elo import HEURISTIC, RANDOM, TournamentGame
 from ml.model.policy import PolicyNet
-from ml.play.rollout import Controller, Pods, game_seeds, play_games, rotated_seatings
+from ml.play.rollout import Controller, Pods, play_games
+from ml.play.seating import game_seeds, rotated_seatings
 from ml.runtime.executor import LOCAL, Executor, chunk_ranges, chunk_seed
 
 
 def tournament_seatings(
     newest: str, others: Sequence[str], games: int, pod_size: int, rng: np.random.Generator
 ) -> list[list[str]]:
-    """Pods with ``newest`` rotated through the seats (``ml.play.rollout.rotated_seatings``) and the
+    """Pods with ``newest`` rotated through the seats (``ml.play.seating.rotated_seatings``) and the
     other seats drawn uniformly from ``others`` (distinct where there are enough players,
     repeated otherwise)."""
     k = pod_size - 1
@@ -86,7 +87,7 @@ def play_tournament(
         students: name -> PolicyNet of each accepted generation's student.
         newest: the student to rate now.
         play: games, batching, seed and chunking (:class:`TournamentPlay`).
-        game: the game (``ml.game.registry.GameSpec``): ``num_players`` seats per pod, the
+        game: the game (``ml.game.protocol.GameSpec``): ``num_players`` seats per pod, the
             commander's ``max_turns`` cap.
         encoder: observation encoder (None: the game's own).
         executor: where the games are played (``ml.runtime.compute``: here or on a Ray cluster, same rankings).

@@ -36,7 +36,7 @@ from torch import nn
 from typing_extensions import NotRequired  # typing's from Python 3.11
 
 from ml.base.progress import ProgressBar
-from ml.game.registry import GameSpec
+from ml.game.protocol import GameSpec
 from ml.learn.settings import Resume, RunSettings
 from ml.model.policy import PolicyNet
 from ml.play.buffer import Rollout
@@ -281,7 +281,7 @@ def train_ppo(
             draws and league members).
         cfg: the ``selfplay`` params (``frozen_names`` and ``start`` are the caller's: ``frozen``
             and ``resume`` are already chosen).
-        game: the game (``ml.game.registry.GameSpec``): ``num_players`` seats per game, the
+        game: the game (``ml.game.protocol.GameSpec``): ``num_players`` seats per game, the
             commander's ``max_turns`` cap.
         run: ``seed`` seeds opponent draws, game seeds, sampling and minibatch order;
             ``device``: torch device of the update (``cpu`` or ``cuda``), rollouts run on the CPU;

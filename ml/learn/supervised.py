@@ -36,14 +36,14 @@ import torch.nn.functional as F
 from ml.base.io import JSONObject, file_md5
 from ml.base.progress import ProgressBar
 from ml.data.dataset import load_ppo, load_teacher, ppo_files, teacher_files
-from ml.data.decisions import DecisionSet, sample_mixture
+from ml.data.decisions import DecisionSet, fictitious_weights, sample_mixture
 from ml.data.encoded_cache import EncodedCache, code_digest
 from ml.learn.settings import RunSettings
 from ml.model.policy import MASKED_LOGIT, CheckpointError, PolicyNet, check_shape, load_policy
 
 if TYPE_CHECKING:
     from ml.config.sections import TrainParams
-    from ml.game.registry import GameSpec
+    from ml.game.protocol import GameSpec
 
 logger = logging.getLogger(__name__)
 
@@ -261,8 +261,7 @@ def training_fingerprint(cfg: TrainParams, game: GameSpec, data: TrainingData, d
     doc = {
         "format": TRAINING_FORMAT,
         "train": cfg.model_dump(mode="json"),
-        "game": [game.name, game.num_players, [list(kv) for kv in game.openspiel_params]]
-        + ([[list(kv) for kv in game.env_kwargs], game.teacher_policy, game.env_version] if game.is_pettingzoo else []),
+        "game": game.fingerprint(),
         "device": str(device),
         "threads": torch.get_num_threads(),
         "versions": [torch.__version__, np.__version__],
@@ -288,21 +287,6 @@ def reusable_student(path: Path | None, fingerprint: str) -> tuple[PolicyNet, JS
         logger.info("%s was trained on other data or params: training", path)
         return None
     return net, meta
-
-
-def fictitious_weights(source_weights: dict[str, float], policies: float) -> dict[str, float]:
-    """``source_weights`` with the ``ppo`` weight multiplied by ``policies`` (``train.average: fictitious``).
-
-    Args:
-        source_weights: source -> mixture weight (``train.source_weights``).
-        policies: the PPO batches' total weight, each batch one policy (``load_ppo``'s ``ppo_policies``).
-
-    Returns:
-        The weights the student's sample is drawn with: with ``{sim: 1, ppo: 1}`` and n equal batches,
-        the teacher data and each batch hold 1/(n+1) each, fictitious play's uniform average
-        (Heinrich et al. 2015, "Fictitious Self-Play in Extensive-Form Games").
-    """
-    return {**source_weights, "ppo": source_weights.get("ppo", 0.0) * policies}
 
 
 def build_and_train(
@@ -356,7 +340,7 @@ def build_and_train(
     cache = None
     if data.cache_dir is not None:
         tables = _forge_extras(forge_dirs, teacher_files([], forge_dirs)[1])
-        context = f"{game.name}|{game.num_players}|{game.openspiel_params}|{[file_md5(t) for t in tables]}"
+        context = f"{json.dumps(game.fingerprint())}|{[file_md5(t) for t in tables]}"
         cache = EncodedCache.for_encoder(data.cache_dir, encoder, context)
     train, holdout, stats = load_teacher([data.teacher_dir], cfg.holdout_fraction, encoder, forge_dirs, cache=cache)
     if stats["forge_files"] and not cfg.source_weights.get("forge"):

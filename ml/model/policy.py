@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from ml.base.io import JSONObject, JSONValue, atomic_write_bytes
-from ml.game.registry import commander
+from ml.game.registry import default_game
 
 CHECKPOINT_FORMAT = 1
 MASKED_LOGIT = -1e9
@@ -38,13 +38,13 @@ class PolicyNet(nn.Module):
         obs_dim: observation length.
         hidden_sizes: widths of the shared trunk.
         num_actions: size of the game's action space; None: the built-in commander's
-            (``ml.game.registry.commander``).
+            (``ml.game.registry.default_game``).
     """
 
     def __init__(self, obs_dim: int, hidden_sizes: tuple[int, ...] = (256, 256), num_actions: int | None = None) -> None:
         super().__init__()
         if num_actions is None:
-            num_actions = commander().num_actions
+            num_actions = default_game().num_actions
         self.obs_dim, self.hidden_sizes, self.num_actions = obs_dim, tuple(hidden_sizes), num_actions
         layers: list[nn.Module] = []
         width = obs_dim

@@ -28,11 +28,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from ml.game.registry import GameSpec
+from ml.game.protocol import GameSpec
 from ml.model.policy import PolicyNet
 from ml.play.buffer import Rollout
 from ml.play.league import Tally, learner_points
-from ml.play.rollout import Controller, Keep, Pods, game_seeds, play_games, rotated_seatings
+from ml.play.rollout import Controller, Keep, Pods, play_games
+from ml.play.seating import game_seeds, rotated_seatings
 from ml.runtime.executor import Executor
 
 
@@ -125,7 +126,7 @@ def is_frozen_agent(key: str) -> bool:
 
 def _init(setup: WorkerSetup) -> None:
     """Per-process set-up: nets for the learner and the frozen opponents (one forward pass of the learner's to
-    warm torch), the encoder."""
+    warm torch)."""
     torch.set_num_threads(1)
     settings = setup.settings
     _WORKER["net"] = PolicyNet(setup.obs_dim, setup.hidden_sizes, setup.num_actions)
@@ -137,7 +138,6 @@ def _init(setup: WorkerSetup) -> None:
     _WORKER["frozen"] = nets
     with torch.no_grad():  # torch's first-call set-up (tens of ms) here, not in the first chunk; draws nothing
         _WORKER["net"](torch.zeros(1, setup.obs_dim), torch.ones(1, setup.num_actions, dtype=torch.bool))
-    _WORKER["encoder"] = settings.game.encoder() if settings.game.is_commander else None
     _WORKER["settings"] = settings
 
 
@@ -199,7 +199,7 @@ def _play_chunk(state_dict: StateDict, task: ChunkTask) -> ChunkResult:
     n_games = s.num_envs + task.quota // s.game.min_learner_decisions
     seatings = rotated_seatings(n_games, pod, "agent", lambda g: [pick() for _ in range(pod - 1)])
     runner = play_games(
-        Pods(seatings, game_seeds(task.seed, n_games)), controllers, num_envs=s.num_envs, encoder=_WORKER["encoder"],
+        Pods(seatings, game_seeds(task.seed, n_games)), controllers, num_envs=s.num_envs,
         generator=torch.Generator().manual_seed(task.seed), game=s.game,
         keep=Keep(track_seats=lambda seats: [seats.index("agent")], budget=task.quota),
     )  # fmt: skip

@@ -24,10 +24,11 @@ from typing_extensions import NotRequired  # typing's from Python 3.11
 
 from ml.base.progress import ProgressBar
 from ml.data.batch_files import BatchWriter
-from ml.game.registry import GameSpec
+from ml.game.protocol import GameSpec
 from ml.game.spec import Encoder
 from ml.model.policy import PolicyNet
-from ml.play.rollout import Controller, Keep, Pods, StagePlay, game_seeds, play_games, rotated_seatings
+from ml.play.rollout import Controller, Keep, Pods, StagePlay, play_games
+from ml.play.seating import game_seeds, rotated_seatings
 from ml.runtime.executor import chunk_ranges, chunk_seed
 
 if TYPE_CHECKING:
@@ -119,7 +120,7 @@ def export_batch(
     """Play ``cfg.games`` pods and stream the agent's exported decisions to one batch file.
 
     Rewards: the environment's (the commander's zero-sum scheme: winner +1, others
-    -1/(n-1), draw 0; see ``ml.game.openspiel_env`` for OpenSpiel games), received at the
+    -1/(n-1), draw 0; see ``ml.game.openspiel.env`` for OpenSpiel games), received at the
     agent's last decision; ``episode_return`` is the agent seat's total.
 
     Args:

@@ -6,7 +6,7 @@ exporter (the agent's decisions logged) and the gate's evaluation pods. Every ga
 through the typed batched ``ml.game.protocol.Game`` of its ``GameSpec.batched``: the
 Commander's compiled core (scripted seats play inside its ``step``), or rows of AEC envs
 (``ml.game.env_game.EnvGame``: OpenSpiel states, PettingZoo envs). The tests play the same
-games through the Commander's object engine (``tests/reference/commander``) and check the
+games through the Commander's object engine (``ml.game.commander.reference``) and check the
 results, transitions and records against the core's (``tests/test_rollout.py``).
 All network-controlled decisions pending across the concurrent
 games are answered by one forward pass per network (scripted seats act at once, so the games
@@ -30,9 +30,8 @@ import numpy as np
 import torch
 
 from ml.base.io import JSONObject
-from ml.game.protocol import Game
+from ml.game.protocol import Game, GameSpec
 from ml.game.record import POLICY_DECIMALS
-from ml.game.registry import GameSpec
 from ml.game.spec import Encoder
 from ml.model.policy import PolicyNet, check_shape
 from ml.play.buffer import Rollout, Tracker
@@ -162,23 +161,20 @@ def play_games(
     Args:
         pods: the seatings and simulator seeds of the games, and which of them to play.
         controllers: controller key -> Controller.
-        game: the game (``ml.game.registry.GameSpec``): its ``num_players`` seats per game,
+        game: the game (``ml.game.protocol.GameSpec``): its ``num_players`` seats per game,
             the commander's ``max_turns`` cap.
         num_envs: games in flight at once (batched inference across them).
         generator: torch RNG for sampling network actions.
-        encoder: the commander's observation encoder shared with the envs (None: a new one).
+        encoder: the observation encoder of a game whose envs encode records (``GameSpec.batched``); None: the game's own.
         keep: the records, transitions and decision budget to keep (none by default).
 
     Yields:
         GameResult, in order of completion (deterministic for fixed inputs).
 
     Raises:
-        ValueError: a ``net`` controller without a net; a commander ``encoder`` other than its
-            ``RecordEncoder`` (``GameSpec.batched``).
+        ValueError: a ``net`` controller without a net; an ``encoder`` the game cannot play with (``GameSpec.batched``).
         ml.model.policy.CheckpointError: a network's input or output size does not fit the game.
     """
-    if encoder is None and game.is_commander:
-        encoder = game.encoder()
     for key, ctrl in controllers.items():
         if ctrl.kind == "net":
             if ctrl.net is None:
@@ -385,36 +381,3 @@ def _finish_row(
     episodes = tracker.take(int(started_as[r.row]), r.row, tracked_seats)
     return GameResult(r.index, game_id, result, winner, r.seats, returns[r.row].copy(), r.records, episodes,
                       int(batch.decisions[r.row]), ranking)  # fmt: skip
-
-
-def rotated_seatings(n_games: int, pod_size: int, agent: str, others: Callable[[int], Sequence[str]]) -> list[list[str]]:
-    """Seatings with ``agent`` rotated through the seats: game g puts it in seat ``g % pod_size``.
-
-    The one way seats are rotated (self-play, export, gate deals, rating tournaments): over any
-    ``pod_size`` consecutive games the agent sits in every seat once, so no seat's advantage
-    (the first turn) favours or hurts it.
-
-    Args:
-        n_games: games.
-        pod_size: players per pod.
-        agent: controller key of the agent.
-        others: ``game -> controller keys`` of the other ``pod_size - 1`` seats, in seat order;
-            called once per game, in game order (so a caller's RNG draws happen in that order).
-
-    Raises:
-        ValueError: ``others`` gave another number of seats.
-    """
-    out = []
-    for g in range(n_games):
-        seats = list(others(g))
-        if len(seats) != pod_size - 1:
-            raise ValueError(f"game {g}: {len(seats)} other seats in a pod of {pod_size}")
-        seats.insert(g % pod_size, agent)
-        out.append(seats)
-    return out
-
-
-def game_seeds(seed: int, n_games: int) -> list[int]:
-    """``n_games`` distinct simulator seeds drawn from ``seed`` (numpy Generator)."""
-    rng = np.random.default_rng(seed)
-    return [int(x) for x in rng.choice(2**31 - 1, size=n_games, replace=False)]

@@ -2,7 +2,7 @@
 
 The teacher is the heuristic player for the commander and, for OpenSpiel games, the player
 ``teacher.policy`` names: MCTS, uniform, information-set MCTS or CFR+'s average policy
-(``ml.game.registry.GameSpec.make_player``); all but MCTS write their distribution into each
+(``ml.game.protocol.GameSpec.make_player``); all but MCTS write their distribution into each
 record's ``policy``, and ``explore`` makes a share of their moves uniform in these games. All seats' decisions of ``games`` games go to
 one sim batch ``ml-decisions-sim-<batch_id>.jsonl`` (``ml.data.batch_files.BatchWriter``: the file
 appears under its final name when the batch is complete). The games are cut into chunks of
@@ -25,8 +25,9 @@ from typing_extensions import NotRequired  # typing's from Python 3.11
 
 from ml.base.progress import ProgressBar
 from ml.data.batch_files import BatchWriter
-from ml.game.registry import GameSpec
-from ml.play.rollout import Controller, Keep, Pods, StagePlay, game_seeds, play_games
+from ml.game.protocol import GameSpec
+from ml.play.rollout import Controller, Keep, Pods, StagePlay, play_games
+from ml.play.seating import game_seeds
 from ml.runtime.executor import chunk_ranges, chunk_seed
 
 if TYPE_CHECKING:
@@ -76,9 +77,8 @@ def _teacher_chunk(task: tuple[int, range], setup: TeacherSetup) -> list[tuple[l
     """Play one chunk of teacher games: per game in index order, its records, outcome and whether it was a draw."""
     k, games = task
     game = setup.game
-    encoder = game.encoder() if game.is_commander else None
     runner = play_games(
-        replace(setup.pods, indices=games), {"heuristic": Controller("heuristic")}, num_envs=len(games), encoder=encoder,
+        replace(setup.pods, indices=games), {"heuristic": Controller("heuristic")}, num_envs=len(games),
         generator=torch.Generator().manual_seed(chunk_seed(setup.seed, k)), keep=Keep(log_seats=_all_seats), game=game,
     )  # fmt: skip
     played = sorted(runner, key=lambda r: r.index)  # each game plays alone: the chunk's games in flight at once
@@ -114,7 +114,7 @@ def write_teacher_batch(out_dir: Path, game: GameSpec, cfg: TeacherParams, batch
     """
     games, executor = cfg.games, how.executor
     if cfg.explore:
-        game = replace(game, teacher_explore=cfg.explore)
+        game = game.with_teacher_explore(cfg.explore)
     seatings = [["heuristic"] * game.num_players for _ in range(games)]
     game.warm_up()  # a cold compile is not play: outside the rate and the progress bar's ETA
     started = time.perf_counter()

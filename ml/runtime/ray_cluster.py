@@ -91,13 +91,13 @@ _CACHE_SIZE = 8
 
 def runtime_env() -> RayRuntimeEnv:
     """The Ray runtime environment of every chunk: the ``ml`` package and the user's modules of a
-    PettingZoo game (``ml.game.pettingzoo_env.shipped_modules``: its env factory and teacher, when
+    PettingZoo game (``ml.game.pettingzoo.load.shipped_modules``: its env factory and teacher, when
     they are not installed requirements of this project) as ``py_modules``, and the driver's
     ``PYTHONHASHSEED`` and CPU cap (``ml.base.determinism``) as ``env_vars``, so a worker's first torch
     operator already sees it."""
     import sys
 
-    user = sys.modules.get("ml.game.pettingzoo_env")
+    user = sys.modules.get("ml.game.pettingzoo.load")
     return {
         "py_modules": [str(Path(__file__).resolve().parents[1]), *(user.shipped_modules() if user is not None else [])],
         "excludes": ["__pycache__", "*.pyc", "api/static", "api/templates"],

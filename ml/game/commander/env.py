@@ -3,7 +3,7 @@
 ``CommanderPodEnv`` is a thin single-game view over one row of ``CoreGame``
 (``ml.game.commander.core.game``, the numba core every stage plays through). From the same
 seed and the same actions it gives what the tests' object engine's ``ReferencePodEnv``
-(``tests/reference/commander/reference_env.py``) gives: observations, masks, rewards, terminations,
+(``ml/game/commander/reference/reference_env.py``) gives: observations, masks, rewards, terminations,
 truncations, records and results (``tests/test_env.py``).
 
 ==================== ================================================================

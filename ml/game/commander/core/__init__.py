@@ -4,7 +4,7 @@ The compiled code is ``kernels.py`` (numba ``njit``, ``cache=True``; ``NUMBA_DIS
 runs the same code as plain Python). This module is the Python face: the card and deck
 tables, allocation, and thin wrappers that check shapes and dtypes once per batched call.
 The core is the product's one rules engine. The tests keep a Python object engine as its
-oracle (``tests/reference/commander``): from the same seed the core deals the same game (it
+oracle (``ml.game.commander.reference``): from the same seed the core deals the same game (it
 carries Python's Mersenne Twister per game and per scripted seat), and from the same actions
 it reaches the same states, masks, observations, rewards and scripted choices
 (``tests/test_core_agreement.py``).

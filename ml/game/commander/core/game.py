@@ -1,6 +1,6 @@
 """The Commander core as a batched ``ml.game.protocol.Game``: rows of Commander pods.
 
-From the same seed a row deals the game the tests' object engine (``tests/reference/commander``)
+From the same seed a row deals the game the tests' object engine (``ml.game.commander.reference``)
 deals in ``ReferencePodEnv.reset(seed=seed)`` (game index 0, so the same ``game_id``), its
 scripted seats choose as that engine's ``HeuristicPlayer(seed * 7 + seat)`` and
 ``RandomPlayer(seed * 7 + seat)`` would, and its observations, masks, rewards, records and

@@ -10,7 +10,7 @@ threat bonus, the heuristic player's thresholds) are defined here.
 
 These kernels are the product's one rules engine (spec: ``shared/docs/commander-pod.md``).
 The tests hold a Python object engine with the same semantics, statement for statement,
-including the order of every random draw (``tests/reference/commander``, the oracle of
+including the order of every random draw (``ml.game.commander.reference``, the oracle of
 ``tests/test_core_agreement.py``): each game and each scripted seat owns a Mersenne Twister
 state (MT19937, the generator of Python's ``random``, seeded the way ``random.Random(int)``
 seeds it), so the core deals the same games as the oracle's ``rules.new_game`` from the

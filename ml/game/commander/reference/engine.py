@@ -44,8 +44,8 @@ from ml.game.commander.actions import (
 )
 from ml.game.commander.cards import Card
 from ml.game.commander.pod_rules import COMMANDER_DAMAGE_LETHAL, HAND_SIZE
-from tests.reference.commander.combat import plan_blocks, resolve_damage, threat
-from tests.reference.commander.state import GameState, Permanent, PlayerState
+from ml.game.commander.reference.combat import plan_blocks, resolve_damage, threat
+from ml.game.commander.reference.state import GameState, Permanent, PlayerState
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,10 @@
-"""PettingZoo AEC adapter over any sequential OpenSpiel game (``openspiel_v0``); its players are ``ml.game.openspiel_players``.
+"""PettingZoo AEC adapter over any sequential OpenSpiel game (``openspiel_v0``); its players are ``ml.game.openspiel.players``.
+
+What it shares with the PettingZoo adapter (agents, spaces, game ids, records, the outcome) is
+``ml.game.aec``'s.
 
 ==================== ================================================================
-Import               ``from ml.game.openspiel_env import OpenSpielEnv``
+Import               ``from ml.game.openspiel.env import OpenSpielEnv``
 Actions              Discrete(game.num_distinct_actions())
 Parallel API         no (``is_parallelizable: False``); simultaneous-move games are refused
 Agents               ``player_0 .. player_{n-1}`` (OpenSpiel player index)
@@ -28,22 +31,14 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 import pyspiel
-from gymnasium import spaces
-from pettingzoo import AECEnv
 
 from ml.base.io import JSONObject
-from ml.game.spec import ResetSeeds
-
-
-class IllegalMoveError(ValueError):
-    """An action outside the legal mask of the acting player."""
-
+from ml.game.aec import FlatAECEnv, IllegalMoveError, outcome_of
 
 ObservationKind = Literal["observation", "information_state"]
 """What the env gives as a seat's observation (``game.observation``): ``observation``, the game's
 observation tensor (the information-state tensor for games without one); ``information_state``,
-the information-state tensor (perfect recall: the seat's whole history of the game). The same
-alias as ``ml.game.registry.ObservationKind`` (which must not import pyspiel)."""
+the information-state tensor (perfect recall: the seat's whole history of the game)."""
 
 
 def observation_size(game: pyspiel.Game, kind: ObservationKind = "observation") -> int:
@@ -87,16 +82,7 @@ def check_game(game: pyspiel.Game) -> None:
     observation_size(game)
 
 
-def outcome_of(returns: list[float]) -> tuple[str, int | None, list[int]]:
-    """``(outcome, winner, ranking)`` from final returns: first place = max return, ties -> draw."""
-    best = max(returns)
-    top = [s for s, r in enumerate(returns) if r == best]
-    winner = top[0] if len(top) == 1 else None
-    ranking = sorted(range(len(returns)), key=lambda s: (-returns[s], s))
-    return (f"win_seat_{winner}" if winner is not None else "draw"), winner, ranking
-
-
-class OpenSpielEnv(AECEnv):  # pettingzoo ships no type information (no py.typed)
+class OpenSpielEnv(FlatAECEnv):
     """A sequential OpenSpiel game as a PettingZoo AEC environment.
 
     Args:
@@ -111,39 +97,15 @@ class OpenSpielEnv(AECEnv):  # pettingzoo ships no type information (no py.typed
     metadata: ClassVar[dict[str, Any]] = {"name": "openspiel_v0", "is_parallelizable": False, "render_modes": []}
 
     def __init__(self, game: pyspiel.Game, game_name: str | None = None, observation: ObservationKind = "observation") -> None:
-        super().__init__()
         check_game(game)
+        name = game_name or f"openspiel:{game.get_type().short_name}"
+        super().__init__(name, game.num_players(), observation_size(game, observation), game.num_distinct_actions())
         self.game = game
-        self.game_name = game_name or f"openspiel:{game.get_type().short_name}"
-        self.num_players = game.num_players()
         self.observation_kind: ObservationKind = observation
-        self.obs_dim = observation_size(game, observation)
-        self.num_actions = game.num_distinct_actions()
         self.zero_sum = game.get_type().utility == pyspiel.GameType.Utility.ZERO_SUM
         self.reward_scale = max(abs(game.min_utility()), abs(game.max_utility())) or 1.0
-        self.render_mode = None
-        self.possible_agents = [f"player_{i}" for i in range(self.num_players)]
         self.agent_name_mapping = {a: i for i, a in enumerate(self.possible_agents)}
-        self._observation_space = spaces.Dict(
-            {
-                "observation": spaces.Box(-np.inf, np.inf, shape=(self.obs_dim,), dtype=np.float32),
-                "action_mask": spaces.Box(0, 1, shape=(self.num_actions,), dtype=np.int8),
-            }
-        )
-        self._action_space = spaces.Discrete(self.num_actions)
-        self._seeds = ResetSeeds()
-        self._games = 0
         self._state: pyspiel.State | None = None
-        self.game_id = ""
-        self.decisions = 0
-
-    def observation_space(self, agent: str) -> spaces.Dict:
-        """The same Dict space for every agent."""
-        return self._observation_space
-
-    def action_space(self, agent: str) -> spaces.Discrete:
-        """Discrete(num_distinct_actions) for every agent."""
-        return self._action_space
 
     @property
     def state(self) -> pyspiel.State:
@@ -163,21 +125,10 @@ class OpenSpielEnv(AECEnv):  # pettingzoo ships no type information (no py.typed
             seed: game seed, or None.
             options: ``{"game_index": int}`` names the game ``game-<index>-<seed>``.
         """
-        game_seed = self._seeds.next(seed)
-        index = (options or {}).get("game_index", self._games)
-        self._games += 1
-        self.game_id = f"game-{index}-{game_seed}"
+        game_seed = self._start_game(seed, options)
         self._rng = np.random.default_rng(game_seed)
         self._state = self.game.new_initial_state()
-        self.decisions = 0
-        self.agents = self.possible_agents[:]
-        self.rewards = {a: 0.0 for a in self.agents}
-        self._cumulative_rewards = {a: 0.0 for a in self.agents}
-        self.terminations = {a: False for a in self.agents}
-        self.truncations = {a: False for a in self.agents}
-        self.infos: dict[str, dict[str, object]] = {a: {} for a in self.agents}
-        self._skip_agent_selection = None
-        self.agent_selection = self.agents[0]
+        self._start_agents()
         self._settle()
 
     def step(self, action: int | None) -> None:
@@ -240,16 +191,7 @@ class OpenSpielEnv(AECEnv):  # pettingzoo ships no type information (no py.typed
         mask = [0] * self.num_actions
         for a in self.state.legal_actions(seat):
             mask[a] = 1
-        return {
-            "game_id": self.game_id,
-            "turn": self.decisions + 1,
-            "phase": "play",
-            "active_seat": seat,
-            "game": self.game_name,
-            "num_players": self.num_players,
-            "observation": observation_of(self.state, seat, self.observation_kind),
-            "action_mask": mask,
-        }
+        return self._record(seat, observation_of(self.state, seat, self.observation_kind), mask)
 
     def describe_action(self, action: int) -> JSONObject:
         """The record's ``action`` object (call before ``step``): ``type``, ``raw``, ``action_idx``."""
@@ -260,11 +202,3 @@ class OpenSpielEnv(AECEnv):  # pettingzoo ships no type information (no py.typed
         """``(game_id, outcome, winner, ranking)`` of the finished game."""
         outcome, winner, ranking = outcome_of(self.state.returns())
         return self.game_id, outcome, winner, ranking
-
-    def render(self) -> None:
-        """No rendering (``render_modes`` is empty)."""
-        return None
-
-    def close(self) -> None:
-        """Nothing to release."""
-        return None

@@ -33,9 +33,9 @@ from ml.game.commander.core.kernels import (
 )
 from ml.game.commander.core.kernels import EARLY_MANA as EARLY_MANA_SOURCES
 from ml.game.commander.pod_rules import COMMANDER_DAMAGE_LETHAL
-from tests.reference.commander import engine
-from tests.reference.commander.combat import board_value, plan_blocks, resolve_damage, threat
-from tests.reference.commander.state import GameState, Permanent, PlayerState
+from ml.game.commander.reference import engine
+from ml.game.commander.reference.combat import board_value, plan_blocks, resolve_damage, threat
+from ml.game.commander.reference.state import GameState, Permanent, PlayerState
 
 
 class RandomPlayer:

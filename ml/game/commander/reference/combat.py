@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ml.game.commander.core.kernels import THREAT_BONUS as COMMANDER_THREAT_BONUS
 from ml.game.commander.pod_rules import COMMANDER_DAMAGE_LETHAL
-from tests.reference.commander.state import Permanent
+from ml.game.commander.reference.state import Permanent
 
 
 def threat(perm: Permanent) -> int:

@@ -1,5 +1,5 @@
 """Players for the loop's controller kinds (``ml.play.rollout``): the teacher (kind ``heuristic``),
-chosen by ``teacher.policy`` (``ml.game.registry.GameSpec.make_player``), and
+chosen by ``teacher.policy`` (``ml.game.openspiel.spec.OpenSpielSpec.make_player``), and
 :class:`UniformPlayer` (kind ``random``). The teachers:
 
 * :class:`MCTSPlayer` (``heuristic``): OpenSpiel's C++ ``MCTSBot`` with a
@@ -18,7 +18,7 @@ The teachers other than MCTS keep the distribution they played from in ``last_po
 (float[num_actions], zero on illegal moves), which ``ml.game.env_game.EnvGame.record`` writes
 into the record's ``policy``: the student fits it by KL (``train.distill: kl``).
 
-The environment they play in is ``ml.game.openspiel_env.OpenSpielEnv``.
+The environment they play in is ``ml.game.openspiel.env.OpenSpielEnv``.
 """
 
 from __future__ import annotations

@@ -5,10 +5,10 @@
 (``ml.game.commander.core``), and its AEC env is the N=1 view over it,
 ``ml.game.commander.env.CommanderPodEnv``. This env is the oracle of the agreement tests
 (``tests/test_env.py``, ``tests/test_core_agreement.py``) and, in rows of an ``EnvGame``
-(:func:`tests.reference.commander.objects_game`), of ``tests/test_rollout.py``.
+(:func:`ml.game.commander.reference.objects_game`), of ``tests/test_rollout.py``.
 
 ==================== ================================================================
-Import               ``from tests.reference.commander.reference_env import ReferencePodEnv``
+Import               ``from ml.game.commander.reference.reference_env import ReferencePodEnv``
 Actions              Discrete(NUM_ACTIONS), the macro actions of ``ml.game.commander.actions``
 Parallel API         no (``is_parallelizable: False``)
 Agents               ``player_0 .. player_{pod_size-1}`` (seat index)
@@ -34,11 +34,12 @@ import logging
 
 import numpy as np
 
+from ml.base.io import JSONObject
 from ml.game.commander.actions import NUM_ACTIONS
 from ml.game.commander.pod_env import PodEnvBase
+from ml.game.commander.reference import rules
+from ml.game.commander.reference.state import GameState
 from ml.game.spec import Encoder
-from tests.reference.commander import rules
-from tests.reference.commander.state import GameState
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ class ReferencePodEnv(PodEnvBase):
 
     # ------------------------------------------------------------------ AEC API
 
-    def reset(self, seed: int | None = None, options: dict | None = None) -> None:
+    def reset(self, seed: int | None = None, options: dict[str, object] | None = None) -> None:
         """Start a new game.
 
         Args:
@@ -146,11 +147,11 @@ class ReferencePodEnv(PodEnvBase):
 
     # ------------------------------------------------------------------ records
 
-    def decision_record(self) -> dict:
+    def decision_record(self) -> JSONObject:
         """Forge-format record of the decision the current agent is about to make."""
         return rules.decision_record(self.state)
 
-    def describe_action(self, action: int) -> dict:
+    def describe_action(self, action: int) -> JSONObject:
         """The record's ``action`` object for ``action`` by the current agent (call before ``step``).
 
         Raises:

@@ -13,14 +13,17 @@ same actions give the same game, bit for bit.
 from __future__ import annotations
 
 import logging
+import random
 
 import numpy as np
 
+from ml.base.io import JSONObject
 from ml.game.commander.actions import (
     CAST_COMMANDER,
     CAST_REMOVAL,
     FIRST_ATTACK,
     HOLD_MANA,
+    KIND_OF_ACTION,
     MACRO_ACTIONS,
     MAX_POD,
     MIN_POD,
@@ -34,8 +37,8 @@ from ml.game.commander.core.kernels import MAX_MULL as MAX_MULLIGANS
 from ml.game.commander.core.kernels import MULL_MAX as MULLIGAN_MAX_LANDS
 from ml.game.commander.core.kernels import MULL_MIN as MULLIGAN_MIN_LANDS
 from ml.game.commander.pod_rules import HAND_SIZE
-from tests.reference.commander import engine
-from tests.reference.commander.state import GameState, PlayerState
+from ml.game.commander.reference import engine
+from ml.game.commander.reference.state import GameState, PlayerState
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +93,7 @@ def new_game(
     return state
 
 
-def _deal_opening_hand(p: PlayerState, rng) -> None:
+def _deal_opening_hand(p: PlayerState, rng: random.Random) -> None:
     """Draw 7; automatic free mulligans (shuffle back, draw 7) while the hand is unkeepable.
 
     A hand is kept with MULLIGAN_MIN_LANDS..MULLIGAN_MAX_LANDS lands, or after MAX_MULLIGANS
@@ -167,7 +170,7 @@ def outcome(state: GameState) -> str:
 # ---------------------------------------------------------------------------- records
 
 
-def _player_record(p: PlayerState) -> dict:
+def _player_record(p: PlayerState) -> JSONObject:
     """One ``players[]`` object of a Forge-format record (Forge's keys first, then our extras)."""
     return {
         "seat": p.seat,
@@ -191,7 +194,7 @@ def _player_record(p: PlayerState) -> dict:
     }
 
 
-def decision_record(state: GameState, seat: int | None = None) -> dict:
+def decision_record(state: GameState, seat: int | None = None) -> JSONObject:
     """The Forge-format record of the decision about to be made (no ``action`` yet).
 
     Keys in Forge's order (shared/docs/forge-decision-format.md "Record"): ``game_id, turn, phase,
@@ -228,7 +231,7 @@ def decision_record(state: GameState, seat: int | None = None) -> dict:
     }
 
 
-def describe_action(state: GameState, action: int) -> dict:
+def describe_action(state: GameState, action: int) -> JSONObject:
     """The record's ``action`` object for ``action`` taken now by ``state.current_seat``.
 
     Call it before ``apply_action`` (it names the card the fixed rule would cast now).
@@ -261,7 +264,7 @@ def describe_action(state: GameState, action: int) -> dict:
         raw = f"{who} cast {card} from the command zone for {p.command_zone[0].mana_value + p.commander_tax}"
     else:
         kind = "cast"
-        card = p.hand[engine.choose_card(p, engine.KIND_OF_ACTION[action])].name
+        card = p.hand[engine.choose_card(p, KIND_OF_ACTION[action])].name
         raw = f"{who} cast {card}"
         if action == CAST_REMOVAL:
             chosen = engine.removal_target(state, p.seat)
