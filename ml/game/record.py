@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Protocol, TypeAlias
+from typing import Annotated, ClassVar, Protocol, TypeAlias
 
 from pydantic import (
     BaseModel,
@@ -65,6 +65,7 @@ Text = Annotated[str, Field(max_length=TEXT_MAX_CHARS, description="at most 200 
 RecordLike: TypeAlias = "Mapping[str, JSONValue] | BaseModel | Record"
 """A decision record as a parsed JSON object or as a record model (``RecordModel``, read as :class:`Record`);
 :func:`record_field` reads either."""
+
 
 class RecordError(DataFileError):
     """A decision record that does not fit the schema; message ``"<file>:<line>: <field>: <problem>"``.
@@ -214,6 +215,50 @@ def check_complete(record: BaseModel, required: Sequence[str]) -> None:
         raise FieldProblem(missing[0], f"a ppo record requires {', '.join(missing)}")
 
 
+class DecisionModel(RecordModel):
+    """Base of the record kinds (``OpenSpielRecord``, the commander's ``DecisionRecord``): the checks of
+    the fields every kind has. It declares no field, so a kind's fields keep its write order.
+
+    Class attributes:
+        outcome_seats: seats a ``game_outcome`` may name (None: any).
+        ppo_required: fields a record of ``source == "ppo"`` must carry.
+        policy_actions: the actions a ``policy`` spans (None: the mask's length).
+    """
+
+    outcome_seats: ClassVar[int | None] = None
+    ppo_required: ClassVar[tuple[str, ...]] = ()
+    policy_actions: ClassVar[int | None] = None
+
+    @field_validator("game_outcome", check_fields=False)
+    @classmethod
+    def _outcome_form(cls, v: str) -> str:
+        return check_outcome(v, cls.outcome_seats)
+
+    @field_validator("action_mask", check_fields=False)
+    @classmethod
+    def _mask_bits(cls, v: list[int] | None) -> list[int] | None:
+        return check_mask_bits(v)
+
+    @field_validator("schema_version", check_fields=False)
+    @classmethod
+    def _known_version(cls, v: int | None) -> int | None:
+        return check_schema_version(v)
+
+    def _check_decision(self, source: Source | None, policy: list[float] | None, mask: list[int] | None,
+                        action_idx: int | None, schema_version: int | None) -> None:  # fmt: skip
+        """Raise FieldProblem for an incomplete ppo record, a policy that is no distribution over the
+        legal actions, or an action the mask leaves out."""
+        if source == "ppo":
+            check_complete(self, self.ppo_required)
+        check_policy(policy, mask, self.policy_actions, schema_version)
+        if mask is None or action_idx is None:
+            return
+        if action_idx >= len(mask):
+            raise FieldProblem("action.action_idx", f"action_idx {action_idx} >= {len(mask)} actions")
+        if not mask[action_idx]:
+            raise FieldProblem("action.action_idx", f"action_idx {action_idx} is masked out by action_mask")
+
+
 class MoveAction(RecordModel):
     """The move taken in an OpenSpiel game (``action`` of an :class:`OpenSpielRecord`)."""
 
@@ -228,7 +273,7 @@ OPENSPIEL_PPO_REQUIRED: tuple[str, ...] = ("model_version", "generation", "rewar
 """Fields an OpenSpiel record of ``source == "ppo"`` must carry."""
 
 
-class OpenSpielRecord(RecordModel):
+class OpenSpielRecord(DecisionModel):
     """One decision of an OpenSpiel game; field order is the write order.
 
     The common keys mean what they mean in the commander's ``DecisionRecord``; ``turn`` counts
@@ -243,7 +288,7 @@ class OpenSpielRecord(RecordModel):
     game: str
     """The game, ``openspiel:<short name>`` or ``pettingzoo:<module>:<factory>``."""
     env_version: Text | None = None
-    """A PettingZoo game's env version, ``<metadata name> <distribution>==<version>`` (``ml.game.pettingzoo_env.env_version``)."""
+    """A PettingZoo game's env version, ``<metadata name> <distribution>==<version>`` (``ml.game.pettingzoo.load.env_version``)."""
     num_players: int = Field(ge=1)
     observation: list[float]
     """float[obs_dim]: ``observation_tensor`` (else ``information_state_tensor``) of the acting player."""
@@ -259,20 +304,7 @@ class OpenSpielRecord(RecordModel):
     """float[num_distinct_actions]: the acting policy's probabilities (PPO records, version 2)."""
     schema_version: int | None = None
 
-    @field_validator("game_outcome")
-    @classmethod
-    def _outcome_form(cls, v: str) -> str:
-        return check_outcome(v, None)
-
-    @field_validator("action_mask")
-    @classmethod
-    def _mask_bits(cls, v: list[int] | None) -> list[int] | None:
-        return check_mask_bits(v)
-
-    @field_validator("schema_version")
-    @classmethod
-    def _known_version(cls, v: int | None) -> int | None:
-        return check_schema_version(v)
+    ppo_required: ClassVar[tuple[str, ...]] = OPENSPIEL_PPO_REQUIRED
 
     @model_validator(mode="after")
     def _consistent(self) -> OpenSpielRecord:
@@ -281,16 +313,7 @@ class OpenSpielRecord(RecordModel):
         winner = self.winner()
         if winner is not None and winner >= self.num_players:
             raise FieldProblem("game_outcome", f"{self.game_outcome!r} in a game of {self.num_players} players")
-        if self.source == "ppo":
-            check_complete(self, OPENSPIEL_PPO_REQUIRED)
-        check_policy(self.policy, self.action_mask, None, self.schema_version)
-        if self.action_mask is not None:
-            if self.action.action_idx >= len(self.action_mask):
-                raise FieldProblem(
-                    "action.action_idx", f"action_idx {self.action.action_idx} >= {len(self.action_mask)} actions"
-                )
-            if not self.action_mask[self.action.action_idx]:
-                raise FieldProblem("action.action_idx", f"action_idx {self.action.action_idx} is masked out by action_mask")
+        self._check_decision(self.source, self.policy, self.action_mask, self.action.action_idx, self.schema_version)
         return self
 
     @property

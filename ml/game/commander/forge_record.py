@@ -9,7 +9,7 @@ and ``ml.game.registry.record_model`` picks this model for every line without an
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import Field, ValidatorFunctionWrapHandler, field_validator, model_validator
 
@@ -19,14 +19,10 @@ from ml.game.commander.actions import ACTION_INDEX, MACRO_ACTIONS, MAX_POD, NUM_
 from ml.game.commander.cards import DECK_SIZE
 from ml.game.commander.pod_rules import COMMANDER_DAMAGE_LETHAL, COMMANDER_TAX_STEP, STARTING_LIFE
 from ml.game.record import (
+    DecisionModel,
     FieldProblem,
     RecordModel,
     Text,
-    check_complete,
-    check_mask_bits,
-    check_outcome,
-    check_policy,
-    check_schema_version,
     outcome_winner,
 )
 from ml.game.schema_errors import name_ranges
@@ -172,7 +168,7 @@ class Action(RecordModel):
         return self
 
 
-class DecisionRecord(RecordModel):
+class DecisionRecord(DecisionModel):
     """One decision line. Field order is the write order (Forge's, then the PPO extension)."""
 
     game_id: Text
@@ -203,20 +199,9 @@ class DecisionRecord(RecordModel):
     ``game_id`` (``<forge_game_id>~<8 hex>``) because another game held that id (our extra;
     optional, so ``schema_version`` is unchanged: older readers ignore it)."""
 
-    @field_validator("game_outcome")
-    @classmethod
-    def _outcome_form(cls, v: str) -> str:
-        return check_outcome(v, MAX_POD)
-
-    @field_validator("action_mask")
-    @classmethod
-    def _mask_bits(cls, v: list[int] | None) -> list[int] | None:
-        return check_mask_bits(v)
-
-    @field_validator("schema_version")
-    @classmethod
-    def _known_version(cls, v: int | None) -> int | None:
-        return check_schema_version(v)
+    outcome_seats: ClassVar[int | None] = MAX_POD
+    ppo_required: ClassVar[tuple[str, ...]] = PPO_REQUIRED
+    policy_actions: ClassVar[int | None] = NUM_ACTIONS
 
     @model_validator(mode="wrap")
     @classmethod
@@ -225,15 +210,7 @@ class DecisionRecord(RecordModel):
 
     @model_validator(mode="after")
     def _ppo_complete(self) -> DecisionRecord:
-        if self.source == "ppo":
-            check_complete(self, PPO_REQUIRED)
-        check_policy(self.policy, self.action_mask, NUM_ACTIONS, self.schema_version)
-        if (
-            self.action_mask is not None
-            and self.action.action_idx is not None
-            and not self.action_mask[self.action.action_idx]
-        ):
-            raise FieldProblem("action.action_idx", f"action_idx {self.action.action_idx} is masked out by action_mask")
+        self._check_decision(self.source, self.policy, self.action_mask, self.action.action_idx, self.schema_version)
         return self
 
     def winner(self) -> int | None:
