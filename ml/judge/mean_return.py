@@ -1,6 +1,6 @@
 """Tests on mean return (chips), for two-player zero-sum games: the deal's mean return is the unit.
 
-Zero-sum games (``ml.game.registry.GameSpec.zero_sum``) are judged in their own currency: the
+Zero-sum games (``ml.game.protocol.GameSpec.zero_sum``) are judged in their own currency: the
 unit is a deal's mean return of the candidate over its seats, and :class:`ReturnSPRT` /
 :func:`sequential_mean_test` test its mean (the gate's strength check), :func:`return_non_inferiority`
 the candidate student against the current one; the first-place rate stays reported beside them.
@@ -15,13 +15,12 @@ References:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
-from ml.judge.sequential import Hypothesis, WaldBounds, check_error_rates
+from ml.judge.sequential import DealStep, Hypothesis, OnDeal, Truncation, WaldBounds, check_error_rates, walk_deals
 
 
 @dataclass
@@ -157,9 +156,9 @@ def sequential_mean_test(
     min_deals: int,
     max_deals: int,
     confidence: float = 0.95,
-    on_deal: Callable[[int, dict[str, float]], None] | None = None,
+    on_deal: OnDeal | None = None,
     *,
-    truncation: Literal["H0", "nearer"] = "H0",
+    truncation: Truncation = "H0",
 ) -> MeanTestResult:
     """Run a :class:`ReturnSPRT` over duplicate deals, the deal's mean return as the unit, stopping early.
 
@@ -186,22 +185,16 @@ def sequential_mean_test(
     if not 2 <= min_deals <= max_deals:
         raise ValueError(f"need 2 <= min_deals <= max_deals, got {min_deals} and {max_deals}")
     tally = ReturnTally()
-    played = 0
-    decision: Hypothesis | None = None
-    for deal in deals:
-        played += len(deal)
+    counts = {"played": 0}
+
+    def step(deal: Sequence[float]) -> DealStep:
+        counts["played"] += len(deal)
         tally.add(float(np.mean(deal)) if len(deal) else 0.0)
-        llr = test.llr(tally)
-        if on_deal is not None:
-            on_deal(played, {"llr": llr, "llr_upper": test.upper, "llr_lower": test.lower, "mean_return": tally.mean})
-        if tally.deals >= min_deals:
-            decision = "H1" if llr >= test.upper else "H0" if llr <= test.lower else None
-        if decision is not None or tally.deals >= max_deals:
-            break
-    llr = test.llr(tally)
-    decided_early = decision is not None
-    if decision is None:
-        decision = "H1" if truncation == "nearer" and llr >= 0 else "H0"
+        ready, exhausted = tally.deals >= min_deals, tally.deals >= max_deals
+        return DealStep(counts["played"], test.llr(tally), {"mean_return": tally.mean}, ready, exhausted)
+
+    decision, decided_early, llr = walk_deals(deals, step, test, on_deal, truncation)
+    played = counts["played"]
     low, high = tally.interval(confidence)
     return MeanTestResult(
         decision=decision, decided_early=decided_early, deals=tally.deals, played=played, mean_return=tally.mean,

@@ -14,11 +14,22 @@ References:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeVar
 
 from ml.judge.stats import DealTally
+
+Hypothesis = Literal["H0", "H1"]
+"""A sequential test's decision: ``"H1"`` (the alternative accepted) or ``"H0"``."""
+
+Truncation = Literal["H0", "nearer"]
+"""What an undecided test settles on at its budget: ``"H0"``, or the hypothesis the likelihood favours."""
+
+OnDeal = Callable[[int, dict[str, float]], None]
+"""``(games played, {"llr", "llr_upper", "llr_lower", and the test's running figure})``: a test's path."""
+
+D = TypeVar("D")
 
 
 class WaldBounds:
@@ -36,6 +47,10 @@ class WaldBounds:
     def lower(self) -> float:
         """Accept-H0 bound B = log(beta/(1-alpha))."""
         return math.log(self.beta / (1 - self.alpha))
+
+    def decide(self, llr: float) -> Hypothesis | None:
+        """``"H1"`` at or above :attr:`upper`, ``"H0"`` at or below :attr:`lower`, else None (keep playing)."""
+        return "H1" if llr >= self.upper else "H0" if llr <= self.lower else None
 
 
 def check_error_rates(alpha: float, beta: float) -> None:
@@ -73,18 +88,50 @@ class SPRT(WaldBounds):
         """Log-likelihood ratio of ``wins`` first places in ``games`` games (effective counts may be fractional)."""
         return wins * math.log(self.p1 / self.p0) + (games - wins) * math.log((1 - self.p1) / (1 - self.p0))
 
-    def decide(self, wins: float, games: float) -> str | None:
-        """``"H1"``, ``"H0"`` or None (keep playing)."""
-        llr = self.llr(wins, games)
-        if llr >= self.upper:
-            return "H1"
-        if llr <= self.lower:
-            return "H0"
-        return None
+
+@dataclass(frozen=True)
+class DealStep:
+    """A sequential test after one more deal (what :func:`walk_deals` asks of it).
+
+    Attributes:
+        played: games played so far, the deal's included.
+        llr: the log-likelihood ratio now (nats).
+        figure: the test's running figure for the path (``{"win_rate": ...}``).
+        ready: enough trials to decide.
+        exhausted: the budget is spent: stop after this deal.
+    """
+
+    played: int
+    llr: float
+    figure: dict[str, float]
+    ready: bool
+    exhausted: bool
 
 
-Hypothesis = Literal["H0", "H1"]
-"""A sequential test's decision: ``"H1"`` (the alternative accepted) or ``"H0"``."""
+def walk_deals(
+    deals: Iterable[D], step: Callable[[D], DealStep], bounds: WaldBounds, on_deal: OnDeal | None, truncation: Truncation
+) -> tuple[Hypothesis, bool, float]:
+    """Add deals with ``step`` until a Wald bound is crossed (once ``ready``) or the budget is spent.
+
+    Returns:
+        ``(decision, decided_early, llr)``: the hypothesis accepted, or the one ``truncation`` settles on
+        (``"nearer"``: H1 when the LLR is >= 0, Wald's rule for a truncated test, Wald 1947,
+        "Sequential Analysis", ch. 3); whether a bound was crossed; the last LLR (0.0 without deals).
+    """
+    decision: Hypothesis | None = None
+    llr = 0.0
+    for deal in deals:
+        now = step(deal)
+        llr = now.llr
+        if on_deal is not None:
+            on_deal(now.played, {"llr": llr, "llr_upper": bounds.upper, "llr_lower": bounds.lower, **now.figure})
+        if now.ready:
+            decision = bounds.decide(llr)
+        if decision is not None or now.exhausted:
+            break
+    if decision is not None:
+        return decision, True, llr
+    return ("H1" if truncation == "nearer" and llr >= 0 else "H0"), False, llr
 
 
 @dataclass(frozen=True)
@@ -153,10 +200,10 @@ def sequential_test(
     min_games: int,
     max_games: int,
     confidence: float = 0.95,
-    on_deal: Callable[[int, dict[str, float]], None] | None = None,
+    on_deal: OnDeal | None = None,
     *,
     draws: Literal["loss", "exclude"] = "loss",
-    truncation: Literal["H0", "nearer"] = "H0",
+    truncation: Truncation = "H0",
 ) -> SequentialResult:
     """Run an SPRT over duplicate deals, the deal as the unit, stopping early.
 
@@ -194,24 +241,18 @@ def sequential_test(
     if draws not in ("loss", "exclude") or truncation not in ("H0", "nearer"):
         raise ValueError(f"draws must be 'loss' or 'exclude', truncation 'H0' or 'nearer'; got {draws!r}, {truncation!r}")
     tally = DealTally()
-    played = drawn = 0
-    decision: Hypothesis | None = None
-    for deal in outcomes:
-        played += len(deal)
+    counts = {"played": 0, "drawn": 0}
+
+    def step(deal: Sequence[bool | None]) -> DealStep:
         n_drawn = sum(1 for x in deal if x is None)
-        drawn += n_drawn
+        counts["played"] += len(deal)
+        counts["drawn"] += n_drawn
         tally.add(sum(1 for x in deal if x), len(deal) - (n_drawn if draws == "exclude" else 0))
-        llr = test.llr(*tally.effective())
-        if on_deal is not None:
-            on_deal(played, {"llr": llr, "llr_upper": test.upper, "llr_lower": test.lower, "win_rate": tally.rate})
-        if tally.trials >= min_games:
-            decision = "H1" if llr >= test.upper else "H0" if llr <= test.lower else None
-        if decision is not None or played >= max_games:
-            break
-    llr = test.llr(*tally.effective())
-    decided_early = decision is not None
-    if decision is None:
-        decision = "H1" if truncation == "nearer" and llr >= 0 else "H0"
+        ready, exhausted = tally.trials >= min_games, counts["played"] >= max_games
+        return DealStep(counts["played"], test.llr(*tally.effective()), {"win_rate": tally.rate}, ready, exhausted)
+
+    decision, decided_early, llr = walk_deals(outcomes, step, test, on_deal, truncation)
+    played, drawn = counts["played"], counts["drawn"]
     low, high = tally.interval(confidence)
     return SequentialResult(
         games=tally.trials, wins=tally.successes, draws=drawn, win_rate=tally.rate, win_rate_low=low,
