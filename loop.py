@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ml.base.cli_args import mixture_weight, positive_int
 from ml.driver.onnx_cmd import add_export_parser
 
 if TYPE_CHECKING:
@@ -37,25 +37,6 @@ if TYPE_CHECKING:
 
 LOCKED = (None, "promote", "import-forge")
 """The commands that take the one-instance lock (a run, an override, a profile, promote, import-forge)."""
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an int >= 1."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def forge_weight(text: str) -> float:
-    """``import-forge --weight``: a finite mixture weight >= 0 (argparse refuses anything else before any work)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0 (a mixture weight), got {text!r}")
-    return value
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -135,7 +116,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="card table to merge into data/forge/cards.yaml: a YAML mapping `card name: kind` (land, creature, removal, "
         "draw, ramp, wipe) for cards outside the built-in pool; used for labels only, never changes a built-in card",
     )
-    imp.add_argument("--weight", type=forge_weight, default=1.0, help="train.source_weights.forge if unset (default 1, >= 0)")
+    imp.add_argument(
+        "--weight", type=mixture_weight, default=1.0, help="train.source_weights.forge if unset (default 1, >= 0)"
+    )
     add_export_parser(sub)
     return p.parse_args(argv)
 

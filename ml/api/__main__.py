@@ -24,30 +24,9 @@ import uvicorn
 from ml.api.app import create_app, is_loopback
 from ml.api.policy import DEFAULT_MAX_BODY_BYTES
 from ml.api.readers import RepoReadError
+from ml.base.cli_args import body_bytes, port
 
 TOKEN_ENV = "DISTILL_API_TOKEN"
-
-
-def _port(text: str) -> int:
-    """argparse type: a TCP port, 1 to 65535."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 1 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is 1 to 65535, got {port}")
-    return port
-
-
-def _body_bytes(text: str) -> int:
-    """argparse type: a body limit in bytes, >= 1."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of bytes: {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"a body limit is at least 1 byte, got {n}")
-    return n
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -56,10 +35,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--repo", type=Path, default=Path("."), help="loop repository root (default: current directory)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, loopback only)")
-    p.add_argument("--port", type=_port, default=8765, help="port, 1-65535 (default: 8765)")
+    p.add_argument("--port", type=port, default=8765, help="port, 1-65535 (default: 8765)")
     p.add_argument("--token", default=None, help=f"bearer token of the control endpoints (default: ${TOKEN_ENV})")
     p.add_argument(
-        "--max-body-bytes", type=_body_bytes, default=DEFAULT_MAX_BODY_BYTES,
+        "--max-body-bytes", type=body_bytes, default=DEFAULT_MAX_BODY_BYTES,
         help=f"largest request body in bytes, 413 beyond it (default: {DEFAULT_MAX_BODY_BYTES}, 4096 decision points of 8 KiB)",
     )  # fmt: skip
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"], help="server log level")

@@ -52,7 +52,7 @@ def import_command(loop: ImportingRepo, paths: Sequence[Path], cards: Path | Non
         loop: the repository (``ml.driver.orchestrator.Loop``: :class:`ImportingRepo`).
         paths: Forge files to import.
         cards: a card table to merge into ``data/forge/cards.yaml``, or None.
-        weight: the ``forge`` mixture weight to set when there is none (finite, >= 0: ``loop.py``'s ``forge_weight``).
+        weight: the ``forge`` mixture weight to set when there is none (finite, >= 0: ``ml.base.cli_args.mixture_weight``).
 
     Returns:
         0 when every file was imported (or already was), bad lines left out and listed;
