@@ -104,9 +104,9 @@ class TeacherParams(_Section):
     the Elo anchor) is. The commander's: ``heuristic``. An OpenSpiel game's: ``heuristic`` MCTS (sees
     hidden cards), ``uniform``, ``ismcts`` (information-set MCTS, ``mcts_*`` knobs), ``cfr`` (CFR+'s
     average policy, games of at most ``ml.game.openspiel.players.CFR_MAX_HISTORIES`` histories); all but MCTS
-    write their distribution into the records' ``policy`` (ml/game/openspiel_env.py). A PettingZoo
+    write their distribution into the records' ``policy`` (ml/game/openspiel/players.py). A PettingZoo
     game's: ``random`` or ``<module>:<callable>``, ``fn(observation, mask) -> action``
-    (ml/game/pettingzoo/load.py)."""
+    (ml/game/pettingzoo/players.py)."""
 
     @field_validator("policy")
     @classmethod

@@ -2,7 +2,8 @@
 
 The generic modules (``ml.data.dataset``, ``ml.play.rollout``, ``ml.play.collect``, ``ml.learn.ppo``, ``ml.judge.tournament``)
 see a game only through these protocols and ``ml.game.protocol.GameSpec``; they never import a
-game package (``ml.game.commander``). ``ml.game.registry`` is the one module that knows both.
+game package (``ml.game.commander``, ``ml.game.openspiel``, ``ml.game.pettingzoo``).
+``ml.game.registry`` makes the spec of a run's game.
 
 ==================== ====================================================================
 ``Encoder``          decision record -> ``float32[obs_dim]``, its label and legal actions

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 from ml.base.io import JSONValue
 from ml.game.commander import forge
 from ml.game.commander.actions import NUM_ACTIONS
+from ml.game.commander.core import warmup
 from ml.game.commander.core.game import CoreGame
-from ml.game.commander.core.warmup import warm_up
 from ml.game.commander.encoding import RecordEncoder
 from ml.game.commander.env import CommanderPodEnv
 from ml.game.commander.features import OBS_DIM
@@ -79,7 +79,7 @@ class CommanderSpec(NotZeroSum):
     def warm_up(self) -> None:
         """Compile, or load from numba's cache, the core's kernels (about 70 s cold on a 2-core machine,
         2-3 s cached; ``ml.game.commander.core.warmup``); once per process."""
-        warm_up()
+        warmup.warm_up()
 
     def make_player(self, kind: str, seed: int) -> ScriptedPlayer:
         """Raises ValueError: the scripted seats play inside the core (``CoreGame``; ``seat_kind``)."""
