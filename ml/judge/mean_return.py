@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ml.judge.sequential import DealStep, Hypothesis, OnDeal, Truncation, WaldBounds, check_error_rates, walk_deals
+from ml.judge.sequential import DealStep, Hypothesis, Margin, OnDeal, Truncation, WaldBounds, check_error_rates, walk_deals
 
 
 @dataclass
@@ -136,18 +136,15 @@ class MeanTestResult:
 
 
 @dataclass(frozen=True)
-class ReturnNonInferiority(MeanTestResult):
-    """What :func:`return_non_inferiority` found (the :class:`MeanTestResult`, and these).
+class ReturnNonInferiority(MeanTestResult, Margin):
+    """What :func:`return_non_inferiority` found (the :class:`MeanTestResult`, the ``ml.judge.sequential.Margin``
+    in chips per game, and this).
 
     Attributes:
         par: mean return of an equal candidate (chips per game).
-        margin: the fall back rejected (chips per game).
-        regression: True when H0 (worse by the margin) was accepted: the candidate is rejected.
     """
 
     par: float
-    margin: float
-    regression: bool
 
 
 def sequential_mean_test(
@@ -204,16 +201,9 @@ def sequential_mean_test(
 
 
 def return_non_inferiority(
-    deals: Iterator[Sequence[float]],
-    par: float,
-    margin: float,
-    *,
-    alpha: float = 0.05,
-    beta: float = 0.05,
-    min_deals: int = 100,
-    max_deals: int = 1000,
-    confidence: float = 0.95,
-) -> ReturnNonInferiority:
+    deals: Iterator[Sequence[float]], par: float, margin: float, *, alpha: float = 0.05, beta: float = 0.05,
+    min_deals: int = 100, max_deals: int = 1000, confidence: float = 0.95,
+) -> ReturnNonInferiority:  # fmt: skip
     """Sequential non-inferiority test of a candidate's mean return against the current player.
 
     The return analogue of :func:`student_non_inferiority` for zero-sum games: the candidate

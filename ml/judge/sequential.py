@@ -180,18 +180,28 @@ class SequentialResult(FirstPlaceFigures):
 
 
 @dataclass(frozen=True)
-class NonInferiority(SequentialResult):
-    """What :func:`student_non_inferiority` found (the :class:`SequentialResult`, ``games`` decisive games, and these).
+class Margin:
+    """What a non-inferiority test adds to its sequential test's result.
 
     Attributes:
-        parity: the first-place share of an equal candidate, ``1 / pod_size``.
-        margin: the fall back rejected (share below parity).
+        margin: the fall back rejected (in the test's unit: a first-place share, chips per game).
         regression: True when H0 (worse by the margin) was accepted: the candidate is rejected.
     """
 
-    parity: float
     margin: float
     regression: bool
+
+
+@dataclass(frozen=True)
+class NonInferiority(SequentialResult, Margin):
+    """What :func:`student_non_inferiority` found (the :class:`SequentialResult`, ``games`` decisive
+    games, the :class:`Margin` as a share below parity, and this).
+
+    Attributes:
+        parity: the first-place share of an equal candidate, ``1 / pod_size``.
+    """
+
+    parity: float
 
 
 def sequential_test(
