@@ -42,6 +42,7 @@ from ml.api.control import LoopController
 from ml.api.readers import RepoView, per_generation
 from ml.api.status import loop_status
 from ml.api.vega import composition_chart, elo_chart
+from ml.config.yaml_file import safe_yaml
 from tests.conftest import ROOT, git, wait_for
 
 FAKE_LOOP = """
@@ -354,10 +355,10 @@ def test_params_with_a_nul_byte_is_one_line(repo: Path, launches: list, caplog: 
     """Issue 24, item 4: the status read logs one line naming the file, line and column and goes on;
     a start with overrides answers 409 with that line, writes nothing and launches nothing."""
     text = (repo / "params.yaml").read_text()
-    bad = text.replace("  epochs: 8\n", "  epochs: 8\0\n", 1)
+    bad = text.replace("\ntrain:\n  epochs: 8\n", "\ntrain:\n  epochs: 8\0\n", 1)
     (repo / "params.yaml").write_text(bad)
     git(repo, "commit", "-qam", "a NUL")
-    line = text[: text.index("  epochs: 8\n")].count("\n") + 1
+    line = text[: text.index("\ntrain:\n  epochs: 8\n")].count("\n") + 3
     problem = f"{repo / 'params.yaml'}:{line}:12: a NUL byte (U+0000) is not allowed in YAML"
     c = client(repo)
     with caplog.at_level("WARNING", logger="ml.api.readers"):
@@ -380,7 +381,7 @@ def test_start_commits_params_overrides(repo: Path, launches: list):
     r = c.post("/api/ml/distill/start", json=body)
     assert r.status_code == 200, r.text
     text = (repo / "params.yaml").read_text()
-    assert "epochs: 3" in text and "hidden_sizes: [64, 64]" in text and "games: 120" in text
+    assert "epochs: 3" in text and "games: 120" in text and safe_yaml().load(text)["train"]["hidden_sizes"] == [64, 64]
     comments = [line for line in before.splitlines() if line.lstrip().startswith("#")]
     assert comments and all(line in text for line in comments)  # comments kept
     assert git(repo, "log", "-1", "--format=%s").startswith("params: overrides from the dashboard")

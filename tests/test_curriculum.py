@@ -383,8 +383,8 @@ def test_params_after_the_curriculum_are_byte_identical(tmp_path: Path, style: s
     """Item 5: keys a phase added stayed (``init_checkpoint:``, ``abort_if:``, ``frozen_names:``)
     and the curriculum list was re-indented, so ``dvc status`` was not clean afterwards."""
     path = tmp_path / "params.yaml"
-    if style == "repo":  # comments, flow style, lists indented under their key
-        path.write_text((ROOT / "params.yaml").read_text() + PHASES_TEXT)
+    if style == "repo":  # comments, flow style, lists at their key's indentation (as DVC writes them back)
+        path.write_text((ROOT / "params.yaml").read_text() + PHASES_TEXT.replace("\n  ", "\n"))
     else:  # PyYAML's style: lists at their key's indentation
         path.write_text(yaml_text({**tiny_params(), **safe_yaml().load(PHASES_TEXT)}))
     before, base = path.read_text(), load_params(path)

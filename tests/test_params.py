@@ -144,7 +144,12 @@ def test_key_written_twice(tmp_path: Path):
 
 def test_errors_name_the_line(tmp_path: Path):
     """Item 4: the message had the file and the key, not the line."""
-    text = (ROOT / "params.yaml").read_text().replace("  epochs: 8\n", "  epochs: 0\n").replace("  gated: true", "  gated: 1")
+    text = (
+        (ROOT / "params.yaml")
+        .read_text()
+        .replace("\ntrain:\n  epochs: 8\n", "\ntrain:\n  epochs: 0\n")
+        .replace("  gated: true", "  gated: 1")
+    )
     lines = text.splitlines()
     epochs, gated = lines.index("  epochs: 0") + 1, lines.index("  gated: 1") + 1
     with pytest.raises(ParamsError) as e:
@@ -161,7 +166,12 @@ def test_errors_name_the_line(tmp_path: Path):
 def test_unknown_key_names_its_nearest_field(tmp_path: Path):
     """A typo of a key (``epocs``) or a section (``trian``) is answered with the nearest field of the
     model that holds it, on its line; a key near no field lists that model's fields."""
-    text = (ROOT / "params.yaml").read_text().replace("  epochs: 8\n", "  epocs: 3\n").replace("\ngate:\n", "\ngaet:\n")
+    text = (
+        (ROOT / "params.yaml")
+        .read_text()
+        .replace("\ntrain:\n  epochs: 8\n", "\ntrain:\n  epocs: 3\n")
+        .replace("\ngate:\n", "\ngaet:\n")
+    )
     lines = text.splitlines()
     epocs, gaet = lines.index("  epocs: 3") + 1, lines.index("gaet:") + 1
     with pytest.raises(ParamsError) as e:
@@ -185,7 +195,31 @@ def test_override_changes_one_line_of_the_repo_params(tmp_path: Path):
     assert changed == [("  epochs: 8", "  epochs: 9")] and after.endswith("\n")
 
 
-BAD_BYTES = [  # (what replaces "  epochs: 8\n" of the repo's params.yaml, column, the problem)
+@pytest.mark.parametrize("setting", ["train.epochs=9", "train.hidden_sizes=[64,64]", "profiles.full.selfplay.total_steps=9"])
+def test_dvc_exp_run_set_param_changes_only_its_value(tmp_path: Path, setting: str):
+    """Issue 42, item 3: ``dvc exp run -S train.epochs=2`` rewrote 58 lines of params.yaml (flow mappings
+    re-wrapped at 80 columns, comments moved, ``[256, 256]`` turned into a block list). The file is now
+    in the style DVC's writer (``dvc.utils.hydra.apply_overrides``) writes back: only the value changes."""
+    from dvc.utils.hydra import apply_overrides
+
+    p = tmp_path / "params.yaml"
+    before = (ROOT / "params.yaml").read_text()
+    p.write_text(before)
+    apply_overrides(p, [setting])
+    after = p.read_text()
+    key, value = setting.rsplit("=", 1)
+    changed = [(a, b) for a, b in zip(before.splitlines(), after.splitlines(), strict=True) if a != b]
+    assert len(after.splitlines()) == len(before.splitlines()) and changed
+    assert all(
+        b.strip() in (f"{key.rsplit('.', 1)[1]}: {value}", *(f"- {v}" for v in value.strip("[]").split(",")))
+        for _, b in changed
+    )
+    assert safe_yaml().load(after) != safe_yaml().load(before)
+
+
+EPOCHS = b"\ntrain:\n  epochs: 8\n"
+"""The top-level ``train.epochs`` line of the repo's params.yaml (profiles have their own ``epochs: 8``)."""
+BAD_BYTES = [  # (what replaces "  epochs: 8\n" of EPOCHS, column, the problem)
     (b"  epochs: 8\x00\n", 12, "a NUL byte (U+0000) is not allowed in YAML"),
     (b"  epochs: 8  # caf\xe9\n", 19, "not valid UTF-8 (byte 0xe9); save the file as UTF-8"),
     (b"\tepochs: 8\n", 1, "a tab character where YAML needs spaces (replace it with spaces)"),
@@ -199,16 +233,16 @@ def test_bad_bytes_name_line_and_column(tmp_path: Path, line: bytes, col: int, p
     that are not UTF-8 a UnicodeDecodeError, each a traceback; a tab a message of five lines.
     Now one line, ``<file>:<line>:<col>: <problem>``, from the reader and from the writer alike."""
     text = (ROOT / "params.yaml").read_bytes()
-    assert text.count(b"  epochs: 8\n") == 1
+    assert text.count(EPOCHS) == 1
     p = tmp_path / "params.yaml"
-    p.write_bytes(text.replace(b"  epochs: 8\n", line))
-    lineno = text[: text.index(b"  epochs: 8\n")].count(b"\n") + 1
+    p.write_bytes(text.replace(EPOCHS, b"\ntrain:\n" + line))
+    lineno = text[: text.index(EPOCHS)].count(b"\n") + 3
     expected = f"{p}:{lineno}:{col}: {problem}"
     for read in (load_params, lambda p: overrides_text(p, {"train": {"epochs": 7}})):  # the writer reads with ruamel
         with pytest.raises(ParamsError) as e:
             read(p)
         assert str(e.value) == expected
-    assert p.read_bytes() == text.replace(b"  epochs: 8\n", line)  # nothing written
+    assert p.read_bytes() == text.replace(EPOCHS, b"\ntrain:\n" + line)  # nothing written
 
 
 def test_bad_yaml_is_one_line(tmp_path: Path):
@@ -276,10 +310,10 @@ def test_an_integer_too_long_to_read_is_one_line(tmp_path: Path, capsys: pytest.
     from ml.runtime.cli import stage_setup
 
     text = (ROOT / "params.yaml").read_text()
-    assert text.count("  epochs: 8\n") == 1
+    assert text.count(EPOCHS.decode()) == 1
     p = tmp_path / "params.yaml"
-    p.write_text(text.replace("  epochs: 8\n", f"  epochs: {'9' * 5001}\n"))
-    lineno = text[: text.index("  epochs: 8\n")].count("\n") + 1
+    p.write_text(text.replace(EPOCHS.decode(), f"\ntrain:\n  epochs: {'9' * 5001}\n"))
+    lineno = text[: text.index(EPOCHS.decode())].count("\n") + 3
     expected = f"{p}:{lineno}: train.epochs: an integer of 5001 digits is too long to read (at most 4300)"
     for read in (load_params, lambda p: overrides_text(p, {"train": {"epochs": 7}})):
         with pytest.raises(ParamsError) as e:
@@ -288,7 +322,7 @@ def test_an_integer_too_long_to_read_is_one_line(tmp_path: Path, capsys: pytest.
     with pytest.raises(SystemExit) as exit_:
         stage_setup("train", "", ["--params", str(p)], lambda parser: None)
     assert exit_.value.code == 2 and capsys.readouterr().err == f"error: {expected}\n"
-    assert p.read_text() == text.replace("  epochs: 8\n", f"  epochs: {'9' * 5001}\n")
+    assert p.read_text() == text.replace(EPOCHS.decode(), f"\ntrain:\n  epochs: {'9' * 5001}\n")
 
 
 class _EditedRepo:
@@ -332,7 +366,7 @@ def test_a_byte_order_mark_is_read_and_named_in_the_commit_and_kept_by_the_write
 
     head = (ROOT / "params.yaml").read_bytes()
     p = tmp_path / "params.yaml"
-    edited = head.replace(b"  epochs: 8\n", b"  epochs: 7\n") if edit else head
+    edited = head.replace(EPOCHS, b"\ntrain:\n  epochs: 7\n") if edit else head
     p.write_bytes(b"\xef\xbb\xbf" + edited)
     repo = _EditedRepo(tmp_path, head)
     values = "train.epochs 8 -> 7, " if edit else ""
