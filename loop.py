@@ -201,6 +201,7 @@ def run(args: argparse.Namespace, lock: FileLock | None) -> int:
     from ml.config.yaml_file import ParamsError
     from ml.driver.commands import apply_override, apply_profile, run_attempts
     from ml.driver.dataguard import refuse_foreign_data
+    from ml.driver.experiments import set_aside_experiment
     from ml.driver.orchestrator import Loop
     from ml.driver.teacher_folder import TEACHER_DIR, foreign_files_message, foreign_teacher_files
     from ml.driver.workspace import LoopError, acquire_lock
@@ -225,6 +226,7 @@ def run(args: argparse.Namespace, lock: FileLock | None) -> int:
         load_params(loop.path("params.yaml"), check=check_params)  # a bad value is named before any dirty-tree complaint
         check_cache_cap()
         if args.command is None:  # a run or an override: refused before anything is written
+            set_aside_experiment(loop, state)  # `dvc exp run`'s outputs stashed; params.yaml's value stays
             if foreign := foreign_teacher_files(loop.path(TEACHER_DIR)):
                 raise LoopError(foreign_files_message(foreign, loop.root))
             refuse_foreign_data(loop.root, promotion_pending=state.in_flight is None or not state.in_flight.promoted)
