@@ -140,7 +140,7 @@ def spent(ref: RunRef, through: int | None = None) -> dict[str, float]:
     return spent_by(json.loads(text) if text else [], through)
 
 
-def spent_by(history: list[dict[str, Any]], through: int | None = None) -> dict[str, float]:
+def spent_by(history: list[dict[str, JSONValue]], through: int | None = None) -> dict[str, float]:
     """``spent`` of the attempt entries ``history`` (``state/eval_history.json``), up to generation ``through``."""
     cpu = wall = decisions = 0.0
     attempts = 0
