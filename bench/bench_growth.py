@@ -66,12 +66,12 @@ def _seed_lines(tmp: Path, source: str, code: Path) -> list[tuple[str, str, str]
         from ml.config.sections import ExportParams, RunParams
         from ml.model.policy import PolicyNet
         from ml.play.export import export_batch
-        from ml.play.rollout import StagePlay
+        from ml.play.runner import StagePlay
 
         net = PolicyNet(game.obs_dim, (64,), game.num_actions)
         export_batch(net, out, ExportParams(games=48), RunParams(), game, StagePlay(1), num_envs=8)
     else:
-        from ml.play.rollout import StagePlay
+        from ml.play.runner import StagePlay
         from ml.play.teacher import write_teacher_batch
 
         write_teacher_batch(out, game, params.teacher.model_copy(update={"games": 24}), "seed", StagePlay(1))

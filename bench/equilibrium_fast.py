@@ -29,7 +29,7 @@ from ml.learn.ppo import train_ppo
 from ml.learn.settings import RunSettings
 from ml.learn.supervised import TrainingData, build_and_train
 from ml.play.export import export_batch
-from ml.play.rollout import StagePlay
+from ml.play.runner import StagePlay
 from ml.play.teacher import write_teacher_batch
 
 

@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     from ml.game.registry import make_game
     from ml.model.policy import load_policy
     from ml.play.export import export_batch
-    from ml.play.rollout import StagePlay
+    from ml.play.runner import StagePlay
     from ml.runtime.compute import open_executor
     from ml.runtime.executor import ComputeError
 

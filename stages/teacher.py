@@ -23,7 +23,7 @@ def _args(p: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     args, params = stage_setup("teacher", __doc__, argv, _args)
     from ml.game.registry import make_game
-    from ml.play.rollout import StagePlay
+    from ml.play.runner import StagePlay
     from ml.play.teacher import write_teacher_batch
     from ml.runtime.compute import open_executor
     from ml.runtime.executor import ComputeError

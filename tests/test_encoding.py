@@ -91,7 +91,7 @@ def test_teacher_and_ppo_records_agree(encoder, tmp_path):
     from ml.config.sections import ExportParams, RunParams, TeacherParams
     from ml.model.policy import PolicyNet
     from ml.play.export import export_batch
-    from ml.play.rollout import StagePlay
+    from ml.play.runner import StagePlay
     from ml.play.teacher import write_teacher_batch
 
     write_teacher_batch(tmp_path / "teacher", commander(6, 30), TeacherParams(games=3), "six", StagePlay(4))

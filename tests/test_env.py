@@ -148,7 +148,7 @@ def test_runner_finishes_games_over_before_any_decision(pod_size: int, max_turns
     import torch
 
     from ml.game.commander.spec import commander
-    from ml.play.rollout import Controller, Pods, play_games
+    from ml.play.runner import Controller, Pods, play_games
 
     n = 40
     seatings = [["h"] * pod_size for _ in range(n)]

@@ -37,7 +37,7 @@ from ml.learn.ppo import SelfplayMetrics, train_ppo
 from ml.learn.settings import RunSettings
 from ml.learn.supervised import TrainingData, build_and_train
 from ml.model.policy import PolicyNet
-from ml.play.rollout import StagePlay
+from ml.play.runner import StagePlay
 from ml.play.teacher import write_teacher_batch
 from tests.conftest import ROOT
 

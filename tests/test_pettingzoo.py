@@ -44,7 +44,7 @@ from ml.game.pettingzoo.spec import pettingzoo
 from ml.game.record import OpenSpielRecord
 from ml.game.registry import make_game
 from ml.model.serving import MicroBatcher
-from ml.play.rollout import Controller, Keep, Pods, play_games
+from ml.play.runner import Controller, Keep, Pods, play_games
 from ml.play.seating import game_seeds
 from tests.conftest import ROOT, attempt_commits, make_project_copy, run_loop, run_pipeline, tiny_params
 
@@ -454,7 +454,7 @@ def test_ray_workers_get_the_user_module_and_the_local_bits(nim: Path, tmp_path:
         from ml.runtime.compute import make_executor
         from ml.game.pettingzoo.spec import pettingzoo
         from ml.config.sections import ComputeParams, TeacherParams
-        from ml.play.rollout import StagePlay
+        from ml.play.runner import StagePlay
         from ml.play.teacher import write_teacher_batch
         out = Path({str(tmp_path)!r})
         game = pettingzoo({NIM!r}, None, "tiny_nim:teacher")  # imports the module: the executor ships it

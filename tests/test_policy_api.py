@@ -36,7 +36,7 @@ from ml.game.commander.features import feature_names
 from ml.game.commander.spec import commander
 from ml.game.schema_errors import UNION_TAG_RE
 from ml.model.policy import PolicyNet, save_policy
-from ml.play.rollout import StagePlay
+from ml.play.runner import StagePlay
 from ml.play.teacher import write_teacher_batch
 
 ATTEMPT = "20260101-0000-gen001-a1"

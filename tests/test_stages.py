@@ -221,7 +221,7 @@ def test_the_teacher_compiles_the_core_before_its_clock_and_bar_start(tmp_path, 
     import ml.play.teacher as teacher_mod
     from ml.config.sections import TeacherParams
     from ml.game.commander.spec import commander
-    from ml.play.rollout import StagePlay
+    from ml.play.runner import StagePlay
 
     order: list[str] = []
     real_warm_up, real_bar = warmup.warm_up, teacher_mod.ProgressBar

@@ -19,7 +19,7 @@ from ml.driver.workspace import LoopError
 from ml.game.protocol import GameSpec
 from ml.judge.deals import pod_win_rate
 from ml.model.policy import PolicyNet, load_policy, save_policy
-from ml.play.rollout import Controller
+from ml.play.runner import Controller
 from ml.runtime.executor import LOCAL, Executor
 
 BOTS_DIR = Path("bots/promoted")

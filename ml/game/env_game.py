@@ -3,7 +3,7 @@
 OpenSpiel games (``ml.game.openspiel.env.OpenSpielEnv``, one ``pyspiel`` state per row) and
 PettingZoo envs (``ml.game.pettingzoo.env.PettingZooEnv``) play through it; the tests also run
 the Commander's object engine through it (``ml.game.commander.reference``), the oracle the
-compiled core is checked against (``tests/test_rollout.py``). Each row holds one env and the scripted players of its seats
+compiled core is checked against (``tests/test_runner.py``). Each row holds one env and the scripted players of its seats
 (``GameSpec.make_player(kind, seed * PLAYER_SEED_STRIDE + seat)``); ``step`` applies each
 row's action with ``env.step``, then lets the row's scripted seats act on ``env.state``
 until a caller-answered seat is to act, stepping terminated agents out (the AEC dead-step

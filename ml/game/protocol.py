@@ -5,7 +5,7 @@ A game kind is a package under ``ml.game`` (``commander``, ``openspiel``, ``pett
 run's params name. The generic modules (``ml.play``, ``ml.learn``, ``ml.judge``, ``ml.data``)
 ask the spec, never which kind it is.
 
-``ml.play.rollout.play_games`` plays every game through :class:`Game` (``GameSpec.batched``);
+``ml.play.runner.play_games`` plays every game through :class:`Game` (``GameSpec.batched``);
 implementations: ``ml.game.commander.core.game.CoreGame`` (the compiled Commander core, arrays
 stepped by numba kernels) and ``ml.game.env_game.EnvGame`` (rows of PettingZoo AEC envs at
 Python speed: OpenSpiel games over ``pyspiel`` states, PettingZoo envs).
@@ -45,7 +45,7 @@ from ml.base.io import JSONObject, JSONValue
 from ml.game.spec import Encoder, ScriptedPlayer
 
 PLAYER_SEED_STRIDE = 7
-"""A scripted seat's generator is seeded with ``seed * PLAYER_SEED_STRIDE + seat`` (``ml.play.rollout``, and
+"""A scripted seat's generator is seeded with ``seed * PLAYER_SEED_STRIDE + seat`` (``ml.play.runner``, and
 the ``Game`` implementations that play scripted seats themselves)."""
 
 

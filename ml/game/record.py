@@ -50,7 +50,7 @@ SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 """Versions this reader reads: every one written so far (the changes only added optional keys)."""
 POLICY_DECIMALS = 6
-"""Decimals of the ``policy`` probabilities the writers round to (``ml.play.rollout``, ``ml.game.env_game``)."""
+"""Decimals of the ``policy`` probabilities the writers round to (``ml.play.runner``, ``ml.game.env_game``)."""
 
 POLICY_SUM_TOLERANCE = 1e-3
 """``policy`` must sum to 1 within this (the writer rounds each probability to 6 decimals)."""

@@ -1,6 +1,6 @@
 """Typed interfaces between the generic learning modules and a game.
 
-The generic modules (``ml.data.dataset``, ``ml.play.rollout``, ``ml.play.collect``, ``ml.learn.ppo``, ``ml.judge.tournament``)
+The generic modules (``ml.data.dataset``, ``ml.play.runner``, ``ml.play.collect``, ``ml.learn.ppo``, ``ml.judge.tournament``)
 see a game only through these protocols and ``ml.game.protocol.GameSpec``; they never import a
 game package (``ml.game.commander``, ``ml.game.openspiel``, ``ml.game.pettingzoo``).
 ``ml.game.registry`` makes the spec of a run's game.

@@ -63,7 +63,7 @@ from ml.judge.verdict import (
 from ml.learn.settings import RunSettings
 from ml.learn.supervised import TrainingData, build_and_train, predict
 from ml.model.policy import PolicyNet, load_policy
-from ml.play.rollout import Controller
+from ml.play.runner import Controller
 from ml.runtime.executor import LOCAL, Executor
 
 if TYPE_CHECKING:

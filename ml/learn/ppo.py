@@ -1,6 +1,6 @@
 """PPO self-play started from the supervised student.
 
-* Collection: ``ml.play.rollout.play_games`` with the learner in one seat per pod (rotated
+* Collection: ``ml.play.runner.play_games`` with the learner in one seat per pod (rotated
   through the seats), the other seats drawn from the opponent pool: the heuristic
   teacher, frozen earlier generations, the current policy, the league by PFSP weights
   updated every round from the learner's results (``opponent_mix``, ``ml.play.league``).
@@ -202,7 +202,7 @@ def ppo_update(
     Args:
         net: the policy (trained in place).
         opt: its optimiser.
-        batch: the round's decisions (``ml.play.rollout.Rollout``, T of them, episodes whole),
+        batch: the round's decisions (``ml.play.runner.Rollout``, T of them, episodes whole),
             handed to torch as tensors without a copy on the CPU.
         cfg: PPO knobs (``gamma``, ``gae_lambda``, ``update_epochs``, ``minibatch_size``, coefficients).
         generator: torch RNG of the minibatch order.

@@ -1,6 +1,6 @@
 """Playing games with policies: the rollouts every playing stage shares.
 
-- ``rollout``: batched play of many games through the ``ml.game.protocol.Game`` protocol (rollout arrays).
+- ``runner``: batched play of many games through the ``ml.game.protocol.Game`` protocol (rollout arrays).
 - ``seating``: the seatings (the agent rotated through the seats) and simulator seeds of a stage's games.
 - ``collect``: PPO self-play collection over worker processes.
 - ``teacher``: the teacher's games, written as decision batches.

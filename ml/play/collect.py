@@ -32,7 +32,7 @@ from ml.game.protocol import GameSpec
 from ml.model.policy import PolicyNet
 from ml.play.buffer import Rollout
 from ml.play.league import Tally, learner_points
-from ml.play.rollout import Controller, Keep, Pods, play_games
+from ml.play.runner import Controller, Keep, Pods, play_games
 from ml.play.seating import game_seeds, rotated_seatings
 from ml.runtime.executor import Executor
 

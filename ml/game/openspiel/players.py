@@ -1,4 +1,4 @@
-"""Players for the loop's controller kinds (``ml.play.rollout``): the teacher (kind ``heuristic``),
+"""Players for the loop's controller kinds (``ml.play.runner``): the teacher (kind ``heuristic``),
 chosen by ``teacher.policy`` (``ml.game.openspiel.spec.OpenSpielSpec.make_player``), and
 :class:`UniformPlayer` (kind ``random``). The teachers:
 

@@ -4,7 +4,7 @@ From the same seed a row deals the game the tests' object engine (``ml.game.comm
 deals in ``ReferencePodEnv.reset(seed=seed)`` (game index 0, so the same ``game_id``), its
 scripted seats choose as that engine's ``HeuristicPlayer(seed * 7 + seat)`` and
 ``RandomPlayer(seed * 7 + seat)`` would, and its observations, masks, rewards, records and
-results equal that env's (``tests/test_core_agreement.py``, ``tests/test_rollout.py``). ``ml.game.commander.env.CommanderPodEnv``
+results equal that env's (``tests/test_core_agreement.py``, ``tests/test_runner.py``). ``ml.game.commander.env.CommanderPodEnv``
 is the AEC view of one row.
 """
 

@@ -7,6 +7,6 @@ rule, damage), ``players`` (``HeuristicPlayer``, ``RandomPlayer``) and ``referen
 (``ReferencePodEnv``, its PettingZoo AEC env); ``objects`` plays it as a batched
 ``ml.game.protocol.Game`` (``objects_game``). The product plays through the core only; the
 tests compare the two (``tests/test_core_agreement.py``, ``tests/test_env.py``,
-``tests/test_rollout.py``), and ``bench/bench_selfplay.py`` times it beside the core. The numbers both share are the product's (``ml.game.commander.actions``,
+``tests/test_runner.py``), and ``bench/bench_selfplay.py`` times it beside the core. The numbers both share are the product's (``ml.game.commander.actions``,
 ``pod_rules``, ``core.kernels``), one definition each.
 """

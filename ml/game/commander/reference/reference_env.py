@@ -5,7 +5,7 @@
 (``ml.game.commander.core``), and its AEC env is the N=1 view over it,
 ``ml.game.commander.env.CommanderPodEnv``. This env is the oracle of the agreement tests
 (``tests/test_env.py``, ``tests/test_core_agreement.py``) and, in rows of an ``EnvGame``
-(:func:`ml.game.commander.reference.objects_game`), of ``tests/test_rollout.py``.
+(:func:`ml.game.commander.reference.objects_game`), of ``tests/test_runner.py``.
 
 ==================== ================================================================
 Import               ``from ml.game.commander.reference.reference_env import ReferencePodEnv``

@@ -1,4 +1,4 @@
-"""``ml.play.rollout.play_games``: scripted seats act at once so networks see full batches, and a
+"""``ml.play.runner.play_games``: scripted seats act at once so networks see full batches, and a
 decision budget stops new games without discarding the games in flight."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from ml.game.commander.encoding import OBS_DIM
 from ml.game.commander.reference.objects import objects_game
 from ml.game.commander.spec import CommanderSpec, commander
 from ml.model.policy import PolicyNet
-from ml.play.rollout import Controller, Keep, Pods, StagePlay, play_games
+from ml.play.runner import Controller, Keep, Pods, StagePlay, play_games
 from ml.play.seating import game_seeds, rotated_seatings
 
 

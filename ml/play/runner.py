@@ -7,7 +7,7 @@ through the typed batched ``ml.game.protocol.Game`` of its ``GameSpec.batched``:
 Commander's compiled core (scripted seats play inside its ``step``), or rows of AEC envs
 (``ml.game.env_game.EnvGame``: OpenSpiel states, PettingZoo envs). The tests play the same
 games through the Commander's object engine (``ml.game.commander.reference``) and check the
-results, transitions and records against the core's (``tests/test_rollout.py``).
+results, transitions and records against the core's (``tests/test_runner.py``).
 All network-controlled decisions pending across the concurrent
 games are answered by one forward pass per network (scripted seats act at once, so the games
 wait on networks only). The controller kind
