@@ -10,7 +10,7 @@
     python loop.py compare RUN_A RUN_B  # two runs' results head to head and against the same teachers
     python loop.py promote gen003-a1 [--name NAME]   # keep that attempt's student as a bot
     python loop.py import-forge PATH... [--cards TABLE]  # Forge files as teacher data (data/forge)
-    python loop.py export-onnx [MODEL] [--out FILE]   # a student or bot as ONNX + feature layout (JVM)
+    python loop.py onnx [MODEL] [--out FILE]   # a student or bot as ONNX + feature layout (JVM)
 
 Safe to stop at any moment (Ctrl-C, kill -9) and start again: it resumes the attempt in
 flight. A second instance on the same repo refuses to start. See ml/driver/orchestrator.py.
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ml.base.cli_args import mixture_weight, positive_int
-from ml.driver.onnx_cmd import add_export_parser
+from ml.driver.onnx_cmd import add_onnx_parser
 
 if TYPE_CHECKING:
     from filelock import FileLock
@@ -52,7 +52,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     over = p.add_mutually_exclusive_group()
     over.add_argument("--force-retry", action="store_true", help="unblock a blocked generation and retry it (after a fix)")
     over.add_argument("--skip-to-next-stage", action="store_true", help="leave a blocked generation and start the next one")
-    sub = p.add_subparsers(dest="command", metavar="{elo,eval,compare,promote,import-forge,export-onnx}")
+    sub = p.add_subparsers(dest="command", metavar="{elo,eval,compare,promote,import-forge,onnx}")
     sub.add_parser(
         "elo",
         help="print the latest Elo table (state/elo_history.json)",
@@ -119,7 +119,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     imp.add_argument(
         "--weight", type=mixture_weight, default=1.0, help="train.source_weights.forge if unset (default 1, >= 0)"
     )
-    add_export_parser(sub)
+    add_onnx_parser(sub)
     return p.parse_args(argv)
 
 
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     return run(args, lock)
 
 
-READ_ONLY = ("elo", "eval", "compare", "export-onnx")
+READ_ONLY = ("elo", "eval", "compare", "onnx")
 """The commands that change nothing in the repository (no lock, no checks of the tree)."""
 
 
@@ -187,9 +187,9 @@ def read_only(loop: Loop, args: argparse.Namespace) -> int:
         gens = (args.generation_a, args.generation_b)
         gens = (gens[0] if gens[0] is not None else args.generation, gens[1] if gens[1] is not None else args.generation)
         return compare(loop.root, (args.run_a, args.run_b), args.games, gens, args.json)
-    from ml.driver.onnx_cmd import export_command
+    from ml.driver.onnx_cmd import onnx_command
 
-    return export_command(loop, args.model, args.out)
+    return onnx_command(loop, args.model, args.out)
 
 
 def run(args: argparse.Namespace, lock: FileLock | None) -> int:

@@ -63,9 +63,9 @@ def workload() -> dict[str, float | str]:
         return out
 
     ml.learn.ppo.ppo_update = timed
-    pc = SelfplayParams(total_steps=6000, num_envs=16, rollout_steps=3000, lr=3e-4, gamma=0.995, gae_lambda=0.95, clip_coef=0.2,
+    pc = SelfplayParams(learner_decisions=6000, num_envs=16, rollout_steps=3000, lr=3e-4, gamma=0.995, gae_lambda=0.95, clip_coef=0.2,
                         ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5, update_epochs=4, minibatch_size=512,
-                        opponent_mix={"heuristic": 1.0}, workers=1, rollout_chunks=8)  # fmt: skip
+                        opponent_mix={"teacher": 1.0}, workers=1, rollout_chunks=8)  # fmt: skip
     torch.manual_seed(0)
     t = time.process_time()
     train_ppo(PolicyNet(OBS_DIM, (256, 256)), {}, pc, commander(4, 30), RunSettings(0))

@@ -25,7 +25,7 @@ from ml.learn.ppo import train_ppo
 from ml.learn.settings import RunSettings
 from ml.model.policy import PolicyNet
 
-MIX = {"heuristic": 0.4, "league": 0.3, "self": 0.3}
+MIX = {"teacher": 0.4, "league": 0.3, "self": 0.3}
 SETTINGS = {
     "89bb6bb full (reference)": dict(num_envs=16, rollout_steps=4096, rollout_chunks=8, update_epochs=4, minibatch_size=512),
     "64 games, 2 chunks": dict(num_envs=64, rollout_steps=8192, rollout_chunks=2, update_epochs=4, minibatch_size=512),
@@ -42,7 +42,7 @@ def measure(knobs: dict[str, int], decisions: int, workers: int) -> dict[str, fl
     torch.manual_seed(0)
     net = PolicyNet(OBS_DIM, (256, 256))
     league = {"frozen:gen000": PolicyNet(OBS_DIM, (256, 256))}
-    cfg = SelfplayParams(total_steps=decisions, workers=workers, opponent_mix=MIX, **knobs)
+    cfg = SelfplayParams(learner_decisions=decisions, workers=workers, opponent_mix=MIX, **knobs)
     t = time.perf_counter()
     _, m = train_ppo(net, league, cfg, commander(4, 30), RunSettings(0))
     wall = time.perf_counter() - t

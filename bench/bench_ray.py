@@ -67,10 +67,10 @@ def main() -> None:
     cluster.wait_for_nodes()
     executor = make_executor(ComputeParams(backend="ray", address=cluster.address))
     try:
-        sp = SelfplayParams(total_steps=a.rounds * a.rollout_steps, rollout_steps=a.rollout_steps, rollout_chunks=a.chunks,
-                            workers=2, opponent_mix={"heuristic": 0.6, "self": 0.4})  # fmt: skip
+        sp = SelfplayParams(learner_decisions=a.rounds * a.rollout_steps, rollout_steps=a.rollout_steps, rollout_chunks=a.chunks,
+                            workers=2, opponent_mix={"teacher": 0.6, "self": 0.4})  # fmt: skip
         cfg = sp
-        selfplay(sp.model_copy(update={"total_steps": a.rollout_steps // 4}), executor)  # warm the Ray workers
+        selfplay(sp.model_copy(update={"learner_decisions": a.rollout_steps // 4}), executor)  # warm the Ray workers
         local_dps, local_w = selfplay(cfg)
         ray_dps, ray_w = selfplay(cfg, executor)
         same = all(torch.equal(v, ray_w[k]) for k, v in local_w.items())

@@ -72,9 +72,9 @@ def bench_rules(seconds: float) -> float:
 def bench_env(seconds: float) -> float:
     encoder = RecordEncoder()
     net = PolicyNet(OBS_DIM, (256, 256))
-    controllers = {"agent": Controller("net", net), "heuristic": Controller("heuristic")}
+    controllers = {"agent": Controller("net", net), "teacher": Controller("teacher")}
     n = 400
-    seatings = rotated_seatings(n, 4, "agent", lambda g: ["heuristic"] * 3)
+    seatings = rotated_seatings(n, 4, "agent", lambda g: ["teacher"] * 3)
     started, decisions = time.perf_counter(), 0
     runner = play_games(Pods(seatings, game_seeds(0, n)), controllers, game=commander(4, 30), num_envs=16, encoder=encoder,
                         generator=torch.Generator().manual_seed(0))  # fmt: skip
@@ -102,9 +102,9 @@ def bench_ppo(seconds: float, workers: int, num_envs: int = 16, chunks: int = 8)
 def _train_ppo(seconds: float, workers: int, num_envs: int, chunks: int) -> tuple[float, float, float]:
     """``bench_ppo``'s run: (all-seat decisions/s while collecting, update samples/s, seconds of collection)."""
     steps = max(2, round(seconds)) * PPO_ROLLOUT
-    cfg = SelfplayParams(total_steps=steps, num_envs=num_envs, rollout_steps=PPO_ROLLOUT, lr=3e-4, gamma=0.995,
+    cfg = SelfplayParams(learner_decisions=steps, num_envs=num_envs, rollout_steps=PPO_ROLLOUT, lr=3e-4, gamma=0.995,
                          gae_lambda=0.95, clip_coef=0.2, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5, update_epochs=4,
-                         minibatch_size=512, opponent_mix={"heuristic": 1.0}, workers=workers, rollout_chunks=chunks)  # fmt: skip
+                         minibatch_size=512, opponent_mix={"teacher": 1.0}, workers=workers, rollout_chunks=chunks)  # fmt: skip
     torch.manual_seed(0)
     _, m = train_ppo(PolicyNet(OBS_DIM, (256, 256)), {}, cfg, commander(4, 30), RunSettings(0))
     rate = m["selfplay/all_seat_decisions_per_s"]

@@ -42,7 +42,7 @@ def main() -> None:
     ap.add_argument("--observation", default="information_state", choices=["observation", "information_state"])
     ap.add_argument("--teacher-games", type=int, default=5000)
     ap.add_argument("--generations", type=int, default=0, help="PPO generations after the first student")
-    ap.add_argument("--ppo-steps", type=int, default=20000, help="selfplay.total_steps per generation")
+    ap.add_argument("--ppo-steps", type=int, default=20000, help="selfplay.learner_decisions per generation")
     ap.add_argument("--export-games", type=int, default=2000)
     ap.add_argument("--only-wins", action="store_true")
     ap.add_argument("--magnet", type=float, default=0.0, help="selfplay.magnet_kl")
@@ -81,7 +81,7 @@ def main() -> None:
                               "wall_s": round(time.time() - started, 1)}), flush=True)  # fmt: skip
             if gen == a.generations:
                 break
-            cfg = SelfplayParams(**{**base.selfplay.model_dump(), "total_steps": a.ppo_steps,
+            cfg = SelfplayParams(**{**base.selfplay.model_dump(), "learner_decisions": a.ppo_steps,
                                     "rollout_steps": 4000, "minibatch_size": 256, "workers": 1, "rollout_chunks": 4,
                                     "opponent_mix": mix, "magnet_kl": a.magnet})  # fmt: skip
             agent, pm = train_ppo(net, {}, cfg, game, RunSettings(200 + gen + a.seed))

@@ -39,12 +39,12 @@ def student_vs_teachers(repo: Path, games: int, seed: int = 99) -> dict[str, tup
     scale = game.make_env().reward_scale if game.make_env().zero_sum else 1.0
     n = game.num_players
     seeds = [s for s in game_seeds(seed, max(1, games // n)) for _ in range(n)]
-    seatings = rotated_seatings(len(seeds), n, "student", lambda g: ["heuristic"] * (n - 1))
+    seatings = rotated_seatings(len(seeds), n, "student", lambda g: ["teacher"] * (n - 1))
     folders = [repo / "data/merged/students", repo / "data/students"]  # merged: the last generation's too
     out = {}
     for path in max((sorted(f.glob("*.pt")) for f in folders), key=len):
         net, _ = load_policy(path)
-        ctrl = {"student": Controller("net", net, greedy=True), "heuristic": Controller("heuristic")}
+        ctrl = {"student": Controller("net", net, greedy=True), "teacher": Controller("teacher")}
         played = play_games(Pods(seatings, seeds), ctrl, num_envs=8, generator=torch.Generator().manual_seed(seed), game=game)
         results = sorted(played, key=lambda r: r.index)  # game order: deal d is games d*n .. d*n+n-1
         seat = [r.seats.index("student") for r in results]

@@ -63,7 +63,7 @@ def main() -> None:
     student, _ = load_policy(args.start)
     resume, done, wall = Resume(student, "start"), 0, 0.0
     for i, end in enumerate(ends):
-        cfg = SelfplayParams(**{**raw, "total_steps": max(1, end - done)})
+        cfg = SelfplayParams(**{**raw, "learner_decisions": max(1, end - done)})
         t = time.perf_counter()
         agent, m = train_ppo(
             student, {}, cfg, game, RunSettings(params.stage_seed("selfplay") + 1000 * i + args.seed), resume=resume
@@ -71,7 +71,7 @@ def main() -> None:
         wall += time.perf_counter() - t
         done += m["selfplay/decisions"]
         resume = Resume(agent, f"segment {i}", resume.optimizer_state)
-        rate = pod_win_rate(Controller("net", agent, greedy=True), Controller("heuristic"), games=args.games, game=game,
+        rate = pod_win_rate(Controller("net", agent, greedy=True), Controller("teacher"), games=args.games, game=game,
                             num_envs=raw["num_envs"], seed=params.stage_seed("eval"))  # fmt: skip
         line = {"label": args.label, "decisions": done, "wall_s": round(wall, 1), "win_rate": round(rate.win_rate, 4),
                 "low": round(rate.low, 4), "high": round(rate.high, 4), "games": rate.games}  # fmt: skip

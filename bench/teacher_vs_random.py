@@ -36,7 +36,7 @@ def main() -> None:
         ap.error(f"--pods must be in {MIN_POD}..{MAX_POD}, got {bad}")
     if args.max_turns < 1:
         ap.error("--max-turns must be >= 1")
-    heuristic, rand = Controller("heuristic"), Controller("random")
+    heuristic, rand = Controller("teacher"), Controller("random")
     print("pod | heuristic vs random, 95% by deal | draws | random vs random (parity) | games")
     for n in sorted(set(args.pods)):
         kw = dict(games=args.games, game=commander(n, args.max_turns), num_envs=16, seed=args.seed)

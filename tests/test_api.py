@@ -215,7 +215,7 @@ def test_history_with_commits(repo: Path):
 def test_elo_history(repo: Path):
     c = client(repo)
     assert c.get("/api/ml/elo/history").json() == []
-    table = [{"player": "heuristic", "elo": 1500.0, "low": 1500.0, "high": 1500.0, "games": 40},
+    table = [{"player": "teacher", "elo": 1500.0, "low": 1500.0, "high": 1500.0, "games": 40},
              {"player": "gen000", "elo": 1420.0, "low": 1380.0, "high": 1460.0, "games": 20},
              {"player": "gen001", "elo": 1510.0, "low": 1470.0, "high": 1550.0, "games": 20}]  # fmt: skip
     elo = [{"attempt_id": ATTEMPTS[2][0], "generation": 1, "games": 40, "table": table, "gain": None}]

@@ -5,20 +5,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ml.config.sections import OPPONENT_KINDS
 from ml.play.collect import _opponent_picker
 
 
 @pytest.mark.parametrize(
     "mix",
     [
-        {"heuristic": 0.6, "frozen": 0.2, "self": 0.2},
-        {"heuristic": 1.0},
-        {"random": 0.1, "self": 0.7, "frozen": 0.3, "heuristic": 0.0},
+        {"teacher": 0.6, "frozen": 0.2, "self": 0.2},
+        {"teacher": 1.0},
+        {"random": 0.1, "self": 0.7, "frozen": 0.3, "teacher": 0.0},
     ],
 )
 def test_opponent_draws_are_numpys_weighted_choice(mix):
     frozen = ["gen000", "gen001", "gen002"]
-    kinds = [k for k, w in sorted(mix.items()) if w > 0]
+    kinds = [k for k in OPPONENT_KINDS if mix.get(k, 0) > 0]  # the order the picker lays the weights out in
     weights = np.asarray([mix[k] for k in kinds], np.float64)
     for seed in range(5):
         pick = _opponent_picker(mix, frozen, np.random.default_rng(seed))

@@ -46,7 +46,7 @@ def test_a_policy_against_itself_is_even():
     a = _net(0)
     same = head_to_head(a, a, 6, Play(commander(4, 30), 8, 3))
     assert same.a_first_share == pytest.approx(0.5) and same.games == 24
-    paired = paired_against(a, a, Controller("heuristic"), 6, Play(commander(4, 30), 8, 3))
+    paired = paired_against(a, a, Controller("teacher"), 6, Play(commander(4, 30), 8, 3))
     assert paired.difference.mean == 0.0 and paired.a_rate.mean == paired.b_rate.mean
 
 
@@ -55,8 +55,8 @@ def test_swapping_the_sides_mirrors_the_figures():
     play = Play(commander(4, 30), 8, 5)
     ab, ba = head_to_head(a, b, 6, play), head_to_head(b, a, 6, play)
     assert ab.draws == ba.draws and ab.a_first_share == pytest.approx(1 - ba.a_first_share)
-    pab = paired_against(a, b, Controller("heuristic"), 6, play)
-    pba = paired_against(b, a, Controller("heuristic"), 6, play)
+    pab = paired_against(a, b, Controller("teacher"), 6, play)
+    pba = paired_against(b, a, Controller("teacher"), 6, play)
     assert pab.a_rate == pba.b_rate and pab.difference.mean == pytest.approx(-pba.difference.mean)
 
 

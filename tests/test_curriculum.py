@@ -190,12 +190,16 @@ def test_commit_message_labels_and_aborted_subject():
     first = AttemptLog(
         attempt_id="x-gen001-a1", generation=1, attempt=1, verdict="rejected", phase="gauntlet", figures=figures
     )
-    body = attempt_message(first, {"selfplay.ent_coef": 0.01, "gate.gated": True}, {"selfplay.total_steps": 900})
+    body = attempt_message(first, {"selfplay.ent_coef": 0.01, "gate.gated": True}, {"selfplay.learner_decisions": 900})
     assert "params set on entering phase gauntlet: selfplay.ent_coef = 0.01, gate.gated = True" in body
-    assert "suggester for this attempt" not in body and "next attempt's params nudged: selfplay.total_steps = 900" in body
+    assert (
+        "suggester for this attempt" not in body and "next attempt's params nudged: selfplay.learner_decisions = 900" in body
+    )
     retry = first.model_copy(update={"attempt": 2, "attempt_id": "x-gen001-a2"})
-    body = attempt_message(retry, {"selfplay.total_steps": 900}, {})
-    assert "params nudged by the suggester for this attempt: selfplay.total_steps = 900" in body and "entering" not in body
+    body = attempt_message(retry, {"selfplay.learner_decisions": 900}, {})
+    assert (
+        "params nudged by the suggester for this attempt: selfplay.learner_decisions = 900" in body and "entering" not in body
+    )
 
 
 def test_seeded_student_starts_from_the_seed(tmp_path: Path):
@@ -239,20 +243,22 @@ def test_phase_params_never_outlive_the_phase(tmp_path: Path):
     params = tiny_params()
     params["curriculum"] = [
         {"name": "a", "generations": 1, "overrides": {"selfplay": {"ent_coef": 0.02}}},
-        {"name": "b", "generations": 1, "opponent": "previous_phase", "overrides": {"selfplay": {"total_steps": 1200}}},
+        {"name": "b", "generations": 1, "opponent": "previous_phase", "overrides": {"selfplay": {"learner_decisions": 1200}}},
     ]
     repo = make_project_copy(tmp_path / "repo", params)
     base = load_params(repo / "params.yaml").model_dump(mode="json", exclude={"run"})
     loop, state = Loop(repo, echo=lambda _: None), LoopState()
     state, a1 = _attempt(loop, state, 0, 1)
-    assert a1["selfplay"]["ent_coef"] == 0.02 and a1["selfplay"]["total_steps"] == 600
-    state.nudges = {"selfplay.total_steps": 900, "train.source_weights.ppo": 0.35}  # the suggester, after a1's rejection
+    assert a1["selfplay"]["ent_coef"] == 0.02 and a1["selfplay"]["learner_decisions"] == 600
+    state.nudges = {"selfplay.learner_decisions": 900, "train.source_weights.ppo": 0.35}  # the suggester, after a1's rejection
     state, a2 = _attempt(loop, state, 0, 2)
-    assert a2["selfplay"]["total_steps"] == 900 and a2["train"]["source_weights"]["ppo"] == 0.35
+    assert a2["selfplay"]["learner_decisions"] == 900 and a2["train"]["source_weights"]["ppo"] == 0.35
     state.phase, state.phase_winners = 1, {"a": "gen000"}  # a2 accepted: phase b
     state, b1 = _attempt(loop, state, 1, 1)
     assert b1["train"]["source_weights"] == base["train"]["source_weights"] and b1["selfplay"]["ent_coef"] == 0.01
-    assert b1["selfplay"]["total_steps"] == 1200 and state.phase_restore["selfplay.total_steps"] == 600  # base, not a's 900
+    assert (
+        b1["selfplay"]["learner_decisions"] == 1200 and state.phase_restore["selfplay.learner_decisions"] == 600
+    )  # base, not a's 900
     assert b1["selfplay"]["frozen_names"] == ["gen000"] and b1["selfplay"]["opponent_mix"] == {"frozen": 1.0}
     state.phase = 2  # b passed: the curriculum is over
     state = enter_phase(loop, state, load_params(repo / "params.yaml"))
@@ -288,7 +294,7 @@ def test_human_overrides_leave_a_running_state(tmp_path: Path):
     assert res.returncode == 3 and "BLOCKED" in res.stdout, res.stdout[-3000:] + res.stderr[-3000:]
     (a1, _), (a2, _) = attempt_commits(repo)
     assert "params set on entering phase selfplay: gate.target_win_rate = 0.99" in git(repo, "log", "-1", "--format=%B", a1)
-    assert "params nudged by the suggester for this attempt: selfplay.total_steps = 900" in git(
+    assert "params nudged by the suggester for this attempt: selfplay.learner_decisions = 900" in git(
         repo, "log", "-1", "--format=%B", a2
     )
 
@@ -297,7 +303,7 @@ def test_human_overrides_leave_a_running_state(tmp_path: Path):
     g1 = attempt_commits(repo)[2][0]
     gauntlet = safe_yaml().load(git(repo, "show", f"{g1}:params.yaml"))
     assert gauntlet["selfplay"]["opponent_mix"] == FALLBACK_OPPONENT_MIX and gauntlet["selfplay"]["frozen_names"] is None
-    assert gauntlet["selfplay"]["total_steps"] == 600 and gauntlet["selfplay"]["ent_coef"] == 0.01  # item 11: no leak
+    assert gauntlet["selfplay"]["learner_decisions"] == 600 and gauntlet["selfplay"]["ent_coef"] == 0.01  # item 11: no leak
     assert "phase 'selfplay' passed none" in git(repo, "log", "--format=%B", "--grep=override: skip-to-next-stage")
 
     res = run_loop(repo, "--skip-to-next-stage")  # out of the last phase: done, params.yaml back to the base
@@ -356,7 +362,7 @@ PHASES_TEXT = """curriculum:
     generations: 1
     gated: false
     overrides:
-      selfplay: {opponent_mix: {random: 1.0}, total_steps: 100000}
+      selfplay: {opponent_mix: {random: 1.0}, learner_decisions: 100000}
   - name: selfplay               # gated: the usual gate, retries, blocking
     generations: 1
     overrides:
@@ -397,15 +403,16 @@ def test_params_after_the_curriculum_are_byte_identical(tmp_path: Path, style: s
         params = load_params(path)
         state.nudges = {}
         if state.phase_name == "warmup":
-            assert params.train.init_checkpoint == "data/seed/seed.pt" and params.selfplay.total_steps == 100000
+            assert params.train.init_checkpoint == "data/seed/seed.pt" and params.selfplay.learner_decisions == 100000
         if state.phase_name == "gauntlet":
             assert params.selfplay.frozen_names == ["gen001"] and params.train.init_checkpoint is None
             assert (
-                params.selfplay.total_steps == base.selfplay.total_steps and params.train.ppo_window == base.train.ppo_window
+                params.selfplay.learner_decisions == base.selfplay.learner_decisions
+                and params.train.ppo_window == base.train.ppo_window
             )  # restored
         state = after_attempt(state, generation, attempt, accepted, params, [])
         if not accepted:
-            state.nudges = {"selfplay.total_steps": 250_000}  # the suggester, for the retry
+            state.nudges = {"selfplay.learner_decisions": 250_000}  # the suggester, for the retry
     assert state.phase == 3
     state = enter_phase(loop, state, load_params(path))  # the end: base values back
     after = path.read_text()

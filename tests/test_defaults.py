@@ -2,7 +2,7 @@
 
 Issue 42, item 7: params.yaml said a key left out takes its default from ``ml/config/sections.py``,
 but the two disagreed (``train.source_weights.ppo`` 8.0 there, 0.5 here; ``train.epochs`` 8 and 6;
-``train.samples_per_epoch`` 60000 and 40000; ``train.ppo_window`` 1 and 0; ``selfplay.total_steps``
+``train.samples_per_epoch`` 60000 and 40000; ``train.ppo_window`` 1 and 0; ``selfplay.learner_decisions``
 300000 and 200000; ``teacher.games`` and ``export.games`` 600 and 300), so deleting a line silently
 changed the run. Checks: every field of every section model (nested models included) is written in
 params.yaml's sections (the ``profiles`` block, which holds what differs, aside) with its default's

@@ -153,7 +153,7 @@ def test_runner_finishes_games_over_before_any_decision(pod_size: int, max_turns
     n = 40
     seatings = [["h"] * pod_size for _ in range(n)]
     results = list(
-        play_games(Pods(seatings, list(range(n))), {"h": Controller("heuristic")}, game=commander(pod_size, max_turns),
+        play_games(Pods(seatings, list(range(n))), {"h": Controller("teacher")}, game=commander(pod_size, max_turns),
                    num_envs=8, generator=torch.Generator().manual_seed(0))
     )  # fmt: skip
     assert sorted(r.index for r in results) == list(range(n))
@@ -231,12 +231,12 @@ def test_scripted_action_chooses_as_the_object_players() -> None:
     rng = random.Random(3)
     for g in range(30):
         seed, pod = 1000 + g, 2 + g % (MAX_POD - 1)
-        kinds = {s: rng.choice(["heuristic", "random"]) for s in range(pod)}
+        kinds = {s: rng.choice(["teacher", "random"]) for s in range(pod)}
         view, ref = CommanderPodEnv(pod), ReferencePodEnv(pod)
         view.reset(seed=seed, options={"scripted": kinds})
         ref.reset(seed=seed)
         players = {
-            s: (HeuristicPlayer if kind == "heuristic" else RandomPlayer)(seed * PLAYER_SEED_STRIDE + s)
+            s: (HeuristicPlayer if kind == "teacher" else RandomPlayer)(seed * PLAYER_SEED_STRIDE + s)
             for s, kind in kinds.items()
         }
         while ref.agents:
@@ -268,7 +268,7 @@ def test_scripted_action_chooses_as_the_object_players() -> None:
         (lambda: CommanderPodEnv(4).reset(seed=2**62), "seed must be an int"),
         (lambda: CommanderPodEnv(4).reset(seed=1.5), "seed must be an int"),
         (lambda: CommanderPodEnv(4).reset(seed="abc"), "seed must be an int"),
-        (lambda: CommanderPodEnv(4).reset(seed=1, options={"scripted": {"0": "heuristic"}}), "options['scripted']"),
+        (lambda: CommanderPodEnv(4).reset(seed=1, options={"scripted": {"0": "teacher"}}), "options['scripted']"),
         (lambda: CommanderPodEnv(4).reset(seed=1, options={"scripted": [0, 1]}), "options['scripted']"),
     ],
 )

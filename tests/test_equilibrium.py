@@ -150,7 +150,7 @@ def _kl_to(net: PolicyNet, magnet: PolicyNet, game) -> float:
 
 
 def _ppo(student: PolicyNet, game, **over) -> tuple[PolicyNet, SelfplayMetrics]:
-    knobs = {"total_steps": 1200, "num_envs": 4, "rollout_steps": 400, "lr": 3e-3, "gamma": 1.0, "gae_lambda": 0.95,
+    knobs = {"learner_decisions": 1200, "num_envs": 4, "rollout_steps": 400, "lr": 3e-3, "gamma": 1.0, "gae_lambda": 0.95,
              "clip_coef": 0.2, "ent_coef": 0.0, "vf_coef": 0.5, "max_grad_norm": 0.5, "update_epochs": 4,
              "minibatch_size": 128, "opponent_mix": {"random": 1.0}, "workers": 1, "rollout_chunks": 1}  # fmt: skip
     return train_ppo(student, {}, SelfplayParams(**{**knobs, **over}), game, RunSettings(3))

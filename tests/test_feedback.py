@@ -39,10 +39,10 @@ def test_append_once_and_keep_corrupt_lines(tmp_path, caplog):
 
 def test_suggest_follows_the_failed_check_within_bounds():
     params = Params().model_dump(mode="json")
-    params["selfplay"]["total_steps"] = 200_000  # the values this test was written with (not the defaults)
+    params["selfplay"]["learner_decisions"] = 200_000  # the values this test was written with (not the defaults)
     params["train"]["source_weights"]["ppo"] = 0.5
     strength = suggest(["strength"], params)
-    assert strength == {"selfplay.total_steps": 300_000, "selfplay.ent_coef": 0.015, "selfplay.lr": 0.00021}
+    assert strength == {"selfplay.learner_decisions": 300_000, "selfplay.ent_coef": 0.015, "selfplay.lr": 0.00021}
     holdout = suggest(["holdout"], params)
     assert holdout == {"train.source_weights.ppo": 0.35}
     assert suggest([], params) == {}
@@ -52,6 +52,6 @@ def test_suggest_follows_the_failed_check_within_bounds():
     params["selfplay"]["magnet_kl"] = 1.0
     assert suggest(["nash_conv"], params)["selfplay.magnet_kl"] == 2.25
     at_bounds = Params().model_dump(mode="json")
-    at_bounds["selfplay"].update(total_steps=2_000_000, ent_coef=0.05, lr=1e-5)
+    at_bounds["selfplay"].update(learner_decisions=2_000_000, ent_coef=0.05, lr=1e-5)
     assert suggest(["strength"], at_bounds) == {}
     assert all(r.low <= r.high for r in RULES)

@@ -30,7 +30,7 @@ from ml.play.league import Tally, league_probabilities, learner_points, pfsp_pro
 from tests.conftest import Pipeline, yaml_text
 
 TINY_PPO = dict(
-    total_steps=300, num_envs=4, rollout_steps=150, minibatch_size=64, update_epochs=2, workers=1, rollout_chunks=2
+    learner_decisions=300, num_envs=4, rollout_steps=150, minibatch_size=64, update_epochs=2, workers=1, rollout_chunks=2
 )
 
 
@@ -58,12 +58,12 @@ def test_tally_estimates_and_points():
     for points in (1.0, 1.0, 0.0, 0.5):
         t.add("frozen:gen000", points)
     assert t.games == {"frozen:gen000": 4} and t.win_rate("frozen:gen000") == pytest.approx((2.5 + 1) / (4 + 2))
-    t.add("heuristic", 0.0)
-    assert t.shares() == {"frozen:gen000": 0.8, "heuristic": 0.2}
+    t.add("teacher", 0.0)
+    assert t.shares() == {"frozen:gen000": 0.8, "teacher": 0.2}
     both = Tally()
     both.merge([t, t])
     assert both.games["frozen:gen000"] == 8 and both.score["frozen:gen000"] == 5.0
-    assert league_probabilities(["frozen:gen000", "heuristic"], t, 2.0, 0.0) == pytest.approx(
+    assert league_probabilities(["frozen:gen000", "teacher"], t, 2.0, 0.0) == pytest.approx(
         tuple(pfsp_probabilities(np.array([3.5 / 6, 1 / 3]), 2.0, 0.0))
     )
     returns = np.array([1.0, -1 / 3, -1 / 3, -1 / 3])
@@ -75,7 +75,7 @@ def test_tally_estimates_and_points():
 
 def test_league_draws_are_numpys_weighted_choice():
     mix, league, probs = (
-        {"heuristic": 0.5, "league": 0.5},
+        {"teacher": 0.5, "league": 0.5},
         ("frozen:gen000", "student:gen000", "frozen:gen001"),
         (0.2, 0.7, 0.1),
     )
@@ -83,7 +83,7 @@ def test_league_draws_are_numpys_weighted_choice():
     rng = np.random.default_rng(3)
     expected = []
     for _ in range(2000):
-        kind = ["heuristic", "league"][rng.choice(2, p=[0.5, 0.5])]
+        kind = ["teacher", "league"][rng.choice(2, p=[0.5, 0.5])]
         expected.append(league[rng.choice(3, p=probs)] if kind == "league" else kind)
     got = [pick() for _ in range(2000)]
     assert got == expected
@@ -113,13 +113,13 @@ def test_round_probabilities_decide_whom_the_learner_meets():
 
 def test_league_run_reports_mix_and_estimates():
     student, a, s = _nets(3)
-    cfg = SelfplayParams(**TINY_PPO, opponent_mix={"heuristic": 0.5, "league": 0.5}, pfsp_k=2.0, league_floor=0.1)
+    cfg = SelfplayParams(**TINY_PPO, opponent_mix={"teacher": 0.5, "league": 0.5}, pfsp_k=2.0, league_floor=0.1)
     _, m = train_ppo(student, {"frozen:gen000": a, "student:gen000": s}, cfg, commander(4, 30), RunSettings(4))
     league, mix = m["selfplay/league"], m["selfplay/opponents"]
-    assert set(league) == {"frozen:gen000", "student:gen000"} and set(mix) == {"heuristic", *league}
+    assert set(league) == {"frozen:gen000", "student:gen000"} and set(mix) == {"teacher", *league}
     assert sum(mix.values()) == pytest.approx(1.0)
     seats = 3 * m["selfplay/episodes"]
-    assert sum(v["games"] for v in league.values()) == pytest.approx(seats * (1 - mix["heuristic"]))
+    assert sum(v["games"] for v in league.values()) == pytest.approx(seats * (1 - mix["teacher"]))
     rates = np.array([league[k]["win_rate"] for k in sorted(league)])
     last = np.array([league[k]["prob"] for k in sorted(league)])
     assert last.sum() == pytest.approx(1.0) and last.min() >= 0.1
@@ -129,7 +129,7 @@ def test_league_run_reports_mix_and_estimates():
 
 def test_resumed_agent_continues_its_optimizer():
     student, agent = _nets(2)
-    cfg = SelfplayParams(**TINY_PPO, opponent_mix={"heuristic": 1.0})
+    cfg = SelfplayParams(**TINY_PPO, opponent_mix={"teacher": 1.0})
     first = Resume(agent)
     after_one, m1 = train_ppo(student, {}, cfg, commander(4, 30), RunSettings(5), resume=first)
     steps_one = int(first.optimizer_state["state"][0]["step"])
@@ -178,13 +178,13 @@ def test_selfplay_stage_starts_from_the_newest_agent(pipeline: Pipeline, tmp_pat
         assert code == 0
         return json.loads((tmp_path / f"{out}.json").read_text())
 
-    m = run({"start": "agent", "opponent_mix": {"heuristic": 0.5, "league": 0.5}}, "resumed.pt")
+    m = run({"start": "agent", "opponent_mix": {"teacher": 0.5, "league": 0.5}}, "resumed.pt")
     assert m["selfplay/start"] == "frozen:gen010"
     assert set(m["selfplay/league"]) == {"frozen:gen000", "frozen:gen001", "frozen:gen010", "student:gen000"}
     state = load_optimizer_state(tmp_path / "resumed.pt")
     assert state is not None and int(state["state"][0]["step"]) > 0  # type: ignore[index]
-    m = run({"start": "student", "opponent_mix": {"heuristic": 1.0}}, "fresh.pt")
-    assert m["selfplay/start"] == "student" and m["selfplay/opponents"] == {"heuristic": 1.0}
+    m = run({"start": "student", "opponent_mix": {"teacher": 1.0}}, "fresh.pt")
+    assert m["selfplay/start"] == "student" and m["selfplay/opponents"] == {"teacher": 1.0}
 
 
 @pytest.mark.expensive

@@ -177,8 +177,8 @@ def test_ppo_result_does_not_depend_on_worker_count():
     from ml.learn.ppo import train_ppo
     from ml.learn.settings import RunSettings
 
-    cfg = dict(total_steps=400, num_envs=4, rollout_steps=200, lr=3e-4, gamma=0.99, gae_lambda=0.95, clip_coef=0.2, ent_coef=0.01,
-               vf_coef=0.5, max_grad_norm=0.5, update_epochs=2, minibatch_size=64, opponent_mix={"heuristic": 1.0}, rollout_chunks=4)  # fmt: skip
+    cfg = dict(learner_decisions=400, num_envs=4, rollout_steps=200, lr=3e-4, gamma=0.99, gae_lambda=0.95, clip_coef=0.2, ent_coef=0.01,
+               vf_coef=0.5, max_grad_norm=0.5, update_epochs=2, minibatch_size=64, opponent_mix={"teacher": 1.0}, rollout_chunks=4)  # fmt: skip
     torch.manual_seed(0)
     student = PolicyNet(OBS_DIM, (32,))
     one, m1 = train_ppo(student, {}, SelfplayParams(**cfg, workers=1), commander(4, 30), RunSettings(5))
@@ -194,7 +194,7 @@ def test_checkpoint_of_another_encoder_size_fails_clearly():
     from ml.play.runner import Controller, Pods, play_games
 
     old = PolicyNet(OBS_DIM - 48, (8,))  # an observation size this encoder does not produce
-    games = play_games(Pods([["agent", "h", "h", "h"]], [1]), {"agent": Controller("net", old), "h": Controller("heuristic")},
+    games = play_games(Pods([["agent", "h", "h", "h"]], [1]), {"agent": Controller("net", old), "h": Controller("teacher")},
                        game=commander(4, 30), num_envs=1, generator=torch.Generator())  # fmt: skip
     with pytest.raises(CheckpointError, match=rf"expects {OBS_DIM - 48} observation features .* gives {OBS_DIM}"):
         next(games)
@@ -213,7 +213,7 @@ def test_ppo_learns_a_one_decision_game():
     try:
         torch.manual_seed(0)
         net = PolicyNet(4, (16,), num_actions=4)
-        cfg = SelfplayParams(total_steps=640, num_envs=1, rollout_steps=64, lr=1e-2, gamma=0.99, gae_lambda=0.95, clip_coef=0.2,
+        cfg = SelfplayParams(learner_decisions=640, num_envs=1, rollout_steps=64, lr=1e-2, gamma=0.99, gae_lambda=0.95, clip_coef=0.2,
                              ent_coef=0.0, vf_coef=0.5, max_grad_norm=0.5, update_epochs=4, minibatch_size=32)  # fmt: skip
         opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=1e-5)
         gen, rng = torch.Generator().manual_seed(0), np.random.default_rng(0)

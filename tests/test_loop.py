@@ -81,7 +81,7 @@ def test_two_generations_commit_and_restore(finished_run):
     elo = json.loads((project / "state/elo_history.json").read_text())
     assert [e["generation"] for e in elo] == [0, 1] and elo[1]["gain"]["new"] == "gen001"
     rows = {r["player"]: r for r in elo[1]["table"]}
-    assert rows["heuristic"]["elo"] == 1500 and rows["gen001"]["low"] < rows["gen001"]["elo"] < rows["gen001"]["high"]
+    assert rows["teacher"]["elo"] == 1500 and rows["gen001"]["low"] < rows["gen001"]["elo"] < rows["gen001"]["high"]
     # the tournament is the rate stage's, pinned in dvc.lock: its output holds the games the driver recorded
     lock = safe_yaml().load((project / "dvc.lock").read_text())
     pinned = {o["path"]: o["md5"] for o in lock["stages"]["rate"]["outs"]}
@@ -144,11 +144,13 @@ def test_rejection_blocks_and_overrides(tmp_path: Path):
     assert len(subjects) == 2  # max_retries = 1
     # the suggester nudged the retry's params after the strength check failed, and says so
     shas = [sha for sha, _ in attempt_commits(repo)]
-    assert "next attempt's params nudged: selfplay.total_steps = 900" in git(repo, "log", "-1", "--format=%B", shas[0])
+    assert "next attempt's params nudged: selfplay.learner_decisions = 900" in git(repo, "log", "-1", "--format=%B", shas[0])
     diff = dvc(repo, "params", "diff", shas[0], shas[1])
-    assert "selfplay.total_steps" in diff and "selfplay.ent_coef" in diff
+    assert "selfplay.learner_decisions" in diff and "selfplay.ent_coef" in diff
     ledger = [json.loads(line) for line in (repo / "state/feedback.jsonl").read_text().splitlines()]
-    assert [r["outcome"] for r in ledger] == ["rejected", "blocked"] and ledger[1]["nudges"]["selfplay.total_steps"] == 900
+    assert [r["outcome"] for r in ledger] == ["rejected", "blocked"] and ledger[1]["nudges"][
+        "selfplay.learner_decisions"
+    ] == 900
     state = json.loads((repo / "state/curriculum_state.json").read_text())
     assert state["status"] == "blocked"
     rejected = sorted(p.name for p in (repo / "data/merged/rejected").glob("*.jsonl"))

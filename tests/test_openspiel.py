@@ -91,7 +91,7 @@ def _teacher_games(tmp: Path, n: int = 30) -> Path:
     game = openspiel("leduc_poker", mcts_simulations=10)
     with BatchWriter(tmp, "sim", "t") as writer:
         for r in play_games(
-            Pods([["heuristic", "random"]] * n, game_seeds(1, n)), {"heuristic": Controller("heuristic"), "random": Controller("random")},
+            Pods([["teacher", "random"]] * n, game_seeds(1, n)), {"teacher": Controller("teacher"), "random": Controller("random")},
             num_envs=4, generator=torch.Generator().manual_seed(0), keep=Keep(log_seats=lambda s: [0, 1]), game=game,
         ):  # fmt: skip
             writer.write_game(r.records, r.outcome)
@@ -131,12 +131,12 @@ def test_bad_openspiel_record_names_file_line_field(tmp_path: Path) -> None:
 def test_mcts_teacher_beats_uniform() -> None:
     game = openspiel("kuhn_poker", mcts_simulations=50)
     n = 200
-    seatings = [["heuristic", "random"] if g % 2 == 0 else ["random", "heuristic"] for g in range(n)]
+    seatings = [["teacher", "random"] if g % 2 == 0 else ["random", "teacher"] for g in range(n)]
     results = play_games(
-        Pods(seatings, game_seeds(3, n)), {"heuristic": Controller("heuristic"), "random": Controller("random")},
+        Pods(seatings, game_seeds(3, n)), {"teacher": Controller("teacher"), "random": Controller("random")},
         num_envs=8, generator=torch.Generator().manual_seed(0), game=game,
     )  # fmt: skip
-    teacher_return = sum(r.returns[r.seats.index("heuristic")] for r in results)
+    teacher_return = sum(r.returns[r.seats.index("teacher")] for r in results)
     assert teacher_return > 0  # chips (scaled by 1/2) won by the teacher over 200 games
 
 
@@ -188,8 +188,8 @@ def test_kuhn_tournament_and_ratings(pipeline: Pipeline) -> None:
             "returns": return_table(games),
         }
     )
-    fit = fit_plackett_luce(rankings, anchor="heuristic", prior_chain=["gen000"])
-    assert {r["player"] for r in fit.table()} == {"heuristic", "random", "gen000"}
+    fit = fit_plackett_luce(rankings, anchor="teacher", prior_chain=["gen000"])
+    assert {r["player"] for r in fit.table()} == {"teacher", "random", "gen000"}
 
 
 @pytest.mark.parametrize(

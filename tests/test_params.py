@@ -42,7 +42,7 @@ from tests.conftest import ROOT, tiny_params, yaml_text
         ("train", "epochs", "6", "valid integer"),
         ("train", "epochs", 6.0, "valid integer"),
         ("teacher", "games", "40", "valid integer"),
-        ("selfplay", "total_steps", 2000.5, "valid integer"),
+        ("selfplay", "learner_decisions", 2000.5, "valid integer"),
         ("gate", "gated", 1, "valid boolean"),
         ("gate", "gated", "yes", "valid boolean"),
         ("export", "only_wins", 0, "valid boolean"),
@@ -78,8 +78,8 @@ def _phases(*overrides: dict, first: dict | None = None) -> dict:
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        (_phases({"overrides": {"selfplay": {"totl_steps": 500}}}), r"curriculum\.1 \(phase 'p1'\): selfplay\.totl_steps: unknown key; did you mean 'total_steps'\?"),
-        (_phases({"overrides": {"selfplay": {"total_steps": "500"}}}), r"curriculum\.1 \(phase 'p1'\): selfplay\.total_steps: .*integer"),
+        (_phases({"overrides": {"selfplay": {"learner_decison": 500}}}), r"curriculum\.1 \(phase 'p1'\): selfplay\.learner_decison: unknown key; did you mean 'learner_decisions'\?"),
+        (_phases({"overrides": {"selfplay": {"learner_decisions": "500"}}}), r"curriculum\.1 \(phase 'p1'\): selfplay\.learner_decisions: .*integer"),
         (_phases({"overrides": {"gate": {"min_games": 5000}}}), r"curriculum\.1 \(phase 'p1'\): .*min_games \(5000\) must not exceed"),
         (_phases({"overrides": {"nosuch": {"a": 1}}}), r"curriculum\.1 \(phase 'p1'\): override names unknown section 'nosuch'"),
         (_phases(first={"name": "g", "generations": 1, "opponent": "previous_phase"}), r"curriculum\.0 \(phase 'g'\): opponent"),
@@ -92,6 +92,28 @@ def _phases(*overrides: dict, first: dict | None = None) -> dict:
 def test_phase_and_profile_overrides_checked_at_load(raw: dict, message: str):
     with pytest.raises(ParamsError, match=message):
         params_from_dict(raw, source="params.yaml")
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("selfplay:\n  total_steps: 5000\n", r"2: selfplay\.total_steps: renamed; now 'learner_decisions' \(same meaning\)"),
+        (
+            "selfplay:\n  opponent_mix:\n    heuristic: 0.5\n    self: 0.5\n",
+            r"2: selfplay: opponent kind 'heuristic' is now called 'teacher'",
+        ),
+        ("gate:\n  opponent: heuristic\n", r"2: gate\.opponent: 'heuristic' is now called 'teacher'"),
+        (
+            "profiles:\n  p:\n    selfplay: {total_steps: 10}\n",
+            r"\d: profile 'p': selfplay\.total_steps: renamed; now 'learner_decisions'",
+        ),
+    ],
+)
+def test_former_names_answered_with_the_new_one(tmp_path: Path, text: str, line: str):
+    """A key or value under a name it had before refuses in one line that names what it is called now."""
+    with pytest.raises(ParamsError, match=rf"params\.yaml:{line}") as err:
+        _load(tmp_path, text)
+    assert "\n" not in str(err.value)
 
 
 def _load(tmp_path: Path, text: str):
@@ -127,8 +149,8 @@ def test_yaml_12_floats(tmp_path: Path):
     assert (params.train.lr, params.train.min_reward_threshold, params.rating.prior_sigma_elo) == (1e-3, -2.5e-4, 1e5)
     assert params.train.epochs == 6 and isinstance(params.train.epochs, int)  # integers stay integers
     assert (
-        load_params(ROOT / "params.yaml").selfplay.total_steps
-        == safe_yaml().load((ROOT / "params.yaml").read_text())["selfplay"]["total_steps"]
+        load_params(ROOT / "params.yaml").selfplay.learner_decisions
+        == safe_yaml().load((ROOT / "params.yaml").read_text())["selfplay"]["learner_decisions"]
     )
     new, changed = overrides_text(p, {"train": {"epochs": 7}})  # the writer keeps and checks them the same way
     assert changed == ["train.epochs=7"] and new == text.replace("epochs: 6", "epochs: 7")
@@ -195,7 +217,9 @@ def test_override_changes_one_line_of_the_repo_params(tmp_path: Path):
     assert changed == [("  epochs: 8", "  epochs: 9")] and after.endswith("\n")
 
 
-@pytest.mark.parametrize("setting", ["train.epochs=9", "train.hidden_sizes=[64,64]", "profiles.full.selfplay.total_steps=9"])
+@pytest.mark.parametrize(
+    "setting", ["train.epochs=9", "train.hidden_sizes=[64,64]", "profiles.full.selfplay.learner_decisions=9"]
+)
 def test_dvc_exp_run_set_param_changes_only_its_value(tmp_path: Path, setting: str):
     """Issue 42, item 3: ``dvc exp run -S train.epochs=2`` rewrote 58 lines of params.yaml (flow mappings
     re-wrapped at 80 columns, comments moved, ``[256, 256]`` turned into a block list). The file is now

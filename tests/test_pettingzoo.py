@@ -5,7 +5,7 @@ loop on every seat's return; params name the key of each refusal in one line (a 
 does not import, a continuous action space, no mask, a pod size other than
 ``possible_agents``, a heuristic teacher); a mask given in ``infos`` works; the records carry
 the game, the env version, observation and mask and round-trip through the dataset builder;
-the user's scripted teacher plays as the ``heuristic`` kind (the Elo anchor) and beats the
+the user's scripted teacher plays as the ``teacher`` kind (the Elo anchor) and beats the
 uniform player at its own game; every stage runs in process on two PettingZoo classic envs
 (connect_four_v3, leduc_holdem_v4) and on a user's env written into a temporary folder, with
 ``teacher/env_version`` in the metrics; a tournament runs on the user's env and the
@@ -260,7 +260,7 @@ def _nim_teacher_batch(tmp: Path, spec_kwargs: dict | None = None, n: int = 20) 
     game = pettingzoo(NIM, spec_kwargs, "tiny_nim:teacher")
     with BatchWriter(tmp, "sim", "t") as writer:
         for r in play_games(
-            Pods([["heuristic", "random"]] * n, game_seeds(1, n)), {"heuristic": Controller("heuristic"), "random": Controller("random")},
+            Pods([["teacher", "random"]] * n, game_seeds(1, n)), {"teacher": Controller("teacher"), "random": Controller("random")},
             num_envs=4, generator=torch.Generator().manual_seed(0), keep=Keep(log_seats=lambda s: [0, 1]), game=game,
         ):  # fmt: skip
             writer.write_game(r.records, r.outcome)
@@ -287,7 +287,7 @@ def test_records_round_trip_and_the_scripted_teacher_wins(nim: Path, tmp_path: P
             assert by_obs[tuple(float(x) for x in obs)] == (label, tuple(int(m) for m in mask))
 
 
-SELFPLAY_TINY = {"total_steps": 300, "num_envs": 4, "rollout_steps": 150, "minibatch_size": 64, "update_epochs": 2}
+SELFPLAY_TINY = {"learner_decisions": 300, "num_envs": 4, "rollout_steps": 150, "minibatch_size": 64, "update_epochs": 2}
 GATE_TINY = {
     "gated": False,
     "target_win_rate": 0.6,
@@ -315,12 +315,12 @@ def test_readme_example_plays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     p = params_from_dict(safe_yaml().load(params))
     game = make_game(p.game, p.teacher)
     api_test(game.make_env(), num_cycles=50)
-    seatings = [["heuristic", "random"]] * 10 + [["random", "heuristic"]] * 10
+    seatings = [["teacher", "random"]] * 10 + [["random", "teacher"]] * 10
     results = list(play_games(
-        Pods(seatings, game_seeds(2, 20)), {"heuristic": Controller("heuristic"), "random": Controller("random")},
+        Pods(seatings, game_seeds(2, 20)), {"teacher": Controller("teacher"), "random": Controller("random")},
         num_envs=4, generator=torch.Generator().manual_seed(0), game=game,
     ))  # fmt: skip
-    wins = sum(r.seats[r.winner] == "heuristic" for r in results if r.winner is not None)
+    wins = sum(r.seats[r.winner] == "teacher" for r in results if r.winner is not None)
     assert wins >= 14, wins  # the half-perfect teacher beats uniform play in most of 20 games
     sys.modules.pop("my_nim", None)
 
@@ -365,9 +365,9 @@ def test_user_env_stages_tournament_and_ray_runtime_env(nim: Path, tmp_path: Pat
     game = pettingzoo(NIM, None, "tiny_nim:teacher")
     games = play_tournament({"gen000": student}, "gen000", TournamentPlay(games=24, num_envs=4, seed=5), game)
     assert all("returns" not in g for g in games)  # Nim is no OpenSpiel game: judged by first place
-    fit = fit_plackett_luce([g["ranking"] for g in games], anchor="heuristic", prior_chain=["gen000"])
+    fit = fit_plackett_luce([g["ranking"] for g in games], anchor="teacher", prior_chain=["gen000"])
     table = {r["player"]: r for r in fit.table()}
-    assert set(table) == {"heuristic", "random", "gen000"} and table["heuristic"]["elo"] == 1500
+    assert set(table) == {"teacher", "random", "gen000"} and table["teacher"]["elo"] == 1500
     from ml.runtime.ray_cluster import runtime_env
 
     assert str(nim / "tiny_nim.py") in runtime_env()["py_modules"]

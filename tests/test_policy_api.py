@@ -1,11 +1,11 @@
-"""The policy endpoints (``ml.api.policy``) and the ONNX export (``ml.model.onnx_export``).
+"""The policy endpoints (``ml.api.policy``) and the ONNX export (``ml.model.onnx_file``).
 
 Checks: the single and batch answers for a few hundred holdout teacher decision points equal the
 student's own greedy action, probabilities and value; ONNX Runtime's outputs equal torch's within
 1e-5 on 1,000 decision points, with a sidecar naming every feature and action; a bad request gets
 a 422 whose ``loc`` names the field; unknown cards are answered and reported; a model switch (a bot
 selected, a new student accepted) while hundreds of requests are in flight loses none and every
-answer comes from one whole model; ``loop.py export-onnx`` in a git repo (expensive).
+answer comes from one whole model; ``loop.py onnx`` in a git repo (expensive).
 
 The app here is a bare FastAPI app with only the policy routes (no git); the models are tiny
 PolicyNets written into a temporary repository layout.
@@ -239,12 +239,12 @@ def test_model_switch_under_load_loses_no_request(app, repo, holdout):
 
 def test_onnx_runtime_equals_torch_on_1000_points(tmp_path, records):
     pytest.importorskip("onnxruntime")
-    from ml.model.onnx_export import export_onnx, run_onnx
+    from ml.model.onnx_file import run_onnx, write_onnx
 
     recs = records[:1000]
     assert len(recs) == 1000
     net = tiny_net(4)
-    side = export_onnx(net, tmp_path / "m.onnx", {"feature_names": feature_names(), "action_names": list(MACRO_ACTIONS)})
+    side = write_onnx(net, tmp_path / "m.onnx", {"feature_names": feature_names(), "action_names": list(MACRO_ACTIONS)})
     enc = RecordEncoder()
     obs = enc.encode_batch(recs)
     mask = np.stack([enc.action_mask(r) for r in recs])
@@ -264,8 +264,8 @@ def test_onnx_runtime_equals_torch_on_1000_points(tmp_path, records):
 
 
 @pytest.mark.expensive
-def test_loop_export_onnx_writes_model_and_sidecar(repo, tmp_path):
-    """``loop.py export-onnx`` in a git repository: the newest student with its attempt and commit."""
+def test_loop_onnx_writes_model_and_sidecar(repo, tmp_path):
+    """``loop.py onnx`` in a git repository: the newest student with its attempt and commit."""
     pytest.importorskip("onnxruntime")
     import subprocess
 
@@ -278,7 +278,7 @@ def test_loop_export_onnx_writes_model_and_sidecar(repo, tmp_path):
     )
     out = tmp_path / "exp" / "s.onnx"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "loop.py"), "--repo", str(repo), "export-onnx", "--out", str(out)],
+        [sys.executable, str(ROOT / "loop.py"), "--repo", str(repo), "onnx", "--out", str(out)],
         capture_output=True, text=True, cwd=ROOT,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -286,9 +286,15 @@ def test_loop_export_onnx_writes_model_and_sidecar(repo, tmp_path):
     assert meta["model"]["name"] == "gen001" and meta["model"]["attempt_id"] == ATTEMPT
     assert meta["model"]["commit"] and len(meta["model"]["commit"]) == 40
     bad = subprocess.run(
-        [sys.executable, str(ROOT / "loop.py"), "--repo", str(repo), "export-onnx", "nobody"], capture_output=True, text=True
+        [sys.executable, str(ROOT / "loop.py"), "--repo", str(repo), "onnx", "nobody"], capture_output=True, text=True
     )
     assert bad.returncode == 2 and "nobody" in bad.stderr
+    former = subprocess.run(  # the command's former name still runs it
+        [sys.executable, str(ROOT / "loop.py"), "--repo", str(repo), "export-onnx", "--out", str(tmp_path / "f.onnx")],
+        capture_output=True, text=True, cwd=ROOT,
+    )  # fmt: skip
+    assert former.returncode == 0, former.stderr
+    assert json.loads((tmp_path / "f.json").read_text())["model"]["name"] == "gen001"
 
     for wrong in (
         tmp_path / "m.json",
@@ -296,7 +302,7 @@ def test_loop_export_onnx_writes_model_and_sidecar(repo, tmp_path):
         out / "x.onnx",
     ):  # would overwrite the model with its sidecar; a folder; under a file
         res = subprocess.run(
-            [sys.executable, str(ROOT / "loop.py"), "--repo", str(repo), "export-onnx", "--out", str(wrong)],
+            [sys.executable, str(ROOT / "loop.py"), "--repo", str(repo), "onnx", "--out", str(wrong)],
             capture_output=True, text=True,
         )  # fmt: skip
         assert res.returncode == 2 and "--out" in res.stderr and "Traceback" not in res.stderr, res.stderr

@@ -282,9 +282,9 @@ def test_selfplay_bar_ends_at_100_percent_of_the_decisions_played(capsys: pytest
     from ml.learn.settings import RunSettings
     from ml.model.policy import PolicyNet
 
-    cfg = SelfplayParams(total_steps=300, num_envs=4, rollout_steps=150, lr=3e-4, gamma=0.99, gae_lambda=0.95, clip_coef=0.2,
+    cfg = SelfplayParams(learner_decisions=300, num_envs=4, rollout_steps=150, lr=3e-4, gamma=0.99, gae_lambda=0.95, clip_coef=0.2,
                          ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5, update_epochs=1, minibatch_size=64,
-                         opponent_mix={"heuristic": 1.0}, rollout_chunks=2, workers=1)  # fmt: skip
+                         opponent_mix={"teacher": 1.0}, rollout_chunks=2, workers=1)  # fmt: skip
     _, metrics = train_ppo(PolicyNet(OBS_DIM, (16,)), {}, cfg, commander(4, 30), RunSettings(5, progress=True))
     played = metrics["selfplay/decisions"]
     last = capsys.readouterr().err.rstrip("\n").rsplit("\r", 1)[-1]

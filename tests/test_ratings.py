@@ -14,7 +14,7 @@ import pytest
 
 from ml.judge.plackett_luce import ELO_BASE, ELO_SCALE, fit_plackett_luce
 
-TRUE_ELO = {"heuristic": 1500.0, "random": 1350.0, "gen000": 1420.0, "gen001": 1480.0, "gen002": 1560.0, "gen003": 1600.0}
+TRUE_ELO = {"teacher": 1500.0, "random": 1350.0, "gen000": 1420.0, "gen001": 1480.0, "gen002": 1560.0, "gen003": 1600.0}
 GENS = ["gen000", "gen001", "gen002", "gen003"]
 
 
@@ -34,7 +34,7 @@ def test_intervals_cover_truth():
     rng = np.random.default_rng(0)
     covered = total = 0
     for _ in range(50):
-        fit = fit_plackett_luce(simulate(rng), anchor="heuristic", prior_chain=GENS)
+        fit = fit_plackett_luce(simulate(rng), anchor="teacher", prior_chain=GENS)
         for g in GENS:
             low, high = fit.elo_interval(g)
             covered += low <= TRUE_ELO[g] <= high
@@ -46,17 +46,17 @@ def test_intervals_cover_truth():
 def test_order_of_games_does_not_matter():
     rng = np.random.default_rng(1)
     games = simulate(rng, games=300)
-    a = fit_plackett_luce(games, anchor="heuristic", prior_chain=GENS)
+    a = fit_plackett_luce(games, anchor="teacher", prior_chain=GENS)
     shuffled = [games[i] for i in rng.permutation(len(games))]
-    b = fit_plackett_luce(shuffled, anchor="heuristic", prior_chain=GENS)
+    b = fit_plackett_luce(shuffled, anchor="teacher", prior_chain=GENS)
     for name in TRUE_ELO:
         assert a.elo(name) == pytest.approx(b.elo(name), abs=1e-6)
         assert a.elo_interval(name)[0] == pytest.approx(b.elo_interval(name)[0], abs=1e-6)
 
 
 def test_anchor_gain_and_table():
-    fit = fit_plackett_luce(simulate(np.random.default_rng(2)), anchor="heuristic", prior_chain=GENS)
-    assert fit.elo("heuristic") == ELO_BASE and fit.elo_interval("heuristic") == (ELO_BASE, ELO_BASE)
+    fit = fit_plackett_luce(simulate(np.random.default_rng(2)), anchor="teacher", prior_chain=GENS)
+    assert fit.elo("teacher") == ELO_BASE and fit.elo_interval("teacher") == (ELO_BASE, ELO_BASE)
     gain, low, high = fit.gain("gen003", "gen000")
     assert low < gain < high and low > 0  # 180 true Elo apart: clearly positive with 600 games
     rows = fit.table()
@@ -66,9 +66,9 @@ def test_anchor_gain_and_table():
 
 def test_bad_input():
     with pytest.raises(ValueError, match="no games"):
-        fit_plackett_luce([], anchor="heuristic")
+        fit_plackett_luce([], anchor="teacher")
     with pytest.raises(ValueError, match="anchor"):
-        fit_plackett_luce([["a", "b"]], anchor="heuristic")
+        fit_plackett_luce([["a", "b"]], anchor="teacher")
     with pytest.raises(ValueError, match="same length"):
         fit_plackett_luce([["a", "b"], ["a", "b", "c"]], anchor="a")
 
@@ -83,10 +83,10 @@ def test_rotated_seatings_put_the_agent_in_every_seat_and_draw_others_in_order()
     assert seatings[5] == ["o5", "agent", "o5", "o5"]
     with pytest.raises(ValueError, match="2 other seats"):
         rotated_seatings(1, 4, "agent", lambda g: ["x", "y"])
-    pods = tournament_seatings("gen001", ["heuristic", "random", "gen000"], 6, 4, np.random.default_rng(0))
+    pods = tournament_seatings("gen001", ["teacher", "random", "gen000"], 6, 4, np.random.default_rng(0))
     assert [p.index("gen001") for p in pods] == [0, 1, 2, 3, 0, 1]
     assert all(
-        sorted(p[:i] + p[i + 1 :]) == ["gen000", "heuristic", "random"] for p, i in zip(pods, [0, 1, 2, 3, 0, 1], strict=True)
+        sorted(p[:i] + p[i + 1 :]) == ["gen000", "random", "teacher"] for p, i in zip(pods, [0, 1, 2, 3, 0, 1], strict=True)
     )
 
 
@@ -112,8 +112,8 @@ def test_record_tournament_appends_the_games_once_and_refits_every_generation(tm
 
     from ml.judge.elo import ELO_FILE, TOURNAMENT_FILE, PlayedTournament, record_tournament
 
-    g0 = [{"ranking": ["gen000", "random"]}, {"ranking": ["heuristic", "gen000"]}, {"ranking": ["gen000", "heuristic"]}]
-    g1 = [{"ranking": ["gen001", "gen000"]}, {"ranking": ["heuristic", "gen001"]}, {"ranking": ["gen001", "random"]}]
+    g0 = [{"ranking": ["gen000", "random"]}, {"ranking": ["teacher", "gen000"]}, {"ranking": ["gen000", "teacher"]}]
+    g1 = [{"ranking": ["gen001", "gen000"]}, {"ranking": ["teacher", "gen001"]}, {"ranking": ["gen001", "random"]}]
     first = record_tournament(tmp_path, "a0", PlayedTournament(generation=0, accepted=True, students=["gen000"], games=g0))
     assert (first["games"], first["episodes"], first["gain"]) == (3, 3, None)
     second = record_tournament(
@@ -121,7 +121,7 @@ def test_record_tournament_appends_the_games_once_and_refits_every_generation(tm
     )
     lines = (tmp_path / TOURNAMENT_FILE).read_text().splitlines()
     assert lines[0] == '{"attempt_id": "a0", "ranking": ["gen000", "random"]}' and len(lines) == 6
-    fit = fit_plackett_luce([g["ranking"] for g in g0 + g1], anchor="heuristic", prior_chain=["gen000", "gen001"],
+    fit = fit_plackett_luce([g["ranking"] for g in g0 + g1], anchor="teacher", prior_chain=["gen000", "gen001"],
                             prior_sigma_elo=200.0)  # fmt: skip
     assert second["table"] == fit.table() and (second["games"], second["episodes"]) == (6, 3)
     gain = fit.gain("gen001", "gen000")

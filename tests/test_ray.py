@@ -86,8 +86,8 @@ def _nets(seed: int) -> tuple[PolicyNet, dict[str, PolicyNet]]:
     }
 
 
-SELFPLAY = SelfplayParams(total_steps=400, num_envs=4, rollout_steps=200, minibatch_size=64, update_epochs=1, workers=1,
-                          rollout_chunks=4, opponent_mix={"heuristic": 0.5, "frozen": 0.25, "self": 0.25})  # fmt: skip
+SELFPLAY = SelfplayParams(learner_decisions=400, num_envs=4, rollout_steps=200, minibatch_size=64, update_epochs=1, workers=1,
+                          rollout_chunks=4, opponent_mix={"teacher": 0.5, "frozen": 0.25, "self": 0.25})  # fmt: skip
 
 
 def _episodes(chunks) -> list:
@@ -126,7 +126,7 @@ def test_batches_and_gate_pods_on_the_cluster_are_the_local_ones(cluster, tmp_pa
         assert (tmp_path / "local" / f).read_bytes() == (tmp_path / "ray" / f).read_bytes(), f
     outcomes = {}
     for name, ex in (("local", None), ("ray", executor)):
-        deals = duplicate_deal_outcomes(Controller("net", net), Controller("heuristic"), game=game, num_envs=4, seed=11,
+        deals = duplicate_deal_outcomes(Controller("net", net), Controller("teacher"), game=game, num_envs=4, seed=11,
                                         deals_per_chunk=3, **({} if ex is None else {"executor": ex}))  # fmt: skip
         outcomes[name] = list(islice(deals, 10))  # stops inside the fourth chunk: the ones ahead are cancelled
         deals.close()
@@ -220,7 +220,7 @@ def test_a_node_killed_mid_round_changes_nothing(cluster) -> None:
     c, second, executor = cluster
     game = commander()
     net, frozen = _nets(3)
-    settings = CollectSettings(game, 4, {"heuristic": 0.5, "frozen": 0.25, "self": 0.25})
+    settings = CollectSettings(game, 4, {"teacher": 0.5, "frozen": 0.25, "self": 0.25})
     local = Collector(net, frozen, settings, workers=1, chunks=6)
     expected = local.round(net, 99, 300)
     local.close()

@@ -29,8 +29,8 @@ class CountingNet(PolicyNet):
 
 
 def _play(n_games: int, num_envs: int, budget: int | None, net: PolicyNet):
-    seatings = rotated_seatings(n_games, 4, "agent", lambda g: ["heuristic"] * 3)
-    controllers = {"agent": Controller("net", net), "heuristic": Controller("heuristic")}
+    seatings = rotated_seatings(n_games, 4, "agent", lambda g: ["teacher"] * 3)
+    controllers = {"agent": Controller("net", net), "teacher": Controller("teacher")}
     return list(
         play_games(Pods(seatings, game_seeds(3, n_games)), controllers, game=commander(4, 30), num_envs=num_envs,
                    generator=torch.Generator().manual_seed(0), keep=Keep(track_seats=lambda seats: [seats.index("agent")], budget=budget))
@@ -86,7 +86,7 @@ def _both_engines(n_games: int, others: list[str], log, monkeypatch, num_envs: i
     torch.manual_seed(0)
     nets = {"agent": PolicyNet(OBS_DIM, (16,)), "frozen": PolicyNet(OBS_DIM, (16,))}
     controllers = {k: Controller("net", net) for k, net in nets.items()}
-    controllers |= {"heuristic": Controller("heuristic"), "random": Controller("random")}
+    controllers |= {"teacher": Controller("teacher"), "random": Controller("random")}
     seatings = rotated_seatings(n_games, 4, "agent", lambda g: [others[(g + i) % len(others)] for i in range(3)])
     runs = []
     for engine in engines:
@@ -104,7 +104,7 @@ def _both_engines(n_games: int, others: list[str], log, monkeypatch, num_envs: i
 
 
 def test_core_plays_the_same_games_as_the_env_agent_and_heuristic_seats(monkeypatch):
-    objects, core = _both_engines(50, ["heuristic"], lambda seats: [seats.index("agent")], monkeypatch)
+    objects, core = _both_engines(50, ["teacher"], lambda seats: [seats.index("agent")], monkeypatch)
     assert sum(_tracked_decisions(o) for o in objects) > 500  # the agent decided, in every game
     assert sum(len(o[6]) for o in objects) > 500 and all(rec["policy"] for o in objects for rec in o[6])
     assert core == objects
@@ -113,7 +113,7 @@ def test_core_plays_the_same_games_as_the_env_agent_and_heuristic_seats(monkeypa
 def test_core_plays_the_same_games_as_the_env_frozen_nets_and_random_seats(monkeypatch):
     # two agent seats in some pods, frozen nets, random and heuristic seats; every seat logged
     # (the scripted seats' decisions are surfaced for their records)
-    objects, core = _both_engines(50, ["heuristic", "frozen", "random", "agent"], lambda seats: list(range(4)), monkeypatch)
+    objects, core = _both_engines(50, ["teacher", "frozen", "random", "agent"], lambda seats: list(range(4)), monkeypatch)
     assert {o[2] for o in objects} >= {"win_seat_0", "win_seat_1"}
     assert any(len(o[7]) == 2 for o in objects)  # pods with two tracked agent seats
     assert core == objects
@@ -134,11 +134,11 @@ def test_core_episodes_survive_compaction_of_the_decision_buffer(monkeypatch):
         real(self, k)
         sizes.append((before, len(self.key)))
 
-    (roomy,) = _both_engines(60, ["heuristic", "frozen", "agent"], None, monkeypatch, engines=("core",))
+    (roomy,) = _both_engines(60, ["teacher", "frozen", "agent"], None, monkeypatch, engines=("core",))
     assert not sizes  # the default capacity never filled
     monkeypatch.setattr(buffer.Tracker, "CAPACITY", 8)
     monkeypatch.setattr(buffer.Tracker, "_make_room", make_room)
-    (tight,) = _both_engines(60, ["heuristic", "frozen", "agent"], None, monkeypatch, engines=("core",))
+    (tight,) = _both_engines(60, ["teacher", "frozen", "agent"], None, monkeypatch, engines=("core",))
     assert sum(a < b for a, b in sizes) >= 4 and sum(a == b for a, b in sizes) >= 4  # grown, and compacted in place
     assert sum(_tracked_decisions(o) for o in roomy) > 300
     assert tight == roomy
@@ -172,7 +172,7 @@ def test_core_describes_actions_as_the_rules_do():
     checked = set()
     for seed in range(6):
         batch = CoreGame(1, 4, 30)
-        batch.reset(0, seed, dict.fromkeys(range(4), "heuristic"), True)
+        batch.reset(0, seed, dict.fromkeys(range(4), "teacher"), True)
         state = rules.new_game(seed, 4, 30, game_index=0)
         players = [HeuristicPlayer(seed * 7 + s) for s in range(4)]
         acts = np.full(1, -1, np.int64)

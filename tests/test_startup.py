@@ -18,7 +18,7 @@ from tests.conftest import ROOT
 pytestmark = pytest.mark.expensive  # each case starts an interpreter
 
 HEAVY = ("torch", "numpy", "scipy", "dvc", "ray", "pyspiel", "pandas", "fastapi", "onnx", "onnxruntime")
-SUBCOMMANDS = ("elo", "eval", "compare", "promote", "import-forge", "export-onnx")
+SUBCOMMANDS = ("elo", "eval", "compare", "promote", "import-forge", "onnx")
 STAGES = ("teacher", "train", "selfplay", "export", "gate", "merge")
 
 PROBE = """

@@ -23,7 +23,12 @@ from ml.driver.transitions import after_attempt, after_override, enter_phase, fi
 
 CURRICULUM = [
     {"name": "warm", "generations": 2, "gated": False, "overrides": {"selfplay": {"ent_coef": 0.02}}},
-    {"name": "gauntlet", "generations": 1, "opponent": "previous_phase", "overrides": {"selfplay": {"total_steps": 1200}}},
+    {
+        "name": "gauntlet",
+        "generations": 1,
+        "opponent": "previous_phase",
+        "overrides": {"selfplay": {"learner_decisions": 1200}},
+    },
 ]
 
 
@@ -109,10 +114,10 @@ def test_enter_phase_queues_and_restores():
     raw = params.model_dump(mode="json")
     set_dotted(raw, "selfplay.ent_coef", 0.02)
     gauntlet, note = enter_phase(retry.model_copy(update={"phase": 1}), params_from_dict(raw))
-    assert note and gauntlet.nudges["selfplay.ent_coef"] == 0.01 and gauntlet.nudges["selfplay.total_steps"] == 1200
-    assert gauntlet.phase_restore["selfplay.total_steps"] == params.selfplay.total_steps
-    done, restore = leave_curriculum(gauntlet, {**raw, "selfplay": {**raw["selfplay"], "total_steps": 1200}})
-    assert restore == {"selfplay.total_steps": params.selfplay.total_steps} and done.phase_restore == {}
+    assert note and gauntlet.nudges["selfplay.ent_coef"] == 0.01 and gauntlet.nudges["selfplay.learner_decisions"] == 1200
+    assert gauntlet.phase_restore["selfplay.learner_decisions"] == params.selfplay.learner_decisions
+    done, restore = leave_curriculum(gauntlet, {**raw, "selfplay": {**raw["selfplay"], "learner_decisions": 1200}})
+    assert restore == {"selfplay.learner_decisions": params.selfplay.learner_decisions} and done.phase_restore == {}
     assert done.entered_phase == -1 and gauntlet.entered_phase == 1
 
 

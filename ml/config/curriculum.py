@@ -64,7 +64,7 @@ class Phase(BaseModel):
 Overrides: TypeAlias = dict[str, dict[str, JSONValue]]
 """Params overrides, section -> key -> value (a value as YAML or JSON holds it)."""
 
-FALLBACK_OPPONENT_MIX = {"heuristic": 1.0}
+FALLBACK_OPPONENT_MIX = {"teacher": 1.0}
 """Self-play opponents of an ``opponent: previous_phase`` phase whose previous phase passed no model."""
 
 

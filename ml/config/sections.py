@@ -13,7 +13,7 @@ change a default here and its line in ``params.yaml`` together.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -27,6 +27,11 @@ Source = Literal["forge", "sim", "ppo"]
 """A record's ``source`` (``ml.game.record``): Forge's own files, the simulator's teacher, PPO self-play."""
 SOURCES: tuple[str, ...] = get_args(Source)
 """The record ``source`` names, which ``train.source_weights`` may weigh."""
+
+
+OPPONENT_KINDS = ("frozen", "teacher", "league", "random", "self", "student")
+"""The ``selfplay.opponent_mix`` kinds, in the order a seat's draw lays out their weights
+(``ml.play.collect``): the order fixes which kind each random number picks, so it is part of a run's bits."""
 
 
 class _Section(BaseModel):
@@ -100,7 +105,7 @@ class TeacherParams(_Section):
     mcts_uct_c: float = Field(2.0, gt=0)
     """OpenSpiel games: the UCT exploration constant of the MCTS teacher."""
     policy: str = "heuristic"
-    """Who the teacher (controller kind ``heuristic``: teacher games, the gate's and export's opponents,
+    """Who the teacher (controller kind ``teacher``: teacher games, the gate's and export's opponents,
     the Elo anchor) is. The commander's: ``heuristic``. An OpenSpiel game's: ``heuristic`` MCTS (sees
     hidden cards), ``uniform``, ``ismcts`` (information-set MCTS, ``mcts_*`` knobs), ``cfr`` (CFR+'s
     average policy, games of at most ``ml.game.openspiel.players.CFR_MAX_HISTORIES`` histories); all but MCTS
@@ -182,8 +187,12 @@ class TrainParams(_Section):
 
 
 class SelfplayParams(_Section):
-    total_steps: int = Field(300_000, ge=1)
-    """PPO agent decisions collected in total (across all concurrent games)."""
+    renamed: ClassVar[dict[str, str]] = {"total_steps": "learner_decisions"}
+    """Former key -> its name now (an error that names the new key, ``ml.config.yaml_file.message``)."""
+
+    learner_decisions: int = Field(300_000, ge=1)
+    """PPO agent (learner) decisions collected in total, across all concurrent games: a floor, as each
+    round's games in flight finish past it."""
     num_envs: int = Field(16, ge=1)
     """Concurrent games whose policy queries are batched into one forward pass."""
     rollout_steps: int = Field(4096, ge=1)
@@ -210,8 +219,8 @@ class SelfplayParams(_Section):
     """Rollout worker processes; 0 = one per core. The result does not depend on it (see rollout_chunks)."""
     rollout_chunks: int = Field(8, ge=1)
     """Fixed pieces of each round, each with its own seed, shared out among the workers (ml/play/collect.py)."""
-    opponent_mix: dict[str, float] = Field(default_factory=lambda: {"heuristic": 0.6, "frozen": 0.2, "self": 0.2})
-    """Probability of each opponent kind per opponent seat: heuristic teacher, frozen earlier generation's agent
+    opponent_mix: dict[str, float] = Field(default_factory=lambda: {"teacher": 0.6, "frozen": 0.2, "self": 0.2})
+    """Probability of each opponent kind per opponent seat: the game's teacher (``teacher``), frozen earlier generation's agent
     (uniformly), current policy (``self``), the generation's starting student (``student``, frozen), uniform
     (``random``), a member of the league (``league``: every accepted generation's agent and student, drawn by
     PFSP weights, ``pfsp_k`` and ``league_floor``; ml/play/league.py)."""
@@ -232,9 +241,11 @@ class SelfplayParams(_Section):
 
     @model_validator(mode="after")
     def _check_mix(self) -> SelfplayParams:
-        unknown = set(self.opponent_mix) - {"heuristic", "frozen", "self", "random", "student", "league"}
+        unknown = set(self.opponent_mix) - set(OPPONENT_KINDS)
+        if "heuristic" in unknown:
+            raise At(("opponent_mix",), "opponent kind 'heuristic' is now called 'teacher'; rename the key")
         if unknown:
-            raise ValueError(f"unknown opponent kinds {sorted(unknown)}; use heuristic, frozen, self, random, student, league")
+            raise ValueError(f"unknown opponent kinds {sorted(unknown)}; use {', '.join(OPPONENT_KINDS)}")
         if not any(w > 0 for w in self.opponent_mix.values()):
             raise ValueError("opponent_mix needs at least one weight > 0")
         return self
@@ -242,7 +253,7 @@ class SelfplayParams(_Section):
 
 class ExportParams(_Section):
     games: int = Field(600, ge=1)
-    """Games the PPO agent plays (one seat, rotated) against the heuristic pool for export."""
+    """Games the PPO agent plays (one seat, rotated) against the teacher for export."""
     only_wins: bool = True
     """Export only the agent's decisions from games it won."""
     explore: float = Field(0.0, ge=0, lt=1)
@@ -254,10 +265,18 @@ class ExportParams(_Section):
 class GateParams(_Section):
     gated: bool = True
     """Whether the verdict decides; an ungated attempt still measures and logs every figure but always advances."""
-    opponent: Literal["heuristic", "random"] = "heuristic"
+    opponent: Literal["teacher", "random"] = "teacher"
     """Reference players of the strength check: the game's teacher (default) or the uniform-random player."""
+
+    @field_validator("opponent", mode="before")
+    @classmethod
+    def _former_name(cls, v: object) -> object:
+        if v == "heuristic":
+            raise ValueError("'heuristic' is now called 'teacher'")
+        return v
+
     target_win_rate: float = Field(0.35, gt=0, lt=1)
-    """SPRT alternative H1: the PPO agent's first-place rate against heuristic teachers (H0 is parity, 1/pod size)."""
+    """SPRT alternative H1: the PPO agent's first-place rate against teachers (H0 is parity, 1/pod size)."""
     alpha: float = Field(0.05, gt=0, lt=0.5)
     """False-accept rate of both SPRTs: an agent at parity (strength), a student worse by ``student_margin`` (student); McNemar's level."""
     beta: float = Field(0.05, gt=0, lt=0.5)

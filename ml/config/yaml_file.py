@@ -224,19 +224,23 @@ def message(err: ErrorDetails, model: type[BaseModel] | None = None) -> str:
     """A pydantic error's message, without the ``Value error, `` prefix of a validator's own ValueError.
 
     An unknown key (``extra_forbidden``) of ``model``'s data reads ``unknown key; did you mean 'epochs'?``
-    with the field of the model holding it (``fields_at``) nearest to it (``difflib.get_close_matches``,
-    its default cutoff 0.6), or ``unknown key (known: ...)`` with that model's fields when none is near.
+    with the field of the model holding it (``model_at``) nearest to it (``difflib.get_close_matches``,
+    its default cutoff 0.6), or ``unknown key (known: ...)`` with that model's fields when none is near;
+    a key in that model's ``renamed`` table (old name -> new name) reads ``renamed; now '<new>' (same meaning)``.
     """
-    if err["type"] != "extra_forbidden" or model is None or (known := fields_at(model, err["loc"])) is None:
+    if err["type"] != "extra_forbidden" or model is None or (holder := model_at(model, err["loc"])) is None:
         return str(err["msg"]).removeprefix("Value error, ")
+    known = list(holder.model_fields)
+    if (now := getattr(holder, "renamed", {}).get(str(err["loc"][-1]))) is not None:
+        return f"renamed; now {now!r} (same meaning)"
     near = difflib.get_close_matches(str(err["loc"][-1]), known, n=1)
     return f"unknown key; did you mean {near[0]!r}?" if near else f"unknown key (known: {', '.join(known)})"
 
 
-def fields_at(model: type[BaseModel], loc: KeyPath) -> list[str] | None:
-    """The field names of the model that holds the key at the end of ``loc`` in ``model``'s data
-    (``loc[:-1]`` walked down the fields' types: a list index stays at the list's item model);
-    None where the path leaves the models (a free mapping such as ``profiles``)."""
+def model_at(model: type[BaseModel], loc: KeyPath) -> type[BaseModel] | None:
+    """The model that holds the key at the end of ``loc`` in ``model``'s data (``loc[:-1]`` walked
+    down the fields' types: a list index stays at the list's item model); None where the path
+    leaves the models (a free mapping such as ``profiles``)."""
     node = model
     for part in loc[:-1]:
         if isinstance(part, int):
@@ -246,7 +250,7 @@ def fields_at(model: type[BaseModel], loc: KeyPath) -> list[str] | None:
         if inner is None:
             return None
         node = inner
-    return list(node.model_fields)
+    return node
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:

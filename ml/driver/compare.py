@@ -235,7 +235,7 @@ def compare(
     with open_executor(params[0].compute, params[0].base.torch_threads) as executor:
         play = Play(game, envs, seed, executor=executor)
         mixed = head_to_head(a, b, max(1, games // len(mixed_seatings(n))), play)
-        paired = paired_against(a, b, Controller("heuristic"), max(1, games // n), play)
+        paired = paired_against(a, b, Controller("teacher"), max(1, games // n), play)
     report = {
         "runs": [
             {

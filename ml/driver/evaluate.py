@@ -104,7 +104,7 @@ def evaluate(loop: Loop, games: int, out: Path | None, agents: bool = False) -> 
             measured = Controller("net", net, greedy=True)
             shown = sys.stderr.isatty()
             row: dict[str, object] = {**pod_win_rate(
-                measured, Controller("heuristic"), games=games, game=game, num_envs=params.selfplay.num_envs,
+                measured, Controller("teacher"), games=games, game=game, num_envs=params.selfplay.num_envs,
                 seed=params.stage_seed("eval"), label=f"eval {path.stem}" if shown else None, executor=executor,
             ).row()}  # fmt: skip
             if game.zero_sum:  # chips against the previous accepted student, on the same deals

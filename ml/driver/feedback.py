@@ -120,7 +120,7 @@ class Rule:
 
 RULES: tuple[Rule, ...] = (
     # The agent was not stronger: train it longer, explore more, take smaller steps.
-    Rule("strength", "selfplay.total_steps", factor=1.5, high=2_000_000, integer=True),
+    Rule("strength", "selfplay.learner_decisions", factor=1.5, high=2_000_000, integer=True),
     Rule("strength", "selfplay.ent_coef", step=0.005, high=0.05),
     Rule("strength", "selfplay.lr", factor=0.7, low=1e-5),
     # The student's basic play collapsed (the holdout check guards only that): give PPO data less weight.

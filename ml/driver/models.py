@@ -1,6 +1,6 @@
 """Which checkpoint answers: the newest accepted student, a named student or a promoted bot, with provenance.
 
-Names a client may use (``model`` of the policy endpoints, the ``MODEL`` of ``loop.py export-onnx``):
+Names a client may use (``model`` of the policy endpoints, the ``MODEL`` of ``loop.py onnx``):
 
 * ``student`` (the default): the newest accepted student, ``data/merged/students/gen*.pt`` (the
   same rule as ``ml.driver.evaluate.accepted_students``, with ``data/students`` as the fallback);

@@ -1,4 +1,4 @@
-"""``loop.py export-onnx MODEL [--out FILE]``: a student or promoted bot as ONNX plus its sidecar JSON.
+"""``loop.py onnx MODEL [--out FILE]``: a student or promoted bot as ONNX plus its sidecar JSON.
 
 ``MODEL`` is a name of ``ml.driver.models`` (``student``: the newest accepted one, ``gen002``, or a
 promoted bot). The sidecar (``FILE`` with suffix ``.json``) holds the input and output names,
@@ -21,13 +21,14 @@ DEFAULT_DIR = Path("onnx")
 """Default folder of exports (``onnx/<model name>.onnx``), untracked."""
 
 
-def add_export_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """The ``export-onnx`` subcommand of loop.py."""
+def add_onnx_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``onnx`` subcommand of loop.py."""
     p = sub.add_parser(
-        "export-onnx",
+        "onnx", aliases=["export-onnx"],
         help="write a student or promoted bot as ONNX, with its feature layout and action names beside it",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
+    p.set_defaults(command="onnx")  # the same command under its former name, export-onnx
     p.add_argument("model", nargs="?", help="student (newest accepted, default), gen<G>, or a bot name")
     p.add_argument("--out", type=Path, help="the .onnx file (default: onnx/<model name>.onnx)")
 
@@ -38,20 +39,20 @@ def commit_of(ws: Workspace, attempt_id: str) -> str | None:
     return next((line.split(" ", 1)[0] for line in out.splitlines() if line.partition(" ")[2].strip() == attempt_id), None)
 
 
-def export_command(ws: Workspace, model: str | None, out: Path | None) -> int:
+def onnx_command(ws: Workspace, model: str | None, out: Path | None) -> int:
     """Export ``model`` (None: the newest accepted student; see the module docstring). Returns 0, or 2 for an
     unknown or unusable model."""
     from ml.driver.models import ModelNotFound, load_model, resolve
     from ml.game.commander.actions import MACRO_ACTIONS
     from ml.game.commander.features import feature_names
-    from ml.model.onnx_export import export_onnx
+    from ml.model.onnx_file import write_onnx
     from ml.model.policy import CheckpointError
 
     try:
         path, kind = resolve(ws.root, model)
         served = load_model(ws.root, path, kind, lambda aid: commit_of(ws, aid))
     except (ModelNotFound, CheckpointError) as e:
-        print(f"loop.py export-onnx: {e}", file=sys.stderr)
+        print(f"loop.py onnx: {e}", file=sys.stderr)
         return 2
     net = served.net
     names = feature_names()
@@ -61,15 +62,15 @@ def export_command(ws: Workspace, model: str | None, out: Path | None) -> int:
         actions = list(MACRO_ACTIONS)
     out = out or ws.path(DEFAULT_DIR / f"{served.name}.onnx")
     if out.suffix != ".onnx" or out.is_dir() or (out.parent.exists() and not out.parent.is_dir()):
-        print(f"loop.py export-onnx: --out {out}: give a file path ending in .onnx (its sidecar is the .json beside it)",
+        print(f"loop.py onnx: --out {out}: give a file path ending in .onnx (its sidecar is the .json beside it)",
               file=sys.stderr)  # fmt: skip
         return 2
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        print(f"loop.py export-onnx: --out {out}: {e.strerror}", file=sys.stderr)
+        print(f"loop.py onnx: --out {out}: {e.strerror}", file=sys.stderr)
         return 2
-    side = export_onnx(
+    side = write_onnx(
         net, out,
         {"model": served.describe(),
          "encoder": "ml.game.commander.encoding.RecordEncoder (Forge decision record -> arrays -> the compiled encoder "

@@ -6,7 +6,7 @@ re-wrapped, so the lines nobody changed stay byte for byte (a leading byte-order
 (``ml.config.params.params_from_text``) before anyone writes it. The loop (``run`` section, queued
 nudges, profiles, the end of a curriculum, ``import-forge``) and the dashboard's overrides
 (``ml.api.overrides``) all go through here. Keys of params are dotted paths
-(``selfplay.total_steps``, ``train.source_weights.ppo``); ``ABSENT`` as a value stands for a
+(``selfplay.learner_decisions``, ``train.source_weights.ppo``); ``ABSENT`` as a value stands for a
 key params.yaml does not have (setting it removes the key).
 """
 

@@ -85,7 +85,7 @@ class Game(Protocol):
         Args:
             row: the row (0..N-1); the game in it is replaced.
             seed: the game seed.
-            scripted: seat -> scripted player kind (``heuristic`` or ``random``), seeded with
+            scripted: seat -> scripted player kind (``teacher`` or ``random``), seeded with
                 ``seed * PLAYER_SEED_STRIDE + seat`` as ``ml.game.env_game.EnvGame`` seeds ``GameSpec.make_player``; the other
                 seats are answered by the caller.
             surfaced: the scripted seats' decisions are surfaced (``step`` stops at them and
@@ -231,7 +231,7 @@ class GameSpec(Protocol):
 
     @property
     def teacher_name(self) -> str:
-        """What the ``heuristic`` controller is in this game (for logs and reports)."""
+        """What the ``teacher`` controller is in this game (for logs and reports)."""
         ...
 
     @property
@@ -274,7 +274,7 @@ class GameSpec(Protocol):
         ...
 
     def make_player(self, kind: str, seed: int) -> ScriptedPlayer:
-        """The scripted player behind a controller kind, ``heuristic`` (the game's teacher) or ``random``.
+        """The scripted player behind a controller kind, ``teacher`` (the game's teacher) or ``random``.
 
         Raises:
             ValueError: another kind, or a game whose scripted seats play inside its batched ``step``.

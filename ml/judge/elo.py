@@ -24,8 +24,10 @@ from ml.base.jsonl import iter_jsonl
 from ml.judge.mean_return import ReturnTally
 from ml.judge.plackett_luce import EloRow, GainRow, fit_plackett_luce
 
-HEURISTIC: Final = "heuristic"
-"""The anchor of every refit (Elo 1500): the game's teacher (the controller kind ``heuristic``)."""
+TEACHER: Final = "teacher"
+"""The anchor of every refit (Elo 1500): the game's teacher (the controller kind ``teacher``)."""
+FORMER_TEACHER_NAME: Final = "heuristic"
+"""The teacher's name in tournament files written before it was ``teacher`` (read as ``TEACHER``)."""
 RANDOM: Final = "random"
 """The uniform-random player every tournament holds."""
 
@@ -145,7 +147,7 @@ ELO_FILE = Path("state/elo_history.json")
 
 
 def load_tournament(root: Path) -> list[RecordedGame]:
-    """Tournament games recorded so far (empty when none).
+    """Tournament games recorded so far (empty when none); ``FORMER_TEACHER_NAME`` is read as ``TEACHER``.
 
     Raises:
         ml.base.io.DataFileError: a line that is not a JSON object (the file is written atomically,
@@ -154,7 +156,10 @@ def load_tournament(root: Path) -> list[RecordedGame]:
     path = root / TOURNAMENT_FILE
     if not path.exists():
         return []
-    return [game for _, game in iter_jsonl(path, allow_truncated_last=False)]  # type: ignore[misc]
+    games: list[RecordedGame] = [game for _, game in iter_jsonl(path, allow_truncated_last=False)]  # type: ignore[misc]
+    for game in games:
+        game["ranking"] = [TEACHER if name == FORMER_TEACHER_NAME else name for name in game["ranking"]]
+    return games
 
 
 def record_tournament(root: Path, attempt_id: str, played: PlayedTournament, prior_sigma_elo: float = 400.0) -> EloEntry:
@@ -197,7 +202,7 @@ def record_tournament(root: Path, attempt_id: str, played: PlayedTournament, pri
     if games:
         chain = sorted(n for n in played.students if n.startswith("gen"))
         fit = fit_plackett_luce(
-            [g["ranking"] for g in games], anchor=HEURISTIC, prior_chain=chain, prior_sigma_elo=prior_sigma_elo
+            [g["ranking"] for g in games], anchor=TEACHER, prior_chain=chain, prior_sigma_elo=prior_sigma_elo
         )
         entry["table"] = fit.table()
         if chips := return_table(games):  # zero-sum games: the same games in chips

@@ -17,7 +17,7 @@ import torch
 from ml.base.progress import ProgressBar
 from ml.game.protocol import GameSpec
 from ml.game.spec import Encoder
-from ml.judge.elo import HEURISTIC, RANDOM, TournamentGame
+from ml.judge.elo import RANDOM, TEACHER, TournamentGame
 from ml.model.policy import PolicyNet
 from ml.play.runner import Controller, Pods, play_games
 from ml.play.seating import game_seeds, rotated_seatings
@@ -81,7 +81,7 @@ def play_tournament(
     """Play ``play.games`` pods among students, the heuristic teacher and the random player.
 
     Students act greedily (arg-max over legal actions). Every pod holds ``newest``. The
-    ``heuristic`` player is the game's teacher (MCTS for OpenSpiel games), the anchor.
+    ``teacher`` player is the game's teacher (MCTS for OpenSpiel games), the anchor.
 
     Args:
         students: name -> PolicyNet of each accepted generation's student.
@@ -100,9 +100,9 @@ def play_tournament(
     Raises:
         ml.runtime.executor.ComputeError: the Ray cluster was lost mid-stage.
     """
-    controllers = {HEURISTIC: Controller(HEURISTIC), RANDOM: Controller(RANDOM)}
+    controllers = {TEACHER: Controller(TEACHER), RANDOM: Controller(RANDOM)}
     controllers.update({name: Controller("net", net, greedy=True) for name, net in students.items()})
-    others = sorted(set(controllers) - {newest})
+    others = [*sorted(set(controllers) - {newest, TEACHER, RANDOM}), TEACHER, RANDOM]  # the students, then the anchors
     seatings = tournament_seatings(newest, others, play.games, game.num_players, np.random.default_rng(play.seed))
     setup = executor.share(_ChunkSetup(controllers, seatings, game_seeds(play.seed, play.games), play, encoder, game))
     shown = sys.stderr.isatty() if progress is None else progress

@@ -285,7 +285,7 @@ def train_ppo(
             commander's ``max_turns`` cap.
         run: ``seed`` seeds opponent draws, game seeds, sampling and minibatch order;
             ``device``: torch device of the update (``cpu`` or ``cuda``), rollouts run on the CPU;
-            ``progress``: progress bar over learner decisions, its total, ``total_steps``, a floor
+            ``progress``: progress bar over learner decisions, its total, ``learner_decisions``, a floor
             (``ml.base.progress.ProgressBar(total_is_floor=True)``); an abort is said on its last line.
         on_update: called after each update with its number (1-based) and its ``pg_loss``,
             ``v_loss``, ``entropy``, ``approx_kl``, ``clipfrac`` (means over minibatches),
@@ -328,18 +328,18 @@ def train_ppo(
     update_stats: dict[str, float] = {}
     collect_s = update_s = 0.0
     updated_samples = 0
-    # total_steps is a floor: each round's chunks finish the games in flight past their quota
-    bar = ProgressBar(total=cfg.total_steps, desc="selfplay", unit="dec", disable=not run.progress, total_is_floor=True)
+    # learner_decisions is a floor: each round's chunks finish the games in flight past their quota
+    bar = ProgressBar(total=cfg.learner_decisions, desc="selfplay", unit="dec", disable=not run.progress, total_is_floor=True)
     aborted = None
     updates = 0
     try:
-        while steps < cfg.total_steps and aborted is None:
+        while steps < cfg.learner_decisions and aborted is None:
             t0 = time.perf_counter()
             probs = league_probabilities(list(league), tally, cfg.pfsp_k, cfg.league_floor) if league else ()
             chunks = collector.round(
                 net,
                 int(rng.integers(2**31 - 1)),
-                min(cfg.rollout_steps, cfg.total_steps - steps),
+                min(cfg.rollout_steps, cfg.learner_decisions - steps),
                 on_chunk=lambda c: bar.update(len(c.rollout)),  # finished decisions, every node
                 league_probs=probs,
             )

@@ -1,6 +1,6 @@
 """The policy network and its outside forms.
 
 - ``policy``: ``PolicyNet`` (masked logits and a value head), its checkpoints.
-- ``onnx_export``: the ONNX sidecar of a checkpoint.
+- ``onnx_file``: the ONNX sidecar of a checkpoint.
 - ``serving``: the micro-batched server behind the HTTP policy endpoint.
 """

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ml.config.sections import OPPONENT_KINDS
 from ml.game.protocol import GameSpec
 from ml.model.policy import PolicyNet
 from ml.play.buffer import Rollout
@@ -47,7 +48,7 @@ class CollectSettings:
             chunk may play (a chunk stops as soon as its quota is met).
         num_envs: games in flight at once in a chunk (batched inference across them).
         opponent_mix: opponent kind -> weight for the seats other than the learner's
-            (``heuristic``, ``random``, ``self``, ``frozen``: one of the frozen agents, uniformly,
+            (``teacher``, ``random``, ``self``, ``frozen``: one of the frozen agents, uniformly,
             ``student``: the frozen policy named :data:`STUDENT`, PPO's starting student,
             ``league``: one of ``league`` by the round's PFSP probabilities, ``ml.play.league``).
         league: the league's members, keys of the frozen policies, in the order of
@@ -149,14 +150,15 @@ def _opponent_picker(
     league_probs: tuple[float, ...] = (),
 ) -> Callable[[], str]:
     """``pick() -> controller key`` of one opponent seat: a kind of ``mix`` drawn by weight (then,
-    for ``frozen``, one of ``frozen`` uniformly; for ``league``, one of ``league`` by ``league_probs``).
+    for ``frozen``, one of ``frozen`` uniformly; for ``league``, one of ``league`` by ``league_probs``);
+    the kinds' weights in ``OPPONENT_KINDS`` order.
 
     Draws what ``rng.choice(len(kinds), p=weights / weights.sum())`` draws, one ``rng.random()``
     against the normalised cumulative weights (numpy's own method for ``p``), without its
     per-call checks of ``p`` (13 us of 14 per call, measured); ``tests/test_collect.py`` holds the
     two equal. A ``league`` draw takes one more ``rng.random()`` the same way.
     """
-    kinds = [k for k, w in sorted(mix.items()) if w > 0 and (k != "frozen" or frozen) and (k != "league" or league)]
+    kinds = [k for k in OPPONENT_KINDS if mix.get(k, 0) > 0 and (k != "frozen" or frozen) and (k != "league" or league)]
     bounds = _cdf([mix[k] for k in kinds])
     member_bounds = _cdf(list(league_probs)) if league else []
 
@@ -188,7 +190,7 @@ def _play_chunk(state_dict: StateDict, task: ChunkTask) -> ChunkResult:
     controllers = {
         "agent": Controller("net", net),
         "self": Controller("net", net),
-        "heuristic": Controller("heuristic"),
+        "teacher": Controller("teacher"),
         "random": Controller("random"),
     }
     controllers.update({name: Controller("net", f) for name, f in _WORKER["frozen"].items()})

@@ -92,7 +92,7 @@ class ExportedGame(NamedTuple):
 def _export_chunk(task: tuple[int, range], setup: ExportSetup) -> list[ExportedGame]:
     """Play one chunk: per game in completion order, what ``ExportedGame`` holds."""
     k, games = task
-    controllers = {"agent": Controller("net", setup.net, explore=setup.explore), "heuristic": Controller("heuristic")}
+    controllers = {"agent": Controller("net", setup.net, explore=setup.explore), "teacher": Controller("teacher")}
     runner = play_games(
         replace(setup.pods, indices=games), controllers, game=setup.game, num_envs=setup.num_envs, encoder=setup.encoder,
         generator=torch.Generator().manual_seed(chunk_seed(setup.seed, k)), keep=Keep(log_seats=_agent_seat),
@@ -150,7 +150,7 @@ def export_batch(
         ml.runtime.executor.ComputeError: the Ray cluster was lost mid-stage.
     """
     games, pod_size, executor = cfg.games, game.num_players, how.executor
-    seatings = rotated_seatings(games, pod_size, "agent", lambda g: ["heuristic"] * (pod_size - 1))
+    seatings = rotated_seatings(games, pod_size, "agent", lambda g: ["teacher"] * (pod_size - 1))
     pods = Pods(seatings, game_seeds(how.seed, games))
     setup = executor.share(ExportSetup(net, game, pods, num_envs, how.seed, encoder, cfg.only_wins, cfg.explore))
     tasks = list(enumerate(chunk_ranges(games, how.chunk_games)))

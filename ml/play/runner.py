@@ -11,10 +11,10 @@ results, transitions and records against the core's (``tests/test_runner.py``).
 All network-controlled decisions pending across the concurrent
 games are answered by one forward pass per network (scripted seats act at once, so the games
 wait on networks only). The controller kind
-``heuristic`` is the game's teacher (the commander's heuristic, MCTS for OpenSpiel games).
+``teacher`` is the game's teacher (the commander's heuristic, MCTS for OpenSpiel games).
 
 Seats are named by *controller*: a key into a mapping of ``Controller`` objects, e.g.
-``["agent", "heuristic", "heuristic", "heuristic"]``.
+``["agent", "teacher", "teacher", "teacher"]``.
 
 The tracked seats' decisions (PPO transitions) are arrays from where they are taken to the
 update (``ml.play.buffer``): no Python object per decision.
@@ -37,16 +37,16 @@ from ml.model.policy import PolicyNet, check_shape
 from ml.play.buffer import Rollout, Tracker
 from ml.runtime.executor import LOCAL, Executor
 
-ControllerKind = Literal["heuristic", "random", "net"]
-"""Who plays a seat: a scripted player (``heuristic``, ``random``) or a network (``net``)."""
+ControllerKind = Literal["teacher", "random", "net"]
+"""Who plays a seat: a scripted player (``teacher``, ``random``) or a network (``net``)."""
 
 
 @dataclass
 class Controller:
-    """Who plays a seat: a scripted player kind (``heuristic``/``random``) or a network.
+    """Who plays a seat: a scripted player kind (``teacher``/``random``) or a network.
 
     Attributes:
-        kind: ``heuristic`` (the game's teacher), ``random`` or ``net``.
+        kind: ``teacher`` (the game's teacher), ``random`` or ``net``.
         net: the policy for ``net`` controllers.
         greedy: arg-max instead of sampling for ``net`` controllers.
         explore: ``net`` controllers: share of decisions whose move is drawn uniformly from the legal
@@ -154,7 +154,7 @@ def play_games(
 ) -> Generator[GameResult, None, None]:
     """Play the games of ``pods``, ``num_envs`` at a time, yielding each as it ends.
 
-    Scripted seats (``heuristic``, ``random``) act at once; the games then wait on a network,
+    Scripted seats (``teacher``, ``random``) act at once; the games then wait on a network,
     and each network answers all the decisions waiting on it with one forward pass, so a batch
     holds up to ``num_envs`` decisions.
 
@@ -291,7 +291,7 @@ def _start_row(
     batch: Game, row: int, index: int, pods: Pods, controllers: Mapping[str, Controller], log_seats: SeatPicker | None
 ) -> _Row:
     seats = pods.seatings[index]
-    scripted = {s: controllers[key].kind for s, key in enumerate(seats) if controllers[key].kind in ("heuristic", "random")}
+    scripted = {s: controllers[key].kind for s, key in enumerate(seats) if controllers[key].kind in ("teacher", "random")}
     logged = frozenset(log_seats(seats) if log_seats else ())
     surfaced = bool(logged & scripted.keys())
     batch.reset(row, int(pods.seeds[index]), scripted, surfaced, index=index)

@@ -78,7 +78,7 @@ def _teacher_chunk(task: tuple[int, range], setup: TeacherSetup) -> list[tuple[l
     k, games = task
     game = setup.game
     runner = play_games(
-        replace(setup.pods, indices=games), {"heuristic": Controller("heuristic")}, num_envs=len(games),
+        replace(setup.pods, indices=games), {"teacher": Controller("teacher")}, num_envs=len(games),
         generator=torch.Generator().manual_seed(chunk_seed(setup.seed, k)), keep=Keep(log_seats=_all_seats), game=game,
     )  # fmt: skip
     played = sorted(runner, key=lambda r: r.index)  # each game plays alone: the chunk's games in flight at once
@@ -115,7 +115,7 @@ def write_teacher_batch(out_dir: Path, game: GameSpec, cfg: TeacherParams, batch
     games, executor = cfg.games, how.executor
     if cfg.explore:
         game = game.with_teacher_explore(cfg.explore)
-    seatings = [["heuristic"] * game.num_players for _ in range(games)]
+    seatings = [["teacher"] * game.num_players for _ in range(games)]
     game.warm_up()  # a cold compile is not play: outside the rate and the progress bar's ETA
     started = time.perf_counter()
     setup = executor.share(TeacherSetup(game, Pods(seatings, game_seeds(how.seed, games)), how.seed))

@@ -17,10 +17,10 @@ Observation values   the core's encoder (``core.encode``, the one ``RecordEncode
                      decision record (``core.decision_record``)
 Rewards              zero-sum: winner +1, every other seat -1/(n-1) (given when eliminated)
 Termination          elimination, or the game's win; truncation: the turn-cap draw
-Scripted choices     ``scripted_action()``: the teacher's (``heuristic``) or uniform random
+Scripted choices     ``scripted_action()``: the teacher's (``teacher``: the heuristic) or uniform random
                      (``random``) choice of the seat to act, the kind per seat set by
                      ``reset(options={"scripted": {seat: kind}})`` (default: every seat
-                     ``heuristic``), from the seat's own generator seeded
+                     ``teacher``), from the seat's own generator seeded
                      ``seed * PLAYER_SEED_STRIDE + seat``, drawn when asked at each of the seat's
                      decisions. No ``state`` object: the game is the core's arrays.
 Core                 ``env.core``: the one-row ``CoreGame`` (row 0) holding the game's arrays
@@ -92,8 +92,8 @@ class CommanderPodEnv(PodEnvBase):
         Args:
             seed: game seed; later seedless resets draw their seeds from a generator seeded
                 with it. None with no earlier seed draws from OS entropy.
-            options: ``{"scripted": {seat: "heuristic" | "random"}}``, the kinds
-                :meth:`scripted_action` chooses by (default: every seat ``heuristic``); other
+            options: ``{"scripted": {seat: "teacher" | "random"}}``, the kinds
+                :meth:`scripted_action` chooses by (default: every seat ``teacher``); other
                 keys are ignored.
 
         Raises:
@@ -103,13 +103,13 @@ class CommanderPodEnv(PodEnvBase):
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)
                                  or not -core.MAX_SEED <= seed <= core.MAX_SEED):  # fmt: skip
             raise ValueError(f"seed must be an int in -{core.MAX_SEED}..{core.MAX_SEED} or None, got {seed!r}")
-        scripted = (options or {}).get("scripted", dict.fromkeys(range(self.pod_size), "heuristic"))
+        scripted = (options or {}).get("scripted", dict.fromkeys(range(self.pod_size), "teacher"))
         if not isinstance(scripted, Mapping) or any(not isinstance(s, int) or not 0 <= s < self.pod_size for s in scripted):
             got = sorted(scripted, key=repr) if isinstance(scripted, Mapping) else scripted
             raise ValueError(f"options['scripted']: seats must be in 0..{self.pod_size - 1}, got {got!r}")
         unknown = sorted({repr(k) for k in scripted.values() if k not in SCRIPTED_KINDS})
         if unknown:
-            raise ValueError(f"options['scripted']: no scripted player of kind {', '.join(unknown)}; use heuristic or random")
+            raise ValueError(f"options['scripted']: no scripted player of kind {', '.join(unknown)}; use teacher or random")
         game_seed = self._seeds.next(seed)
         if self._core is None:
             self._core = CoreGame(1, self.pod_size, self.max_turns)
@@ -186,7 +186,7 @@ class CommanderPodEnv(PodEnvBase):
     # ------------------------------------------------------------------ scripted seats
 
     def scripted_action(self) -> int:
-        """The scripted choice of the seat to act, by the kind ``reset`` gave it (``heuristic``:
+        """The scripted choice of the seat to act, by the kind ``reset`` gave it (``teacher``:
         the teacher, ``random``: uniform over the legal actions), from the seat's own generator.
 
         Asked at each of a seat's decisions, the choices are those the core's scripted seats

@@ -83,8 +83,8 @@ class CommanderSpec(NotZeroSum):
 
     def make_player(self, kind: str, seed: int) -> ScriptedPlayer:
         """Raises ValueError: the scripted seats play inside the core (``CoreGame``; ``seat_kind``)."""
-        if kind not in ("heuristic", "random"):
-            raise ValueError(f"no scripted player of kind {kind!r}; use heuristic or random")
+        if kind not in ("teacher", "random"):
+            raise ValueError(f"no scripted player of kind {kind!r}; use teacher or random")
         raise ValueError("the commander's scripted seats play inside its core (CoreGame), not as player objects")
 
     def encoder(self) -> Encoder:

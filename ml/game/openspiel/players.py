@@ -1,8 +1,8 @@
-"""Players for the loop's controller kinds (``ml.play.runner``): the teacher (kind ``heuristic``),
+"""Players for the loop's controller kinds (``ml.play.runner``): the teacher (kind ``teacher``),
 chosen by ``teacher.policy`` (``ml.game.openspiel.spec.OpenSpielSpec.make_player``), and
 :class:`UniformPlayer` (kind ``random``). The teachers:
 
-* :class:`MCTSPlayer` (``heuristic``): OpenSpiel's C++ ``MCTSBot`` with a
+* :class:`MCTSPlayer` (kind ``teacher``, ``teacher.policy: heuristic``): OpenSpiel's C++ ``MCTSBot`` with a
   ``RandomRolloutEvaluator``. MCTS searches the true state, so on imperfect-information games
   it sees hidden cards (a clairvoyant teacher); the records keep only the acting player's
   observation.

@@ -68,7 +68,7 @@ class OpenSpielTeacher(TypedDict, total=False):
 
 
 TEACHER_NAMES = {
-    "heuristic": "MCTS({s.mcts_simulations} simulations)",
+    "teacher": "MCTS({s.mcts_simulations} simulations)",
     "uniform": "uniform",
     "ismcts": "ISMCTS({s.mcts_simulations} simulations)",
     "cfr": "CFR+ average policy ({s.cfr_iterations} iterations)",
@@ -85,7 +85,7 @@ class OpenSpielSpec(EnvRows):
         num_players, obs_dim, num_actions: the game's sizes.
         openspiel_params: the game's own parameters, as sorted ``(key, value)`` pairs.
         mcts_simulations, mcts_rollouts, mcts_uct_c: the MCTS teacher (and ISMCTS's).
-        teacher_policy: which teacher the ``heuristic`` kind is (``teacher.policy``: ``heuristic``
+        teacher_policy: which teacher the ``teacher`` kind is (``teacher.policy``: ``heuristic``
             (MCTS), ``uniform``, ``ismcts``, ``cfr``).
         cfr_iterations: CFR+ iterations of the ``cfr`` teacher.
         observation: which tensor a seat observes (``game.observation``, ``ml.game.openspiel.env.ObservationKind``).
@@ -150,13 +150,13 @@ class OpenSpielSpec(EnvRows):
         return OpenSpielEnv(self.openspiel_game(), self.name, self.observation)
 
     def make_player(self, kind: str, seed: int) -> ScriptedPlayer:
-        """``heuristic``: the teacher of ``teacher_policy``; ``random``: ``UniformPlayer``.
+        """``teacher``: the teacher of ``teacher_policy``; ``random``: ``UniformPlayer``.
 
         Raises:
             ValueError: another kind; a ``cfr`` teacher on a game too large for it.
         """
-        if kind not in ("heuristic", "random"):
-            raise ValueError(f"no scripted player of kind {kind!r}; use heuristic or random")
+        if kind not in ("teacher", "random"):
+            raise ValueError(f"no scripted player of kind {kind!r}; use teacher or random")
         if kind == "random":
             return players.UniformPlayer(seed)
         game = self.openspiel_game()

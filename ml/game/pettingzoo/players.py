@@ -1,6 +1,6 @@
 """The players of a PettingZoo game: its teacher (``teacher.policy``) and the uniform legal move.
 
-The teacher (controller kind ``heuristic``, the Elo anchor) is ``teacher.policy``: ``random``
+The teacher (controller kind ``teacher``, the Elo anchor) is ``teacher.policy``: ``random``
 (:class:`UniformMaskPlayer`) or ``<module>:<callable>``, called as ``fn(observation, mask)`` (or
 ``fn(observation, mask, rng=...)`` when it takes an ``rng`` parameter: a seeded
 ``numpy.random.Generator``) and returning a legal action index (:class:`CallablePlayer`). Both act

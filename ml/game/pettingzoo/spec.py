@@ -64,16 +64,16 @@ class PettingZooSpec(EnvRows, NotZeroSum):
         return PettingZooEnv(self.name, dict(self.env_kwargs), self.env_version)
 
     def make_player(self, kind: str, seed: int) -> ScriptedPlayer:
-        """``heuristic``: the teacher of ``teacher_policy``; ``random``: a uniform legal move
+        """``teacher``: the teacher of ``teacher_policy``; ``random``: a uniform legal move
         (``ml.game.pettingzoo.players.make_teacher``).
 
         Raises:
             ValueError: another kind.
             PettingZooError: a teacher callable that does not import.
         """
-        if kind not in ("heuristic", "random"):
-            raise ValueError(f"no scripted player of kind {kind!r}; use heuristic or random")
-        return make_teacher(self.teacher_policy if kind == "heuristic" else RANDOM_POLICY, seed)
+        if kind not in ("teacher", "random"):
+            raise ValueError(f"no scripted player of kind {kind!r}; use teacher or random")
+        return make_teacher(self.teacher_policy if kind == "teacher" else RANDOM_POLICY, seed)
 
     def with_teacher_explore(self, explore: float) -> PettingZooSpec:
         """This game: its teachers draw every move themselves."""

@@ -34,7 +34,7 @@ from ml.game.commander.core.warmup import warm_up
 from ml.game.commander.features import OBS_DIM
 from ml.game.protocol import PLAYER_SEED_STRIDE
 
-SCRIPTED_KINDS = {"heuristic": core.SEAT_HEURISTIC, "random": core.SEAT_RANDOM}
+SCRIPTED_KINDS = {"teacher": core.SEAT_HEURISTIC, "random": core.SEAT_RANDOM}
 """Controller kind -> the core's ``seat_kind`` code."""
 RAW_MAX_CHARS = 200
 """Forge's ``action.raw`` is at most 200 characters (shared/docs/forge-decision-format.md)."""
@@ -117,7 +117,7 @@ class CoreGame:
         pseeds = np.zeros((n, MAX_POD), np.int64)
         for s, kind in scripted.items():
             if kind not in SCRIPTED_KINDS:
-                raise ValueError(f"no scripted player of kind {kind!r}; use heuristic or random")
+                raise ValueError(f"no scripted player of kind {kind!r}; use teacher or random")
             kinds[row, s] = SCRIPTED_KINDS[kind]
             pseeds[row, s] = seed * PLAYER_SEED_STRIDE + s
         seeds = np.zeros(n, np.int64)

@@ -11,14 +11,14 @@ from ml.game.spec import Encoder, ScriptedPlayer
 
 
 def make_player(kind: str, seed: int) -> ScriptedPlayer:
-    """The object engine's scripted player of a controller kind (``heuristic`` or ``random``), seeded ``seed``.
+    """The object engine's scripted player of a controller kind (``teacher`` or ``random``), seeded ``seed``.
 
     Raises:
         ValueError: another kind.
     """
-    if kind not in ("heuristic", "random"):
-        raise ValueError(f"no scripted player of kind {kind!r}; use heuristic or random")
-    return HeuristicPlayer(seed) if kind == "heuristic" else RandomPlayer(seed)
+    if kind not in ("teacher", "random"):
+        raise ValueError(f"no scripted player of kind {kind!r}; use teacher or random")
+    return HeuristicPlayer(seed) if kind == "teacher" else RandomPlayer(seed)
 
 
 def objects_game(spec: CommanderSpec, num_games: int, encoder: Encoder | None = None) -> EnvGame:

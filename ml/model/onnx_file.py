@@ -75,7 +75,7 @@ def io_layout(net: PolicyNet) -> dict[str, list[JSONObject]]:
     }
 
 
-def export_onnx(net: PolicyNet, out: Path, sidecar: Mapping[str, JSONValue]) -> Path:
+def write_onnx(net: PolicyNet, out: Path, sidecar: Mapping[str, JSONValue]) -> Path:
     """Write ``net`` as ONNX to ``out`` and the sidecar JSON beside it (``out`` with suffix ``.json``).
 
     Args:
