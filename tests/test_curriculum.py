@@ -366,7 +366,7 @@ PHASES_TEXT = """curriculum:
   - name: selfplay               # gated: the usual gate, retries, blocking
     generations: 1
     overrides:
-      selfplay: {opponent_mix: {heuristic: 0.5, frozen: 0.3, self: 0.2}, ent_coef: 0.02}
+      selfplay: {opponent_mix: {teacher: 0.5, frozen: 0.3, self: 0.2}, ent_coef: 0.02}
       train: {ppo_window: 2}
     abort_if: {metric: train_win_rate, below: 0.2, at_steps: 100000}
   - name: gauntlet               # self-play only against the model that passed `selfplay`

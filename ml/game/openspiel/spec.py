@@ -68,7 +68,7 @@ class OpenSpielTeacher(TypedDict, total=False):
 
 
 TEACHER_NAMES = {
-    "teacher": "MCTS({s.mcts_simulations} simulations)",
+    "heuristic": "MCTS({s.mcts_simulations} simulations)",
     "uniform": "uniform",
     "ismcts": "ISMCTS({s.mcts_simulations} simulations)",
     "cfr": "CFR+ average policy ({s.cfr_iterations} iterations)",
