@@ -92,6 +92,28 @@ def test_promotion_converges_and_never_feeds_an_attempt_its_own_output(loop: Loo
     assert sorted(p.name for p in (repo / "data/pool").iterdir()) == ["ml-decisions-ppo-gen000-a1.jsonl"]
 
 
+def test_a_dvc_lock_naming_a_live_older_process_is_kept_and_a_stale_one_removed(loop: Loop):
+    """``clear_stale_dvc_locks`` goes by the pids in DVC's rwlock, not by command lines: a live
+    process started before the file was written may hold it; a dead pid, or one started after
+    the file (a reused pid), cannot."""
+    rwlock = loop.path(".dvc/tmp/rwlock")
+    rwlock.parent.mkdir(parents=True, exist_ok=True)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+
+    def holding(pid: int) -> None:
+        rwlock.write_text(json.dumps({"read": {}, "write": {str(loop.root / "data"): {"pid": pid, "cmd": "dvc repro"}}}))
+
+    holding(os.getpid())  # this test's process, started before the file
+    loop.clear_stale_dvc_locks()
+    assert rwlock.exists()
+    os.utime(rwlock, (0, 0))  # as if written in 1970: this process started after it, on a reused pid
+    loop.clear_stale_dvc_locks()
+    assert not rwlock.exists()
+    holding(int(dead.stdout))  # a process that has ended
+    loop.clear_stale_dvc_locks()
+    assert not rwlock.exists()
+
+
 def test_unwritable_promoted_folder_is_one_line_and_the_next_run_promotes(loop: Loop):
     """``chattr +i data/pool`` made promotion raise PermissionError from ml/data/merge.py (a traceback)
     and leave ``data/pool.tmp``; now one line, the leftover of a kill is removed, nothing is

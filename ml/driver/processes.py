@@ -165,6 +165,17 @@ def _alive(entry: RecordedProcess) -> psutil.Process | None:
         return None
 
 
+def started_by(pid: int, when: float) -> bool:
+    """Whether a live process ``pid`` (not a zombie) was started by ``when`` (epoch seconds, within
+    ``CREATE_TIME_SLACK_S``): a process that wrote a record at ``when`` may be it; one started later
+    has reused a dead writer's pid."""
+    try:
+        proc = psutil.Process(pid)
+        return bool(proc.status() != psutil.STATUS_ZOMBIE and proc.create_time() <= when + CREATE_TIME_SLACK_S)
+    except psutil.Error:
+        return False
+
+
 def _frozen_trees(roots: list[psutil.Process]) -> list[tuple[psutil.Process, int | None]]:
     """``roots`` and all their descendants, each with the pid of the parent it was found under
     (None for a root), each frozen (``SIGSTOP``) before its children are listed, so that none

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import json
 import logging
 import os
 import subprocess
@@ -37,7 +38,7 @@ from tenacity import (
 from ml.base.faults import during, kill_group, seam
 from ml.base.progress import PROGRESS_FILE_ENV
 from ml.driver.dvc_output import DvcOutputFilter, stage_times
-from ml.driver.processes import ProcessRecord
+from ml.driver.processes import ProcessRecord, started_by
 from ml.driver.state import LOCK_FILE, PROGRESS_FILE, RUNTIME_DIR
 
 logger = logging.getLogger(__name__)
@@ -259,19 +260,28 @@ class Workspace:
         return [p.pid for p in killed]
 
     def clear_stale_dvc_locks(self) -> None:
-        """Remove ``.dvc/tmp/lock`` and ``rwlock`` left by a killed DVC, when no DVC process runs here."""
-        for proc in psutil.process_iter(["cmdline", "cwd"]):
-            try:
-                cmd = " ".join(proc.info["cmdline"] or [])
-                if "dvc" in cmd and proc.info["cwd"] == str(self.root) and proc.pid != os.getpid():
-                    return
-            except (psutil.Error, TypeError):
-                continue
-        for name in ("lock", "rwlock"):
-            p = self.path(".dvc/tmp") / name
-            if p.exists():
-                logger.debug("removing stale %s", p)
-                p.unlink()
+        """Remove DVC's ``.dvc/tmp/rwlock`` when no process it names still runs (called after
+        ``kill_strays``, so the loop's own DVC commands are gone).
+
+        The file names each DVC command holding an output by pid (``dvc.rwlock``). It is stale when
+        DVC cannot read it (a DVC killed while writing it) or when every pid in it is dead or
+        belongs to a process started after the file was last written (a reused pid). DVC's
+        ``.dvc/tmp/lock`` needs nothing: the OS releases it when its holder dies.
+        """
+        path = self.path(".dvc/tmp/rwlock")
+        try:
+            written = path.stat().st_mtime
+            infos = json.loads(path.read_text())
+            pids = [int(info["pid"]) for mode in ("read", "write") for held in infos.get(mode, {}).values()
+                    for info in (held if isinstance(held, list) else [held])]  # fmt: skip
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            pids = []  # unreadable: DVC would refuse every command
+        if any(started_by(pid, written) for pid in pids):
+            return
+        logger.debug("removing stale %s (pids %s)", path, pids)
+        path.unlink(missing_ok=True)
 
     def preflight(self) -> None:
         """Make sure, before any work, that the attempt's commit will go through.
