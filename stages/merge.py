@@ -36,7 +36,7 @@ def _args(p: argparse.ArgumentParser) -> None:
 
 @stage_main
 def main(argv: list[str] | None = None) -> int:
-    args, params = stage_setup("merge", __doc__, argv, _args)
+    args, params = stage_setup("merge", __doc__, argv, _args, uses_torch=False)
     from ml.base.io import read_json
     from ml.data.merge import merge_generation
 

@@ -40,7 +40,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ml.api.errors import FieldError
 from ml.base.io import JSONObject
-from ml.driver.models import ModelNotFound, ModelRegistry, bot_checkpoints, student_checkpoints
+from ml.driver.models import ModelNotFound, ModelRegistry, student_checkpoints
+from ml.driver.state import bot_checkpoints
 from ml.game.commander.actions import MACRO_ACTIONS, MAX_POD
 from ml.game.commander.core.warmup import encode_a_record
 from ml.game.commander.encoding import RecordEncoder, record_legal_mask

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ml.config.yaml_file import safe_yaml
+from ml.driver.state import BOTS_DIR, bot_checkpoints
 from ml.driver.workspace import LoopError
 from ml.game.protocol import GameSpec
 from ml.judge.deals import pod_win_rate
@@ -22,7 +23,6 @@ from ml.model.policy import PolicyNet, load_policy, save_policy
 from ml.play.runner import Controller
 from ml.runtime.executor import LOCAL, Executor
 
-BOTS_DIR = Path("bots/promoted")
 BOT_FORMAT = 1
 """Bumped when a promoted bot's meta changes; the weights follow ml.model.policy.CHECKPOINT_FORMAT."""
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -111,7 +111,7 @@ def promote(root: Path, git: Git, query: str, name: str | None = None) -> Path:
 
 def load_bots(root: Path) -> dict[str, PolicyNet]:
     """Every promoted bot, by name."""
-    return {p.stem: load_policy(p)[0] for p in sorted((root / BOTS_DIR).glob("*.pt"))}
+    return {name: load_policy(path)[0] for name, path in bot_checkpoints(root).items()}
 
 
 def final_report(

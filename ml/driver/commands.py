@@ -13,7 +13,7 @@ import time
 from ml.config.params import load_params
 from ml.driver import history, transitions
 from ml.driver.orchestrator import Loop
-from ml.driver.state import AttemptLog
+from ml.driver.state import AttemptLog, bot_checkpoints
 from ml.driver.workspace import LoopError
 from ml.judge.elo import format_table
 
@@ -30,7 +30,10 @@ def run_attempts(loop: Loop, max_generations: int | None = None, max_attempts: i
 
 
 def _report(loop: Loop) -> None:
-    """``model_commands.report``, imported when a run is done (it loads torch; a run's start does not)."""
+    """``model_commands.report`` when a run is done and bots were promoted (it loads torch, about a
+    second; a run's start does not)."""
+    if not bot_checkpoints(loop.root):
+        return
     from ml.driver.model_commands import report
 
     report(loop)

@@ -8,10 +8,11 @@ from pathlib import Path
 
 from ml.config.curriculum import phase_overrides
 from ml.config.params import load_params
-from ml.driver.bots import BOTS_DIR, final_report, load_bots, promote
+from ml.driver.bots import final_report, load_bots, promote
 from ml.driver.evaluate import accepted_students
 from ml.driver.orchestrator import Loop
 from ml.driver.phases import queue_seed_checkpoint
+from ml.driver.state import BOTS_DIR
 from ml.driver.workspace import LoopError
 from ml.game.registry import make_game
 from ml.model.policy import CheckpointError, check_shape, load_policy, save_policy

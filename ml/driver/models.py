@@ -22,8 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ml.base.io import DataFileError, read_json
-from ml.driver.bots import BOTS_DIR, NAME_RE
-from ml.driver.state import HISTORY_FILE
+from ml.driver.bots import NAME_RE
+from ml.driver.state import HISTORY_FILE, bot_checkpoints
 from ml.model.policy import check_shape, load_policy
 from ml.model.serving import ServedModel
 
@@ -44,11 +44,6 @@ def student_checkpoints(root: Path) -> list[Path]:
         if found:
             return found
     return []
-
-
-def bot_checkpoints(root: Path) -> dict[str, Path]:
-    """Promoted bots by name."""
-    return {p.stem: p for p in sorted((root / BOTS_DIR).glob("*.pt"))}
 
 
 def resolve(root: Path, name: str | None) -> tuple[Path, str]:

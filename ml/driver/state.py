@@ -43,6 +43,8 @@ RUN_FILE = RUNTIME_DIR / "run.json"
 PROCESSES_FILE = RUNTIME_DIR / "processes.json"
 """The pid and creation time of the loop holding the lock and of each command it is running, so that
 the next start finds what a kill left running by its process tree (``ml.driver.processes``)."""
+BOTS_DIR = Path("bots/promoted")
+"""Promoted bots (``loop.py promote``, ``ml.driver.bots``): ``<name>.pt``, DVC-tracked."""
 POLL_S = 1.0
 
 
@@ -190,3 +192,8 @@ def write_run_limit(root: Path, max_generations: int | None) -> None:
         (root / RUN_FILE).unlink(missing_ok=True)
     else:
         atomic_write_json(root / RUN_FILE, {"max_generations": max_generations})
+
+
+def bot_checkpoints(root: Path) -> dict[str, Path]:
+    """The promoted bots of the repository ``root`` by name (``BOTS_DIR/<name>.pt``), sorted by name."""
+    return {p.stem: p for p in sorted((root / BOTS_DIR).glob("*.pt"))}

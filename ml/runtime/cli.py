@@ -43,26 +43,26 @@ def git_sha() -> str:
 
 
 def environment(sha: str) -> dict[str, str]:
-    """The versions a stage ran on: ``python``, ``torch``, ``dvc``, ``numpy``, ``git_sha`` (``sha``) and
-    ``cpu_capability``, the vector unit torch's CPU kernels use (``AVX2`` on x86-64, ``ml.base.determinism``).
+    """The versions a stage ran on: ``python``, ``torch``, ``dvc``, ``numpy``, ``git_sha`` (``sha``) and,
+    in a process that imported torch, ``cpu_capability``, the vector unit torch's CPU kernels use
+    (``AVX2`` on x86-64, ``ml.base.determinism``).
 
     Recorded as ``<stage>/env`` in every stage's metrics (``write_metrics``); the driver warns
     when an attempt's differ from the previous attempt's (``ml.driver.generations``).
     """
     import numpy as np
-    import torch
 
-    try:
-        dvc_version = version("dvc")
-    except PackageNotFoundError:
-        dvc_version = "absent"
+    versions = {"python": platform.python_version()}
+    for package in ("torch", "dvc"):
+        try:
+            versions[package] = version(package)
+        except PackageNotFoundError:
+            versions[package] = "absent"
     return {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "dvc": dvc_version,
+        **versions,
         "numpy": np.__version__,
         "git_sha": sha,
-        "cpu_capability": cpu_capability(),
+        **({"cpu_capability": cpu_capability()} if "torch" in sys.modules else {}),
     }
 
 
@@ -90,7 +90,11 @@ def stage_main(main: Callable[_P, int]) -> Callable[_P, int]:
 
 
 def stage_setup(
-    name: str, description: str, argv: list[str] | None, add_args: Callable[[argparse.ArgumentParser], None]
+    name: str,
+    description: str,
+    argv: list[str] | None,
+    add_args: Callable[[argparse.ArgumentParser], None],
+    uses_torch: bool = True,
 ) -> tuple[argparse.Namespace, Params]:
     """Parse argv, load params, configure logging and torch; exits with status 2 on bad params.
 
@@ -99,6 +103,8 @@ def stage_setup(
         description: ``--help`` text.
         argv: arguments (None: ``sys.argv[1:]``).
         add_args: adds the stage's own arguments to the parser.
+        uses_torch: False for a stage that runs no network: torch is then neither imported (about
+            a second) nor configured.
 
     Returns:
         ``(args, params)``.
@@ -124,12 +130,13 @@ def stage_setup(
         params = load_params(args.params, check=check_params)
     except ParamsError as e:
         parser.exit(2, f"error: {e}\n")
-    import torch
+    if uses_torch:
+        import torch
 
-    torch.set_num_threads(params.base.torch_threads)
-    # cuBLAS needs a fixed workspace for deterministic results on a GPU (PyTorch "Reproducibility" notes)
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    deterministic_torch()
+        torch.set_num_threads(params.base.torch_threads)
+        # cuBLAS needs a fixed workspace for deterministic results on a GPU (PyTorch "Reproducibility" notes)
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        deterministic_torch()
     # loop.py pipes stage output through; it sets DISTILL_PROGRESS=1 when its own stdout is a terminal
     args.progress = not args.no_progress and (sys.stderr.isatty() or os.environ.get("DISTILL_PROGRESS") == "1")
     args.started = time.perf_counter()
