@@ -233,7 +233,7 @@ def converged(history: Sequence[EloEntry], threshold_elo: float, window: int) ->
 def format_table(entry: EloEntry) -> str:
     """The Elo table of an ``elo_history`` entry as text."""
     lines = [
-        f"Elo after {entry['attempt_id']} ({entry['games']} games; heuristic anchored at 1500)",
+        f"Elo after {entry['attempt_id']} ({entry['games']} games; teacher anchored at 1500)",
         f"{'player':12s} {'Elo':>7s} {'95% interval':>17s} {'games':>6s}",
     ]
     for r in entry["table"]:
