@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from filelock import FileLock
 
 from ml.config.yaml_file import safe_yaml
 
@@ -285,10 +287,13 @@ def pipeline(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     return run_pipeline(tmp_path_factory.mktemp(f"pipeline-{game}"), PIPELINE_PARAMS[game])
 
 
-def run_loop(repo: Path, *args: str, timeout: float = 900, env: dict | None = None) -> subprocess.CompletedProcess:
+def run_loop(
+    repo: Path, *args: str, timeout: float = 900, env: dict | None = None, inherit: dict | None = None
+) -> subprocess.CompletedProcess:
     """``python loop.py ARGS`` in ``repo``, in a session of its own (a fault-injection kill of
-    its process group, ``ml.base.faults``, never reaches the test runner)."""
-    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "PYTHONHASHSEED": "0", **(env or {})}
+    its process group, ``ml.base.faults``, never reaches the test runner), with ``env`` added to
+    ``inherit`` (default: this process's environment)."""
+    env = {**(os.environ if inherit is None else inherit), "DVC_NO_ANALYTICS": "1", "PYTHONHASHSEED": "0", **(env or {})}
     if env.get("DISTILL_ENCODED_CACHE") == ENCODED_CACHE:
         del env["DISTILL_ENCODED_CACHE"]
     return subprocess.run(
@@ -327,7 +332,6 @@ def run_fingerprint(repo: Path) -> dict:
     one history entry per attempt (its verdict, figures and games played), one Elo refit and one tournament per accepted attempt.
     Attempt ids (which hold a timestamp) are replaced by ``gen/attempt``.
     """
-    import json
 
     commits = attempt_commits(repo)
     state = json.loads((repo / "state/curriculum_state.json").read_text())
@@ -341,7 +345,7 @@ def run_fingerprint(repo: Path) -> dict:
         for p in sorted((repo / "data/merged").rglob("*"))
         if p.is_file()
     }
-    return {
+    fingerprint = {
         "subjects": [s for _, s in commits],
         "outs": [out_hashes(repo, sha) for sha, _ in commits],
         "pointers": [pointer_hashes(repo, sha) for sha, _ in commits],
@@ -353,23 +357,70 @@ def run_fingerprint(repo: Path) -> dict:
         "state": {k: state[k] for k in ("status", "generation", "attempt", "failures")},
         "git_clean": git(repo, "status", "--porcelain", "--untracked-files=no") == "",
     }
+    return json.loads(json.dumps(fingerprint))  # as JSON holds it: the reference run's is read back from a file
+
+
+REFERENCE_THREAD = "reference-run"
+"""The thread that runs the reference run in the background (``pytest_collection_finish``); the
+process guard lets it start processes while a fast test runs beside it."""
+
+
+def _reference_dir(config: pytest.Config) -> Path:
+    """The session's one folder of the reference run, shared by the pytest-xdist workers."""
+    base = config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]  # the tmp_path_factory fixture's
+    return base.parent / "reference" if hasattr(config, "workerinput") else base / "reference"
+
+
+def _build_reference(shared: Path, environ: dict[str, str]) -> None:
+    """Run the reference run into ``shared`` in ``environ`` unless it is there; one process at a time (a file lock)."""
+    with FileLock(str(shared) + ".lock"):
+        if not (shared / "run.json").exists():
+            _run_reference(shared, environ)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the reference run in a background thread when a collected test uses it: the first
+    worker to take its lock runs it while the tests before go on; the others find it done."""
+    if any("reference_run" in getattr(item, "fixturenames", ()) for item in session.items):
+        environ = dict(os.environ)  # as it is before any test changes it
+
+        def build() -> None:
+            with contextlib.suppress(Exception):  # a failure is raised where a test asks for it (reference_run)
+                _build_reference(_reference_dir(session.config), environ)
+
+        threading.Thread(target=build, name=REFERENCE_THREAD, daemon=True).start()
 
 
 @pytest.fixture(scope="session")
-def reference_run(tmp_path_factory):
+def reference_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     """One uninterrupted 2-generation TINY run: ``(repo, result, seams, fingerprint)``.
 
     ``seams`` is every seam the run reached (``ml.base.faults``), in order; the fingerprint is
-    taken before any test changes the repo.
+    taken before any test changes the repo. Run once per session (started in the background at
+    collection, ``pytest_collection_finish``); each pytest-xdist worker gets its own copy
+    (``cp -a``: DVC's links kept) of the finished repository, to change as it likes.
     """
+    shared = _reference_dir(request.config)
+    _build_reference(shared, dict(os.environ))  # waits for the background run; runs it here if that one failed
+    built = json.loads((shared / "run.json").read_text())
+    repo = tmp_path_factory.mktemp("reference") / "repo"
+    subprocess.run(["cp", "-a", str(shared / "repo"), str(repo)], check=True)
+    res = subprocess.CompletedProcess(built["args"], built["returncode"], built["stdout"], built["stderr"])
+    return repo, res, built["seams"], built["fingerprint"]
+
+
+def _run_reference(shared: Path, environ: dict[str, str]) -> None:
+    """The reference run in ``shared/repo``; its result, seams and fingerprint in ``shared/run.json`` (last)."""
     from ml.base.faults import SEAMS_LOG_ENV
 
-    base = tmp_path_factory.mktemp("reference")
-    repo = make_project_copy(base / "repo", tiny_params())
-    log = base / "seams.txt"
-    res = run_loop(repo, env={SEAMS_LOG_ENV: str(log)})
+    shutil.rmtree(shared, ignore_errors=True)  # a worker that died halfway
+    repo = make_project_copy(shared / "repo", tiny_params())
+    log = shared / "seams.txt"
+    res = run_loop(repo, env={SEAMS_LOG_ENV: str(log)}, inherit=environ)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    return repo, res, log.read_text().split(), run_fingerprint(repo)
+    built = {"args": res.args, "returncode": res.returncode, "stdout": res.stdout, "stderr": res.stderr,
+             "seams": log.read_text().split(), "fingerprint": run_fingerprint(repo)}  # fmt: skip
+    (shared / "run.json").write_text(json.dumps(built))
 
 
 # ---------------------------------------------------------------------------------------------- the process guard
@@ -389,7 +440,7 @@ _GUARD = {"test": None}  # nodeid of the running fast test, None while an expens
 
 def _refuse(what: str):
     def start(*args, **kwargs):
-        if _GUARD["test"] is not None:
+        if _GUARD["test"] is not None and threading.current_thread().name != REFERENCE_THREAD:
             raise ProcessInFastTest(f"{_GUARD['test']} starts a process ({what}): mark it @pytest.mark.expensive")
         return originals[what](*args, **kwargs)
 

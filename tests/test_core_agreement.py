@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -89,6 +90,13 @@ def _first_difference(a: dict, b: dict) -> str:
     return "keys differ"
 
 
+def assert_states_agree(envs: list[ReferencePodEnv], st: core.CoreState, games: Iterable[int]) -> None:
+    """The object state of each of ``games`` equals the core's, field by field."""
+    for g in games:
+        ref, mine = ref_snapshot(envs[g].state), core_snapshot(st, g)
+        assert ref == mine, f"game {g} after {st.decisions[g]} decisions: {_first_difference(ref, mine)}"
+
+
 def play_agreement(n_games: int, seed: int, record_every: int = 7) -> Counter:
     """Play ``n_games`` through the env (reference) and the core side by side, asserting agreement
     after every decision. Returns counts of what happened (decisions, wipes, outcomes, decks)."""
@@ -115,13 +123,13 @@ def play_agreement(n_games: int, seed: int, record_every: int = 7) -> Counter:
     for g in range(n_games):
         seen.update(f"deck {d}" for d in st.deck[g, : pods[g]])
         seen[f"pod {pods[g]}"] += 1
+    stepped: Iterable[int] = range(n_games)
     while True:
         live = [g for g in range(n_games) if not envs[g].state.done]
-        for g in range(n_games):  # states agree, finished games included
-            ref, mine = ref_snapshot(envs[g].state), core_snapshot(st, g)
-            assert ref == mine, f"game {g} after {st.decisions[g]} decisions: {_first_difference(ref, mine)}"
+        assert_states_agree(envs, st, stepped)  # every game the last step moved, one it ended included
         if not live:
             break
+        stepped = live
         core.encode(st, TABLES, np.where(st.done, -1, st.active).astype(np.int64), obs)
         core.choose_scripted(st, TABLES, chosen)
         actions = np.full(n_games, -1, np.int64)
@@ -161,6 +169,7 @@ def play_agreement(n_games: int, seed: int, record_every: int = 7) -> Counter:
         core.apply_actions(st, TABLES, actions, rewards)
         for g in live:
             assert np.array_equal(rewards[g], expected[g]), f"game {g}: rewards {rewards[g]} vs {expected[g]}"
+    assert_states_agree(envs, st, range(n_games))  # a finished game stayed as it ended while the others played on
     for g, env in enumerate(envs):
         state = env.state
         if state.winner is None:
