@@ -188,6 +188,17 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     warm_core_cache()
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Order the run: the ``long`` tests first, then the other ``expensive`` ones, then the fast
+    ones (each kind in collection order). pytest-xdist hands tests out in this order, so the
+    minutes of one test overlap the rest instead of being all that runs at the end."""
+
+    def kind(item: pytest.Item) -> int:
+        return 0 if item.get_closest_marker("long") else 1 if item.get_closest_marker("expensive") else 2
+
+    items.sort(key=kind)  # stable
+
+
 def make_project_copy(dest: Path, params: dict) -> Path:
     """Copy the project's files (tracked and untracked, not ignored) and numba's cache of the
     core's kernels (made first: ``warm_core_cache``) into a fresh git repo.

@@ -69,6 +69,7 @@ def test_seams_come_from_the_code(reference_run):
     assert len(targets) == len(set(targets))
 
 
+@pytest.mark.long
 def test_kill_at_every_seam(tmp_path: Path, reference_run):
     _, _, seams, want = reference_run
     repo = make_project_copy(tmp_path / "repo", tiny_params())
