@@ -36,7 +36,7 @@ from fastapi.testclient import TestClient
 from filelock import FileLock
 
 from ml.api import __main__ as api_main
-from ml.api import control
+from ml.api import control, policy
 from ml.api.app import create_app
 from ml.api.control import LoopController
 from ml.api.readers import RepoView, per_generation
@@ -141,6 +141,18 @@ def launches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 def client(repo: Path, host: str = "127.0.0.1", token: str | None = None) -> TestClient:
     return TestClient(create_app(repo, bind_host=host, token=token))
+
+
+@pytest.mark.expensive  # git
+def test_the_encoder_is_compiled_when_the_server_starts_not_when_the_app_is_built(repo: Path, monkeypatch: pytest.MonkeyPatch):
+    """The manual's build reads ``create_app(...).openapi()``: that compiles nothing (numba, about 20 s
+    on a fresh clone); a server's start compiles the policy endpoint's encoder before its first request."""
+    calls: list[int] = []
+    monkeypatch.setattr(policy, "encode_a_record", lambda: calls.append(1) or 0.0)
+    app = create_app(repo)
+    assert "/api/ml/policy/act" in str(app.openapi()["paths"]) and calls == []
+    with TestClient(app):
+        assert calls == [1]
 
 
 def state_is(c: TestClient, *states: str) -> Callable[[], bool]:

@@ -25,7 +25,8 @@ from __future__ import annotations
 import ipaddress
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import urlsplit
@@ -127,7 +128,7 @@ def create_app(
     # /docs from the vendored swagger-ui files (no CDN); the dashboard's vega scripts under /static too
     app = FastAPI(
         title="distill-loop", summary="Watch and steer loop.py", version="1", docs_url=None, redoc_url=None,
-        max_body_size=max_body_bytes,
+        max_body_size=max_body_bytes, lifespan=_warm_up,
     )  # fmt: skip
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     app.get("/docs", include_in_schema=False)(_swagger_docs)
@@ -152,6 +153,14 @@ def create_app(
     service = add_policy_routes(app, view.root, commit_of, [Depends(_guard(bind_host, token))], max_body_bytes=max_body_bytes)
     add_observation_routes(app, view.root, commit_of, service.batcher, max_body_bytes)
     return app
+
+
+@asynccontextmanager
+async def _warm_up(app: FastAPI) -> AsyncIterator[None]:
+    """At the server's start: the policy endpoint's encoder compiled before the first request
+    (not when the app is built: ``openapi()`` alone, as the manual's build asks, compiles nothing)."""
+    app.state.policy.warm_up()
+    yield
 
 
 def _swagger_docs() -> HTMLResponse:

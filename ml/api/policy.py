@@ -191,6 +191,10 @@ class PolicyService:
     def __init__(self, registry: ModelRegistry, batcher: MicroBatcher | None = None) -> None:
         self.registry, self.batcher = registry, batcher or MicroBatcher()
         self.encoder = RecordEncoder()
+
+    def warm_up(self) -> None:
+        """Compile the records' encoder (numba; loaded from its cache after the first time) before the
+        first request; logs the seconds it took. The server calls it at start (``ml.api.app``)."""
         logger.info("policy endpoint: the compiled encoder is ready in %.1f s", encode_a_record())
 
     def model(self, name: str | None) -> ServedModel:
