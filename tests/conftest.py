@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from filelock import FileLock
 
+from ml.base.io import atomic_write_json
 from ml.config.yaml_file import safe_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -343,7 +344,6 @@ def run_fingerprint(repo: Path) -> dict:
     one history entry per attempt (its verdict, figures and games played), one Elo refit and one tournament per accepted attempt.
     Attempt ids (which hold a timestamp) are replaced by ``gen/attempt``.
     """
-
     commits = attempt_commits(repo)
     state = json.loads((repo / "state/curriculum_state.json").read_text())
     ids = {e["attempt_id"]: f"{e['generation']}/{e['attempt']}" for e in state["log"]}
@@ -402,19 +402,19 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         threading.Thread(target=build, name=REFERENCE_THREAD, daemon=True).start()
 
 
-@pytest.fixture(scope="session")
-def reference_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+@pytest.fixture
+def reference_run(request: pytest.FixtureRequest, tmp_path: Path):
     """One uninterrupted 2-generation TINY run: ``(repo, result, seams, fingerprint)``.
 
     ``seams`` is every seam the run reached (``ml.base.faults``), in order; the fingerprint is
     taken before any test changes the repo. Run once per session (started in the background at
-    collection, ``pytest_collection_finish``); each pytest-xdist worker gets its own copy
-    (``cp -a``: DVC's links kept) of the finished repository, to change as it likes.
+    collection, ``pytest_collection_finish``); each test gets its own copy (``cp -a``: DVC's links
+    kept; about 30 MB) of the finished repository, to change as it likes.
     """
     shared = _reference_dir(request.config)
     _build_reference(shared, dict(os.environ))  # waits for the background run; runs it here if that one failed
     built = json.loads((shared / "run.json").read_text())
-    repo = tmp_path_factory.mktemp("reference") / "repo"
+    repo = tmp_path / "reference"
     subprocess.run(["cp", "-a", str(shared / "repo"), str(repo)], check=True)
     res = subprocess.CompletedProcess(built["args"], built["returncode"], built["stdout"], built["stderr"])
     return repo, res, built["seams"], built["fingerprint"]
@@ -431,7 +431,7 @@ def _run_reference(shared: Path, environ: dict[str, str]) -> None:
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     built = {"args": res.args, "returncode": res.returncode, "stdout": res.stdout, "stderr": res.stderr,
              "seams": log.read_text().split(), "fingerprint": run_fingerprint(repo)}  # fmt: skip
-    (shared / "run.json").write_text(json.dumps(built))
+    atomic_write_json(shared / "run.json", built)  # whole or absent: a worker killed here leaves none
 
 
 # ---------------------------------------------------------------------------------------------- the process guard

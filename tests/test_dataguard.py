@@ -32,12 +32,6 @@ FORGE = ROOT / "tests/fixtures/forge/import"
 ENV = {**os.environ, "DVC_NO_ANALYTICS": "1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
 
 
-def _copy_run(reference_run, dest: Path) -> Path:
-    """A copy of the reference run with its hard links (``cp -a``: data/, data/merged and the cache stay one inode)."""
-    subprocess.run(["cp", "-a", str(reference_run[0]), str(dest)], check=True)
-    return dest
-
-
 def _md5(path: Path) -> str:
     return hashlib.md5(path.read_bytes()).hexdigest()
 
@@ -57,7 +51,7 @@ def _sh(repo: Path, script: str, env: dict | None = None) -> subprocess.Complete
 
 
 def test_edit_through_the_hard_link_is_refused_and_the_printed_commands_restore_it(reference_run, tmp_path: Path):
-    repo = _copy_run(reference_run, tmp_path / "repo")
+    repo = reference_run[0]  # this test's copy (cp -a: data/, data/merged and the cache stay one inode)
     batch = sorted((repo / "data/pool").glob("ml-decisions-ppo-*.jsonl"))[0]
     md5 = _md5(batch)
     obj = repo / CACHE_DIR / md5[:2] / md5[2:]
@@ -92,7 +86,7 @@ def test_edit_through_the_hard_link_is_refused_and_the_printed_commands_restore_
 
 
 def test_readme_edit_recipe_is_accepted_and_keeps_the_earlier_commits(reference_run, tmp_path: Path):
-    repo = _copy_run(reference_run, tmp_path / "repo")
+    repo = reference_run[0]  # this test's copy (cp -a: data/, data/merged and the cache stay one inode)
     res = run_loop(repo, "import-forge", "--cards", str(FORGE / "cards.yaml"), str(FORGE / "ml-decisions-5d0c3f19.jsonl"))
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     cards = repo / "data/forge/cards.yaml"
@@ -135,7 +129,7 @@ def test_readme_edit_recipe_is_accepted_and_keeps_the_earlier_commits(reference_
 def test_an_output_of_the_attempt_in_flight_edited_in_place_is_rebuilt_by_its_stage(reference_run, tmp_path: Path):
     """A stage's output edited through its hard link before the attempt's commit (no commit records it): the advice
     is to run that stage again, and the printed commands restore the bytes and finish the attempt."""
-    repo = _copy_run(reference_run, tmp_path / "repo")
+    repo = reference_run[0]  # this test's copy (cp -a: data/, data/merged and the cache stay one inode)
     killed = run_loop(repo, "--max-generations", "3", env={"DISTILL_FAULT": "g002.repro.rate.done"})
     assert killed.returncode != 0 and (repo / "data/tournament.json").is_file(), killed.stderr[-2000:]
     played = repo / "data/tournament.json"

@@ -196,8 +196,7 @@ def test_the_league_is_pinned_in_each_attempt_and_restored(reference_run, tmp_pa
 
     from tests.conftest import attempt_commits, git
 
-    repo = tmp_path / "repo"
-    subprocess.run(["cp", "-a", str(reference_run[0]), str(repo)], check=True)
+    repo = reference_run[0]  # this test's copy
     gen1 = attempt_commits(repo)[1][0]
     lock = safe_yaml().load(git(repo, "show", f"{gen1}:dvc.lock"))
     deps = {d["path"]: d for d in lock["stages"]["selfplay"]["deps"]}

@@ -44,7 +44,7 @@ def dvc(repo: Path, *args: str) -> str:
     return subprocess.run([*DVC, *args], cwd=repo, env=ENV, check=True, capture_output=True, text=True).stdout
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def finished_run(reference_run):
     """The uninterrupted 2-generation run (conftest ``reference_run``), with its attempt
     commits and data hashes taken before any test changes the repo."""
