@@ -11,7 +11,10 @@ measured in the same run (``python -c pass`` is the floor):
   (``filelock``, as ``ml.driver.workspace.acquire_lock`` takes it);
 * ``loop.py elo`` in that clone (no ratings yet): it imports what a run's start imports
   (``ml.driver.commands``, ``ml.driver.orchestrator``: no torch, numba or scipy.stats), so it is
-  what every restart of ``loop.py`` pays before its first step (the kill tests restart it 48 times).
+  what every restart of ``loop.py`` pays before its first step (the kill tests restart it 48 times);
+* a stage's imports (torch and the commander core) ended by ``sys.exit`` and by
+  ``ml.runtime.cli.exit_stage``: the difference is the collections of the interpreter's
+  finalization that ``exit_stage`` skips, paid by each of a generation's seven stage processes.
 
 Usage: python bench/bench_startup.py [--repeat N]
 """
@@ -28,6 +31,7 @@ from pathlib import Path
 from filelock import FileLock
 
 ROOT = Path(__file__).resolve().parent.parent
+STAGE_IMPORTS = "import torch, ml.game.commander.core; from ml.runtime.cli import exit_stage"
 
 
 def cpu_s(cmd: list[str], expect: str | None = None) -> float:
@@ -66,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
             ("python -m stages.train --help", [py, "-m", "stages.train", "--help"], None),
             ("loop.py refused: already running", [py, "loop.py", "--repo", str(clone)], "is already running"),
             ("loop.py elo (a run's imports)", [py, "loop.py", "--repo", str(clone), "elo"], "no ratings yet"),
+            ("a stage's imports, sys.exit", [py, "-c", f"{STAGE_IMPORTS}; import sys; sys.exit(0)"], None),
+            ("a stage's imports, exit_stage", [py, "-c", f"{STAGE_IMPORTS}; exit_stage(0)"], None),
         ]
         with FileLock(str(lock_path)):
             best = {name: min(cpu_s(cmd, expect) for _ in range(args.repeat)) for name, cmd, expect in cases}

@@ -13,10 +13,9 @@ to ``data/<name>`` before the next attempt (a DVC pipeline cannot feed its own i
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from ml.runtime.cli import stage_main, stage_setup, write_metrics
+from ml.runtime.cli import exit_stage, stage_main, stage_setup, write_metrics
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -53,4 +52,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_stage(main())

@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ml.runtime.cli import stage_main, stage_setup, write_metrics
+from ml.runtime.cli import exit_stage, stage_main, stage_setup, write_metrics
 
 
 def _args(p: argparse.ArgumentParser) -> None:
@@ -82,4 +82,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_stage(main())
