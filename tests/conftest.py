@@ -190,12 +190,18 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Order the run: the ``long`` tests first, then the other ``expensive`` ones, then the fast
-    ones (each kind in collection order). pytest-xdist hands tests out in this order, so the
-    minutes of one test overlap the rest instead of being all that runs at the end."""
+    """Order the run: the ``long`` tests first, then the other ``expensive`` ones (those without
+    the reference run before those with it), then the fast ones, each kind in collection order.
+    pytest-xdist hands tests out in this order, so the minutes of one test overlap the rest
+    instead of being all that runs at the end, and no worker waits idle for the reference run
+    while it runs in the background (``pytest_collection_finish``)."""
 
     def kind(item: pytest.Item) -> int:
-        return 0 if item.get_closest_marker("long") else 1 if item.get_closest_marker("expensive") else 2
+        if item.get_closest_marker("long"):
+            return 0
+        if item.get_closest_marker("expensive"):
+            return 2 if "reference_run" in getattr(item, "fixturenames", ()) else 1
+        return 3
 
     items.sort(key=kind)  # stable
 
