@@ -51,6 +51,12 @@ def test_suggest_follows_the_failed_check_within_bounds():
     assert suggest(["nash_conv"], params) == {"selfplay.magnet_kl": 0.25, "selfplay.lr": 0.00015, "train.source_weights.ppo": 0.35}
     params["selfplay"]["magnet_kl"] = 1.0
     assert suggest(["nash_conv"], params)["selfplay.magnet_kl"] == 2.25
+    # the PPO share is lowered toward a teacher sounder than the student (CFR), not toward a uniform one
+    cfr = {"train/nash_conv": 0.15, "train/nash_conv_teacher_empirical": 0.03}
+    uniform = {"train/nash_conv": 1.07, "train/nash_conv_teacher_empirical": 5.26}
+    assert suggest(["nash_conv"], params, cfr)["train.source_weights.ppo"] == 0.35
+    assert suggest(["nash_conv"], params, uniform) == {"selfplay.magnet_kl": 2.25, "selfplay.lr": 0.00015}
+    assert suggest(["holdout"], params, uniform) == {"train.source_weights.ppo": 0.35}  # not a sound_teacher rule
     at_bounds = Params().model_dump(mode="json")
     at_bounds["selfplay"].update(learner_decisions=2_000_000, ent_coef=0.05, lr=1e-5)
     assert suggest(["strength"], at_bounds) == {}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -116,6 +116,9 @@ class Rule:
     low: float = float("-inf")
     high: float = float("inf")
     integer: bool = False
+    sound_teacher: bool = False
+    """Only when the teacher's games are less exploitable than the current student
+    (``teacher_sounder``): a rule that moves the student toward the teacher data."""
 
 
 RULES: tuple[Rule, ...] = (
@@ -135,25 +138,42 @@ RULES: tuple[Rule, ...] = (
     # magnetic mirror descent), take smaller PPO steps, and move the student's average less per batch.
     Rule("nash_conv", "selfplay.magnet_kl", factor=2.0, step=0.25, high=8.0),
     Rule("nash_conv", "selfplay.lr", factor=0.5, low=1e-5),
-    Rule("nash_conv", "train.source_weights.ppo", factor=0.7, low=0.05),
+    # Lowering the PPO share moves the student toward the teacher data: only toward a sounder teacher
+    # (a CFR teacher: yes; a uniform one: the student's NashConv rose 1.07 -> 1.24 -> 1.49 over three
+    # leduc retries, docs/openspiel.md "From a uniform teacher").
+    Rule("nash_conv", "train.source_weights.ppo", factor=0.7, low=0.05, sound_teacher=True),
 )
 """The suggester's rules: bounded, one direction each, so repeated retries converge to the bounds."""
 
 
-def suggest(failed: Sequence[str], params: JSONObject) -> JSONObject:
+def teacher_sounder(train: Mapping[str, object]) -> bool:
+    """Whether the teacher's games are less exploitable than the current student: the NashConv of
+    the teacher's empirical policy below the student's (``train/nash_conv_teacher_empirical`` and
+    ``train/nash_conv`` of ``metrics/train.json``, ``ml.judge.nashconv``). True when either is
+    missing (a game without exact NashConv)."""
+    teacher, student = train.get("train/nash_conv_teacher_empirical"), train.get("train/nash_conv")
+    if not isinstance(teacher, (int, float)) or not isinstance(student, (int, float)):
+        return True
+    return teacher < student
+
+
+def suggest(failed: Sequence[str], params: JSONObject, train: Mapping[str, object] | None = None) -> JSONObject:
     """Nudged values for a retry after a rejection.
 
     Args:
         failed: the checks that failed (``ml.judge.verdict.GateVerdict.failed``).
         params: the params of the rejected attempt (plain nested dict).
+        train: the rejected attempt's ``metrics/train.json`` (a rule with ``sound_teacher``
+            applies only when ``teacher_sounder`` says so; None: as if it did).
 
     Returns:
         dotted key -> new value, only for values that actually change (a value already at
         its bound is left alone).
     """
     out: JSONObject = {}
+    sounder = teacher_sounder(train or {})
     for check in failed:
-        for rule in (r for r in RULES if r.check == check and r.key not in out):
+        for rule in (r for r in RULES if r.check == check and r.key not in out and (sounder or not r.sound_teacher)):
             try:
                 old = float(get_dotted(params, rule.key))
             except (KeyError, TypeError):

@@ -316,7 +316,10 @@ class AttemptSteps(Workspace):
             elo_history = history.elo_history(self.root)
             state = transitions.after_attempt(state, flight.generation, flight.attempt, accepted, params, elo_history)
             if not accepted and state.status == "running" and params.loop.suggest_on_retry and verdict is not None:
-                state.nudges = suggest(verdict.failed, params.model_dump(mode="json"))
+                train = read_json(self.path("metrics/train.json"))
+                state.nudges = suggest(
+                    verdict.failed, params.model_dump(mode="json"), train if isinstance(train, dict) else None
+                )
         state.in_flight = None
         # the ledger's outcome is the new state's: the line is written before the state that ends the attempt
         outcome = "blocked" if state.status == "blocked" else "rejected" if abort_reason else entry.verdict
