@@ -12,6 +12,7 @@ import logging
 
 from ml.config.params import Params
 from ml.driver.feedback import RULES, FeedbackRecord, append_record, read_ledger, suggest
+from ml.judge.verdict import deciding_checks
 
 
 def _record(attempt_id: str) -> FeedbackRecord:
@@ -48,7 +49,11 @@ def test_suggest_follows_the_failed_check_within_bounds():
     assert suggest([], params) == {}
     assert suggest(["student"], params) == {}  # a fallen-back student: a new seed, not less PPO data
     params["selfplay"].update(magnet_kl=0.0, lr=3e-4)  # a rejected NashConv: the retry moves three knobs, not the seed only
-    assert suggest(["nash_conv"], params) == {"selfplay.magnet_kl": 0.25, "selfplay.lr": 0.00015, "train.source_weights.ppo": 0.35}
+    assert suggest(["nash_conv"], params) == {
+        "selfplay.magnet_kl": 0.25,
+        "selfplay.lr": 0.00015,
+        "train.source_weights.ppo": 0.35,
+    }
     params["selfplay"]["magnet_kl"] = 1.0
     assert suggest(["nash_conv"], params)["selfplay.magnet_kl"] == 2.25
     # the PPO share is lowered toward a teacher sounder than the student (CFR), not toward a uniform one
@@ -57,6 +62,10 @@ def test_suggest_follows_the_failed_check_within_bounds():
     assert suggest(["nash_conv"], params, cfr)["train.source_weights.ppo"] == 0.35
     assert suggest(["nash_conv"], params, uniform) == {"selfplay.magnet_kl": 2.25, "selfplay.lr": 0.00015}
     assert suggest(["holdout"], params, uniform) == {"train.source_weights.ppo": 0.35}  # not a sound_teacher rule
+    # under decide_by: nash_conv a failed strength test is reported, not deciding: the driver nudges for the deciding ones
+    failed = [c for c in ("strength", "nash_conv") if c in deciding_checks("nash_conv")]
+    assert failed == ["nash_conv"] and "selfplay.learner_decisions" not in suggest(failed, params, uniform)
+    assert deciding_checks("tests") == {"strength", "holdout", "student", "empty"}
     at_bounds = Params().model_dump(mode="json")
     at_bounds["selfplay"].update(learner_decisions=2_000_000, ent_coef=0.05, lr=1e-5)
     assert suggest(["strength"], at_bounds) == {}

@@ -43,7 +43,7 @@ from ml.driver.state import (
 from ml.driver.workspace import DVC, LoopError, Workspace
 from ml.game.checks import check_params
 from ml.judge.elo import PLAYED_FILE, EloEntry, PlayedTournament, format_table, record_tournament
-from ml.judge.verdict import GateVerdict
+from ml.judge.verdict import GateVerdict, deciding_checks
 
 
 class Repro(NamedTuple):
@@ -317,9 +317,8 @@ class AttemptSteps(Workspace):
             state = transitions.after_attempt(state, flight.generation, flight.attempt, accepted, params, elo_history)
             if not accepted and state.status == "running" and params.loop.suggest_on_retry and verdict is not None:
                 train = read_json(self.path("metrics/train.json"))
-                state.nudges = suggest(
-                    verdict.failed, params.model_dump(mode="json"), train if isinstance(train, dict) else None
-                )
+                failed = [c for c in verdict.failed if c in deciding_checks(params.gate.decide_by)]
+                state.nudges = suggest(failed, params.model_dump(mode="json"), train if isinstance(train, dict) else None)
         state.in_flight = None
         # the ledger's outcome is the new state's: the line is written before the state that ends the attempt
         outcome = "blocked" if state.status == "blocked" else "rejected" if abort_reason else entry.verdict

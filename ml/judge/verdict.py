@@ -203,7 +203,9 @@ class Verdict:
                 "gate/student_return_high": student.return_high, "gate/student_deals": student.deals,
             })  # fmt: skip
         if self.nash_conv is not None:
-            out.update({"gate/nash_conv_current": self.nash_conv.current, "gate/nash_conv_candidate": self.nash_conv.candidate})
+            out.update(
+                {"gate/nash_conv_current": self.nash_conv.current, "gate/nash_conv_candidate": self.nash_conv.candidate}
+            )
         return out
 
 
@@ -211,7 +213,9 @@ def _strength_reason(strength: Strength) -> str:
     if isinstance(strength, InChips):
         s = strength.test
         how = (
-            "the SPRT on mean return accepted H0 (par)" if s.decided_early else "the SPRT on mean return reached max games undecided"
+            "the SPRT on mean return accepted H0 (par)"
+            if s.decided_early
+            else "the SPRT on mean return reached max games undecided"
         )
         return (
             f"strength: {how}, LLR {s.llr:.2f} after {s.deals} deals ({s.played} games), "
@@ -274,7 +278,7 @@ def verdict(
         )
     if batch.games == 0:
         reasons["empty"] = "the batch holds no games"
-    deciding = {"nash_conv", "empty"} if nash_conv is not None else {"strength", "holdout", "student", "empty"}
+    deciding = deciding_checks("nash_conv" if nash_conv is not None else "tests")
     deciding_reasons = tuple(r for k, r in reasons.items() if k in deciding)
     return Verdict(
         accepted=not deciding_reasons or not gated, gated=gated, reasons=deciding_reasons, failed=tuple(reasons),
@@ -317,6 +321,12 @@ class GateReport:
             "gate/candidate_batch": self.candidate_batch,
             "gate/candidate_sampled_share": self.sampled_share,
         }
+
+
+def deciding_checks(decide_by: str) -> frozenset[str]:
+    """The checks whose failure rejects a gated batch under ``gate.decide_by`` (``tests`` or
+    ``nash_conv``); the others are measured and reported (``Verdict.not_deciding``)."""
+    return frozenset({"nash_conv", "empty"} if decide_by == "nash_conv" else {"strength", "holdout", "student", "empty"})
 
 
 class GateVerdict(BaseModel):
