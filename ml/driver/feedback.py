@@ -139,8 +139,7 @@ RULES: tuple[Rule, ...] = (
     Rule("nash_conv", "selfplay.magnet_kl", factor=2.0, step=0.25, high=8.0),
     Rule("nash_conv", "selfplay.lr", factor=0.5, low=1e-5),
     # Lowering the PPO share moves the student toward the teacher data: only toward a sounder teacher
-    # (a CFR teacher: yes; a uniform one: the student's NashConv rose 1.07 -> 1.24 -> 1.49 over three
-    # leduc retries, docs/openspiel.md "From a uniform teacher").
+    # (a CFR teacher, not a uniform one; docs/openspiel.md, "From a uniform teacher").
     Rule("nash_conv", "train.source_weights.ppo", factor=0.7, low=0.05, sound_teacher=True),
 )
 """The suggester's rules: bounded, one direction each, so repeated retries converge to the bounds."""

@@ -94,9 +94,9 @@ def exit_stage(code: int) -> NoReturn:
     """End a stage process with exit status ``code`` (a stage's ``if __name__ == "__main__"``).
 
     ``gc.freeze()`` first: the objects alive at the end (torch's and numba's modules, the
-    networks) are left out of the collections of the interpreter's finalization, which
-    otherwise take 0.3-0.7 s a stage (bench/bench_startup.py). Atexit handlers and the
-    closing of files by reference count run as usual.
+    networks) are left out of the collections of the interpreter's finalization
+    (``bench/bench_startup.py`` measures the difference). Atexit handlers and the closing of
+    files by reference count run as usual.
     """
     gc.freeze()
     sys.exit(code)
