@@ -160,7 +160,8 @@ def suggest(failed: Sequence[str], params: JSONObject, train: Mapping[str, objec
     """Nudged values for a retry after a rejection.
 
     Args:
-        failed: the checks that failed (``ml.judge.verdict.GateVerdict.failed``).
+        failed: the failed checks that decide under ``gate.decide_by`` (``ml.judge.verdict.GateVerdict.failed``
+            within ``ml.judge.verdict.deciding_checks``: the driver filters them).
         params: the params of the rejected attempt (plain nested dict).
         train: the rejected attempt's ``metrics/train.json`` (a rule with ``sound_teacher``
             applies only when ``teacher_sounder`` says so; None: as if it did).
