@@ -5,7 +5,8 @@ accepted generations found in ``--frozen``, the current policy, the league: thos
 the accepted students in ``--students``, by PFSP weights). With ``selfplay.start: agent`` PPO
 resumes the newest ``gen<G>.pt`` of ``--frozen`` with its optimizer state (the student while there
 is none). Writes the PPO agent's checkpoint (with its optimizer state) and ``metrics/selfplay.json``
-(with the opponent mix actually played and the league's estimates).
+(with the opponent mix actually played, the league's estimates and the generation's entropy
+bonus, ``selfplay.ent_coef * selfplay.ent_decay**generation``).
 """
 
 from __future__ import annotations
@@ -62,18 +63,20 @@ def main(argv: list[str] | None = None) -> int:
         except CheckpointError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
+    ent_coef = params.selfplay.entropy_coefficient(params.run.generation)
+    cfg = params.selfplay.model_copy(update={"ent_coef": ent_coef})
     run = RunSettings(params.stage_seed("selfplay"), params.base.torch_device, args.progress)
     try:
         with open_executor(params.compute, params.base.torch_threads) as executor:
             net, trained = train_ppo(
-                student, frozen, params.selfplay, make_game(params.game, params.teacher), run,
+                student, frozen, cfg, make_game(params.game, params.teacher), run,
                 on_update=curves.log if curves else None, executor=executor,
                 resume=resume,
             )  # fmt: skip
     except (ComputeError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    metrics = {**trained, "selfplay/frozen_opponents": sorted(frozen)}
+    metrics = {**trained, "selfplay/ent_coef": ent_coef, "selfplay/frozen_opponents": sorted(frozen)}
     meta = {"role": "ppo", "generation": params.run.generation, "model_version": params.run.model_version}
     save_policy(net, args.out, meta, optimizer=resume.optimizer_state)
     if curves:

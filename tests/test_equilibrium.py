@@ -11,7 +11,8 @@ apart (its observation tensor merges them into 576); the params refuse a non-MCT
 the commander, ``explore`` without a distribution and a ``cfr`` teacher on a game above the
 size limit, each in one line; the PPO magnet (``selfplay.magnet_kl``) leaves the agent's
 bits unchanged at 0 and, above 0, keeps the agent nearer the starting student; the opponent
-kind ``student`` plays the starting student.
+kind ``student`` plays the starting student; the selfplay stage of generation G trains with the
+entropy bonus ``ent_coef * ent_decay**G`` and records it.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ from ml.learn.supervised import TrainingData, build_and_train
 from ml.model.policy import PolicyNet
 from ml.play.runner import StagePlay
 from ml.play.teacher import write_teacher_batch
-from tests.conftest import ROOT
+from stages import selfplay
+from tests.conftest import KUHN_TINY, ROOT, Pipeline, tiny_params, yaml_text
 
 KUHN = {"game": {"name": "openspiel:kuhn_poker", "pod_size": 2}, "gate": {"target_win_rate": 0.6}}
 
@@ -180,6 +182,26 @@ def test_student_opponent_is_the_starting_student() -> None:
     )
     nc = nash_conv_metrics(vs_student, game, None, prefix="ppo")
     assert set(nc) == {"ppo/nash_conv", "ppo/nash_conv_uniform"}
+
+
+@pytest.mark.parametrize("pipeline", ["kuhn_poker"], indirect=True)
+def test_entropy_bonus_decays_by_generation(pipeline: Pipeline, tmp_path: Path) -> None:
+    def stage(name: str, generation: int, ent_coef: float, ent_decay: float) -> tuple[dict, dict]:
+        over = {**KUHN_TINY, "run": {"generation": generation}}
+        over["selfplay"] = {**KUHN_TINY["selfplay"], "ent_coef": ent_coef, "ent_decay": ent_decay}
+        (tmp_path / f"{name}.yaml").write_text(yaml_text(tiny_params(over)))
+        out, metrics = tmp_path / f"{name}.pt", tmp_path / f"{name}.json"
+        args = ["--params", str(tmp_path / f"{name}.yaml"), "--no-progress", "--student", str(pipeline.root / "student.pt"),
+                "--frozen", str(tmp_path / "none"), "--out", str(out), "--metrics", str(metrics)]  # fmt: skip
+        assert selfplay.main(args) == 0
+        return torch.load(out, weights_only=False)["state_dict"], json.loads(metrics.read_text())
+
+    decayed, m = stage("decayed", 3, 0.4, 0.5)
+    same, m_same = stage("same", 3, 0.05, 1.0)  # 0.4 * 0.5**3
+    flat, m_flat = stage("flat", 3, 0.4, 1.0)
+    assert m["selfplay/ent_coef"] == m_same["selfplay/ent_coef"] == 0.05 and m_flat["selfplay/ent_coef"] == 0.4
+    assert all(torch.equal(decayed[k], same[k]) for k in decayed)
+    assert any(not torch.equal(decayed[k], flat[k]) for k in decayed)
 
 
 def test_every_profile_validates_after_every_other() -> None:

@@ -206,7 +206,11 @@ class SelfplayParams(_Section):
     clip_coef: float = Field(0.2, gt=0)
     """PPO ratio clipping epsilon (Schulman et al. 2017)."""
     ent_coef: float = Field(0.01, ge=0)
-    """Entropy bonus coefficient."""
+    """Entropy bonus coefficient of generation 0 (see ``ent_decay``)."""
+    ent_decay: float = Field(1.0, gt=0, le=1)
+    """Per-generation factor of the entropy bonus: generation G's PPO uses ``ent_coef * ent_decay**G``
+    (``entropy_coefficient``); 1: the same bonus in every generation. Below 1 the entropy-regularised
+    fixed point that PPO self-play approaches moves toward a Nash equilibrium (Sokota et al. 2023)."""
     vf_coef: float = Field(0.5, ge=0)
     """Value loss coefficient."""
     max_grad_norm: float = Field(0.5, gt=0)
@@ -238,6 +242,10 @@ class SelfplayParams(_Section):
     """Only these frozen opponents (file stems in data/frozen, e.g. ``gen002``); None: all. Set by a curriculum phase."""
     abort_if: AbortIf | None = None
     """Stop the attempt early when a training metric is below a bar after some PPO steps (set by a curriculum phase)."""
+
+    def entropy_coefficient(self, generation: int) -> float:
+        """The entropy bonus of ``generation`` (>= 0): ``ent_coef * ent_decay**generation``."""
+        return self.ent_coef * self.ent_decay**generation
 
     @model_validator(mode="after")
     def _check_mix(self) -> SelfplayParams:
