@@ -158,6 +158,8 @@ def test_ppo_reward_filter(tmp_path, encoder):
     data, stats = load_ppo([tmp_path], encoder, min_reward_threshold=0.5)
     assert stats == {"ppo_files": 1, "ppo_games": 3, "ppo_games_filtered": 1}
     assert len(data) == 2 and set(data.source) == {"ppo"}
+    data, stats = load_ppo([tmp_path], encoder, min_reward_threshold=None)  # null: every game, the lost one too
+    assert stats["ppo_games_filtered"] == 0 and len(data) == 3
     # the window keeps the newest batches by generation, across pool folders
     newer = tmp_path / "candidate"
     newer.mkdir()

@@ -151,8 +151,10 @@ class TrainParams(_Section):
     """Mixture ratios of the sampled training set per record ``source`` (``sim``, ``ppo``, ``forge``; another
     name is refused: a misspelt one would silently train without that source); {sim: 1, ppo: 8} makes PPO 8/9
     of it (the newest agent's data decides the student's strength, docs/measurements.md), {sim: 1, ppo: 0.5} a third."""
-    min_reward_threshold: float = 0.0
-    """PPO games whose ``episode_return`` is below this are dropped from training."""
+    min_reward_threshold: float | None = 0.0
+    """PPO games whose ``episode_return`` is below this are dropped from training; null: every game
+    is kept. At 0.0 the games the agent lost (commander: -1/3, poker: the chips lost) are dropped, so
+    the student never sees the agent's moves of a lost game (folding, in poker)."""
     ppo_window: int = Field(1, ge=0)
     """Newest accepted PPO batches the student learns from (by generation); 0: all of them.
     Older batches come from weaker agents and dilute the newest (docs/measurements.md)."""

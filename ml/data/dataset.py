@@ -137,7 +137,7 @@ def load_teacher(
 def load_ppo(
     pool_dirs: list[Path],
     encoder: Encoder,
-    min_reward_threshold: float,
+    min_reward_threshold: float | None,
     window: int = 0,
     cache: EncodedCache | None = None,
     recency: float = 1.0,
@@ -148,7 +148,7 @@ def load_ppo(
     Args:
         pool_dirs: folders of accepted batches.
         encoder: the game's record encoder.
-        min_reward_threshold: games below this ``episode_return`` are dropped.
+        min_reward_threshold: games below this ``episode_return`` are dropped (None: none is).
         window: keep only the newest ``window`` batches (by batch name, ``gen<NNN>-a<k>``:
             the generation that produced them); 0 keeps all. Only those files are read.
         cache: the encoded-batch cache (``EncodedCache``), or None: each file parsed here.
@@ -165,7 +165,8 @@ def load_ppo(
     paths = ppo_files(pool_dirs, window)
     files = [encode_file(p, encoder, cache) for p in paths]
     empty = empty_set(encoder.obs_dim, encoder.num_actions)
-    low = [f.episode_return < min_reward_threshold for f in files]  # nan (no return) is never below
+    floor = -np.inf if min_reward_threshold is None else min_reward_threshold
+    low = [f.episode_return < floor for f in files]  # nan (no return) is never below
     parts = [f.data.subset(f.row[~lo & (f.row >= 0)]) for f, lo in zip(files, low, strict=True)]
     policies = 0.0
     for age, part in enumerate(reversed(parts)):
