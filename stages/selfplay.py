@@ -5,8 +5,9 @@ accepted generations found in ``--frozen``, the current policy, the league: thos
 the accepted students in ``--students``, by PFSP weights). With ``selfplay.start: agent`` PPO
 resumes the newest ``gen<G>.pt`` of ``--frozen`` with its optimizer state (the student while there
 is none). Writes the PPO agent's checkpoint (with its optimizer state) and ``metrics/selfplay.json``
-(with the opponent mix actually played, the league's estimates and the generation's entropy
-bonus, ``selfplay.ent_coef * selfplay.ent_decay**generation``).
+(with the opponent mix actually played, the league's estimates, the generation's entropy
+bonus, ``selfplay.ent_coef * selfplay.ent_decay**generation``, and for small two-player zero-sum
+games the agent's exact NashConv, ``selfplay/nash_conv``).
 """
 
 from __future__ import annotations
@@ -67,9 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     cfg = params.selfplay.model_copy(update={"ent_coef": ent_coef})
     run = RunSettings(params.stage_seed("selfplay"), params.base.torch_device, args.progress)
     try:
+        game = make_game(params.game, params.teacher)
         with open_executor(params.compute, params.base.torch_threads) as executor:
             net, trained = train_ppo(
-                student, frozen, cfg, make_game(params.game, params.teacher), run,
+                student, frozen, cfg, game, run,
                 on_update=curves.log if curves else None, executor=executor,
                 resume=resume,
             )  # fmt: skip
@@ -77,6 +79,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     metrics = {**trained, "selfplay/ent_coef": ent_coef, "selfplay/frozen_opponents": sorted(frozen)}
+    if game.zero_sum:  # {} but for small two-player zero-sum games; pyspiel imported for those only
+        from ml.judge.nashconv import nash_conv_metrics
+
+        metrics.update(nash_conv_metrics(net, game, None, prefix="selfplay"))
     meta = {"role": "ppo", "generation": params.run.generation, "model_version": params.run.model_version}
     save_policy(net, args.out, meta, optimizer=resume.optimizer_state)
     if curves:

@@ -12,7 +12,7 @@ the commander, ``explore`` without a distribution and a ``cfr`` teacher on a gam
 size limit, each in one line; the PPO magnet (``selfplay.magnet_kl``) leaves the agent's
 bits unchanged at 0 and, above 0, keeps the agent nearer the starting student; the opponent
 kind ``student`` plays the starting student; the selfplay stage of generation G trains with the
-entropy bonus ``ent_coef * ent_decay**G`` and records it.
+entropy bonus ``ent_coef * ent_decay**G`` and records it with the agent's NashConv.
 """
 
 from __future__ import annotations
@@ -200,6 +200,7 @@ def test_entropy_bonus_decays_by_generation(pipeline: Pipeline, tmp_path: Path) 
     same, m_same = stage("same", 3, 0.05, 1.0)  # 0.4 * 0.5**3
     flat, m_flat = stage("flat", 3, 0.4, 1.0)
     assert m["selfplay/ent_coef"] == m_same["selfplay/ent_coef"] == 0.05 and m_flat["selfplay/ent_coef"] == 0.4
+    assert m["selfplay/nash_conv"] == m_same["selfplay/nash_conv"] != m_flat["selfplay/nash_conv"]  # the agent's
     assert all(torch.equal(decayed[k], same[k]) for k in decayed)
     assert any(not torch.equal(decayed[k], flat[k]) for k in decayed)
 
