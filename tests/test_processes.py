@@ -6,7 +6,8 @@ lines look like a stage or a ``dvc repro`` of this repository, started by no loo
 alone (the command-line matching this replaced killed them, and missed the real ones); a
 recorded loop still alive (its lock lost) is a stray with its tree; a recorded pid reused by
 another process, and the starting loop itself, are spared; a command that ended leaves the
-record, and a loop that ends removes it.
+record, and a loop that ends removes it; a loop interrupted alone (``SIGINT`` to its pid) ends
+the tree of the command it runs before it exits.
 """
 
 from __future__ import annotations
@@ -45,7 +46,10 @@ from pathlib import Path
 from ml.driver.workspace import Workspace
 ws = Workspace(Path(sys.argv[1]), echo=print)
 ws.kill_strays()
-ws.run([sys.executable, "-c", sys.argv[2]])
+if sys.argv[3:] == ["stream"]:
+    ws.run_timed([sys.executable, "-c", sys.argv[2]])
+else:
+    ws.run([sys.executable, "-c", sys.argv[2]])
 """
 """A loop in small: it claims the record, as ``loop.py`` does at start, and runs ``COMMAND``."""
 
@@ -81,9 +85,10 @@ def started(repo: Path):
                 left.kill()
 
 
-def _fake_loop(repo: Path, start) -> tuple[subprocess.Popen, int, int]:
-    """A loop running ``COMMAND`` in ``repo``: (the loop, its command's pid, the grandchild's pid)."""
-    loop = start("-c", FAKE_LOOP, str(repo), COMMAND, cwd=ROOT)
+def _fake_loop(repo: Path, start, *how: str) -> tuple[subprocess.Popen, int, int]:
+    """A loop running ``COMMAND`` in ``repo`` (``how``: ``stream``, by ``Workspace.run_timed``):
+    (the loop, its command's pid, the grandchild's pid)."""
+    loop = start("-c", FAKE_LOOP, str(repo), COMMAND, *how, cwd=ROOT)
     tree = wait_for(lambda: (repo / "tree.txt").exists() and (repo / "tree.txt").read_text(), what="the fake loop's tree")
     child, grandchild = map(int, str(tree).split())
     return loop, child, grandchild
@@ -115,6 +120,17 @@ def test_the_tree_of_a_loop_killed_alone_is_killed_and_lookalikes_are_not(repo: 
     assert [p.pid for p in ws.processes.recorded()] == [os.getpid()]
     ws.processes.release()
     assert not (repo / PROCESSES_FILE).exists()
+
+
+@pytest.mark.parametrize("how", [(), ("stream",)])
+def test_a_loop_interrupted_alone_ends_its_command_tree(repo: Path, started, how: tuple[str, ...]):
+    """``kill -INT PID`` reaches the loop alone (a terminal's Ctrl-C reaches its whole group): the
+    command it runs and what that started end with it, not at the next start."""
+    loop, child, grandchild = _fake_loop(repo, started, *how)
+    os.kill(loop.pid, signal.SIGINT)
+    assert loop.wait(timeout=30) != 0
+    assert _gone(child) and _gone(grandchild)
+    assert Workspace(repo, echo=lambda _: None).kill_strays() == []
 
 
 def test_a_live_recorded_loop_is_a_stray_with_its_tree(repo: Path, started):

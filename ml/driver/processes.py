@@ -85,14 +85,11 @@ class ProcessRecord:
         """
         entries = self.recorded()
         known = {entry.pid: entry.what for entry in entries}
-        strays = _frozen_trees([p for entry in entries if (p := _alive(entry)) is not None])
-        killed = []
-        for proc, parent in strays:
-            with contextlib.suppress(psutil.Error):
-                proc.kill()
-                what = known.get(proc.pid) or f"started by {parent}"
-                killed.append(RecordedProcess(pid=proc.pid, create_time=proc.create_time(), what=what))
-        _wait_gone([proc for proc, _ in strays], KILL_WAIT_S)
+        roots = [p for entry in entries if (p := _alive(entry)) is not None]
+        killed = [
+            RecordedProcess(pid=proc.pid, create_time=born, what=known.get(proc.pid) or f"started by {parent}")
+            for proc, parent, born in kill_trees(roots)
+        ]
         return sorted(killed, key=lambda entry: entry.pid)
 
     def claim(self, what: str = "loop.py") -> None:
@@ -174,6 +171,24 @@ def started_by(pid: int, when: float) -> bool:
         return bool(proc.status() != psutil.STATUS_ZOMBIE and proc.create_time() <= when + CREATE_TIME_SLACK_S)
     except psutil.Error:
         return False
+
+
+def kill_trees(roots: list[psutil.Process]) -> list[tuple[psutil.Process, int | None, float]]:
+    """``SIGKILL`` ``roots`` and all their descendants (this process and its ancestors spared), and
+    wait, up to ``KILL_WAIT_S``, until they are gone.
+
+    Returns:
+        Each process killed, with the pid of the parent it was found under (None for a root) and
+        its creation time (seconds since the epoch).
+    """
+    tree = _frozen_trees(roots)
+    killed = []
+    for proc, parent in tree:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+            killed.append((proc, parent, proc.create_time()))
+    _wait_gone([proc for proc, _ in tree], KILL_WAIT_S)
+    return killed
 
 
 def _frozen_trees(roots: list[psutil.Process]) -> list[tuple[psutil.Process, int | None]]:

@@ -38,7 +38,7 @@ from tenacity import (
 from ml.base.faults import during, kill_group, seam
 from ml.base.progress import PROGRESS_FILE_ENV
 from ml.driver.dvc_output import DvcOutputFilter, stage_times
-from ml.driver.processes import ProcessRecord, started_by
+from ml.driver.processes import ProcessRecord, kill_trees, started_by
 from ml.driver.state import LOCK_FILE, PROGRESS_FILE, RUNTIME_DIR
 
 logger = logging.getLogger(__name__)
@@ -137,12 +137,7 @@ class Workspace:
             subprocess.Popen(cmd, cwd=self.root, env=self.env, stdout=pipe, stderr=pipe, text=True) as proc,
             self._recorded(proc, cmd),
         ):
-            try:
-                out, err = proc.communicate()
-            except BaseException:  # Ctrl-C included: the command does not outlive the call
-                proc.kill()
-                proc.wait()
-                raise
+            out, err = proc.communicate()
         if proc.returncode:
             said = (out[-3000:] + err[-3000:]).strip() or "(no output)"
             raise LoopError(f"{_shown(cmd)} failed ({proc.returncode}):\n{said}")
@@ -151,10 +146,18 @@ class Workspace:
     @contextlib.contextmanager
     def _recorded(self, proc: subprocess.Popen[AnyStr], cmd: list[str]) -> Iterator[None]:
         """``proc`` (just started) is in the record of the loop's processes until it has ended
-        (``ml.driver.processes``); one still running when the block is left stays there."""
+        (``ml.driver.processes``); one still running when the block is left stays there. An exception
+        in the block (``KeyboardInterrupt`` from a ``SIGINT`` sent to the loop alone included) kills
+        ``proc`` and everything it started first: the command does not outlive the call."""
         self.processes.add(proc.pid, _shown(cmd))
         try:
             yield
+        except BaseException:
+            if proc.poll() is None:
+                with contextlib.suppress(psutil.Error):
+                    kill_trees([psutil.Process(proc.pid)])
+                proc.wait()
+            raise
         finally:
             if proc.poll() is not None:
                 self.processes.drop(proc.pid)
