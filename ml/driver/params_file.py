@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedSeq
+from ruamel.yaml.representer import RoundTripRepresenter
 
 from ml.base.io import JSONObject, JSONValue
 from ml.config.curriculum import Overrides
@@ -107,7 +108,22 @@ def _yaml(text: str = "") -> YAML:
     if m := re.search(r"^( *)[^\s#-][^\n]*:[ \t]*(?:#[^\n]*)?\n(?:[ \t]*(?:#[^\n]*)?\n)*( *)- ", text, re.M):
         offset = max(0, len(m.group(2)) - len(m.group(1)))
     yaml.indent(mapping=2, sequence=offset + 2, offset=offset)
+    if _SPELLED_NULL.search(text):  # ruamel writes a null value as nothing; keep the file's ``null``
+        yaml.Representer = _NullRepresenter
     return yaml
+
+
+_SPELLED_NULL = re.compile(r"^[^#\n]*:[ \t]+(?:null|Null|NULL|~)[ \t]*(?:#[^\n]*)?$", re.M)
+
+
+class _NullRepresenter(RoundTripRepresenter):
+    """ruamel's round-trip representer writing None as ``null``."""
+
+    def represent_none(self, data: None) -> Any:
+        return self.represent_scalar("tag:yaml.org,2002:null", "null")
+
+
+_NullRepresenter.add_representer(type(None), _NullRepresenter.represent_none)
 
 
 def _load(path: Path) -> tuple[Any, str]:
