@@ -202,7 +202,9 @@ def test_unknown_key_names_its_nearest_field(tmp_path: Path):
         f"{tmp_path / 'params.yaml'}:{epocs}: train.epocs: unknown key; did you mean 'epochs'?",
         f"{tmp_path / 'params.yaml'}:{gaet}: gaet: unknown key; did you mean 'gate'?",
     ]
-    with pytest.raises(ParamsError, match=r"params\.yaml:2: export\.zzz: unknown key \(known: games, only_wins, explore\)$"):
+    with pytest.raises(
+        ParamsError, match=r"params\.yaml:2: export\.zzz: unknown key \(known: games, only_wins, explore, targets\)$"
+    ):
         _load(tmp_path, "export:\n  zzz: 1\n")
 
 
@@ -308,6 +310,12 @@ def test_a_file_with_no_sections_is_refused_by_reader_and_writer(tmp_path: Path,
             "more than 100000 states",
         ),
         ("game:\n  observation: information_state\n", 2, "game.observation: information_state is for OpenSpiel games"),
+        ("export:\n  targets: teacher\n", 2, "export.targets: teacher needs a teacher that keeps a distribution"),
+        (
+            "game:\n  name: openspiel:kuhn_poker\n  pod_size: 2\nexport:\n  targets: teacher\ngate:\n  target_win_rate: 0.6\n",
+            5,
+            "(teacher.policy uniform, ismcts, cfr), not heuristic",
+        ),
         (
             "game:\n  name: openspiel:tic_tac_toe\n  pod_size: 2\ngate:\n  alpha: 0.05\n",
             4,

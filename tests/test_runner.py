@@ -243,6 +243,45 @@ def test_an_exploring_net_spreads_its_moves_and_keeps_its_distribution():
                         keep=Keep(track_seats=lambda s: [s.index("agent")])))  # fmt: skip
 
 
+@pytest.mark.parametrize("teacher", ["uniform", "cfr"])
+def test_export_targets_teacher_labels_the_agents_decisions_with_the_teachers_distribution(tmp_path, teacher):
+    """``export.targets: teacher``: the same games and moves as ``agent`` (labelling draws nothing), and every
+    record's ``policy`` is the teacher's distribution at its decision, not the agent's."""
+    from ml.config.sections import ExportParams, RunParams
+    from ml.data.batch_files import read_records
+    from ml.game.openspiel.players import cfr_average_policy
+    from ml.game.openspiel.spec import openspiel
+    from ml.play.export import export_batch
+
+    game = openspiel("kuhn_poker", observation="information_state", teacher_policy=teacher, cfr_iterations=50)
+    torch.manual_seed(0)
+    net = PolicyNet(game.obs_dim, (16,), num_actions=game.num_actions)
+    batches = {}
+    for targets in ("agent", "teacher"):
+        out = tmp_path / targets
+        export_batch(net, out, ExportParams(games=200, only_wins=False, explore=0.2, targets=targets), RunParams(),
+                     game, StagePlay(5), num_envs=8)  # fmt: skip
+        batches[targets] = [r for f in sorted(out.glob("*.jsonl")) for r in read_records(f)]
+    moves = {t: [(r.game_id, r.action.action_idx) for r in recs] for t, recs in batches.items()}
+    assert moves["agent"] == moves["teacher"] and len(moves["agent"]) > 200
+    table = cfr_average_policy(game.openspiel_game(), 50)
+    by_observation = {}
+    for agent_rec, rec in zip(batches["agent"], batches["teacher"], strict=True):
+        legal = np.asarray(rec.action_mask, bool)
+        if teacher == "uniform":
+            want = legal / legal.sum()
+        else:  # the information-state tensor names the state; CFR's table is keyed by its string
+            want = by_observation.setdefault(tuple(rec.observation), None)
+        if want is not None:
+            assert rec.policy == pytest.approx(list(want), abs=1e-4)
+        by_observation[tuple(rec.observation)] = rec.policy
+        assert rec.policy != pytest.approx(agent_rec.policy, abs=1e-3)
+    if teacher == "cfr":  # kuhn's CFR+ policy: some information states mixed, each state's label one distribution
+        labels = {tuple(p) for p in by_observation.values()}
+        assert len(labels) > 2 and any(0.05 < p < 0.95 for label in labels for p in label)
+        assert {round(p, 3) for d in table.values() for p in d.values()} >= {round(p, 3) for lb in labels for p in lb if p}
+
+
 def test_export_explore_changes_the_moves_not_the_targets(tmp_path):
     """``export.explore``: the same export with a share of uniform moves writes other games, and every record's
     ``policy`` is still the agent's distribution at its observation."""

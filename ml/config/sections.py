@@ -22,6 +22,8 @@ from ml.config.yaml_file import At
 
 TEACHER_POLICIES = ("heuristic", "uniform", "ismcts", "cfr", "random")
 """The built-in ``teacher.policy`` values (``TeacherParams.policy``); a PettingZoo game also takes ``<module>:<callable>``."""
+DISTRIBUTION_TEACHERS = ("uniform", "ismcts", "cfr")
+"""The ``teacher.policy`` values whose teacher keeps the distribution it draws from (``ml.game.openspiel.players``)."""
 
 Source = Literal["forge", "sim", "ppo"]
 """A record's ``source`` (``ml.game.record``): Forge's own files, the simulator's teacher, PPO self-play."""
@@ -270,6 +272,10 @@ class ExportParams(_Section):
     """Share of the agent's export moves drawn uniformly from the legal ones; its records keep the agent's
     distribution as the target (``policy``), so the student also sees the information states the agent avoids
     (as ``teacher.explore`` for the teacher games). 0: every move from the agent."""
+    targets: Literal["agent", "teacher"] = "agent"
+    """The records' ``policy`` (the student's KL target): the agent's distribution (``agent``), or the teacher's
+    at the same decisions (``teacher``: the agent chooses the states, the teacher labels them, as DAgger does;
+    needs a teacher that keeps a distribution, ``DISTRIBUTION_TEACHERS``)."""
 
 
 class GateParams(_Section):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ml.config.sections import DISTRIBUTION_TEACHERS
 from ml.config.yaml_file import At
 from ml.game.openspiel.players import count_histories
 from ml.game.pettingzoo.load import PettingZooError
@@ -80,6 +81,12 @@ def check_params(params: Params) -> None:
             raise _at(e, ("teacher", "policy")) from None
     if params.gate.decide_by == "nash_conv" and (why := nash_conv_refusal(game)):
         raise At(("gate", "decide_by"), f"gate.decide_by: nash_conv: {why}")
+    if params.export.targets == "teacher" and params.teacher.policy not in DISTRIBUTION_TEACHERS:
+        raise At(
+            ("export", "targets"),
+            f"export.targets: teacher needs a teacher that keeps a distribution (teacher.policy "
+            f"{', '.join(DISTRIBUTION_TEACHERS)}), not {params.teacher.policy}",
+        )
 
 
 def _at(error: ValueError, default: tuple[str, str]) -> At:

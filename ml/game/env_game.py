@@ -75,6 +75,8 @@ class EnvGame:
         self.decisions = np.zeros(num_games, np.int64)
         self._envs: list[ScriptableEnv | None] = [None] * num_games
         self._players: list[dict[int, ScriptedPlayer]] = [{} for _ in range(num_games)]
+        self._labelers: list[dict[int, ScriptedPlayer]] = [{} for _ in range(num_games)]  # teacher_policy's
+        self._seeds = np.zeros(num_games, np.int64)
         self._surfaced = np.zeros(num_games, bool)
         self._pending = np.zeros((num_games, num_players), np.float64)  # rewards of a reset, given with the next step
 
@@ -104,6 +106,8 @@ class EnvGame:
         env.reset(seed=seed, options={"game_index": index})
         self._envs[row] = env
         self._players[row] = {s: self._make_player(kind, seed * PLAYER_SEED_STRIDE + s) for s, kind in scripted.items()}
+        self._seeds[row] = seed
+        self._labelers[row] = {}
         self._surfaced[row] = surfaced
         self.decisions[row] = 0
         self.rewards[row] = 0.0
@@ -181,6 +185,27 @@ class EnvGame:
     def is_scripted(self, row: int) -> bool:
         """``ml.game.protocol.Game.is_scripted``."""
         return int(self.to_act[row]) in self._players[row]
+
+    def teacher_policy(self, row: int) -> list[float]:
+        """``ml.game.protocol.Game.teacher_policy``: the ``distribution`` of a teacher of the seat
+        (``ml.game.openspiel.players.DistributionPlayer``, made with the seat's player seed and
+        kept for the row's game), not the row's players: their draws are untouched.
+
+        Raises:
+            ValueError: the teacher has no ``distribution``.
+        """
+        seat, env = int(self.to_act[row]), self._env(row)
+        labelers = self._labelers[row]
+        if seat not in labelers:
+            labelers[seat] = self._make_player("teacher", int(self._seeds[row]) * PLAYER_SEED_STRIDE + seat)
+        player = labelers[seat]
+        distribution = getattr(player, "distribution", None)
+        if distribution is None:
+            raise ValueError(f"the teacher ({type(player).__name__}) keeps no distribution to label a decision with")
+        policy = [0.0] * self.num_actions
+        for action, p in distribution(env.state).items():
+            policy[int(action)] = float(p)
+        return policy
 
     def record(self, row: int, action: int) -> JSONObject:
         """``env.decision_record()`` with ``action`` set to ``env.describe_action(action)``, and

@@ -126,6 +126,18 @@ class Game(Protocol):
         """The seat to act in ``row`` is a scripted seat (surfaced: ``step`` stopped at it)."""
         ...
 
+    def teacher_policy(self, row: int) -> list[float]:
+        """The game's teacher's distribution (float[num_actions], zero on illegal moves) at the
+        decision of the seat to act in ``row``, whoever plays that seat: the label
+        ``export.targets: teacher`` writes into the records (DAgger: Ross, Gordon and Bagnell
+        2011, "A Reduction of Imitation Learning and Structured Prediction to No-Regret Online
+        Learning", AISTATS).
+
+        Raises:
+            ValueError: the game's teacher keeps no distribution (a heuristic or MCTS teacher).
+        """
+        ...
+
     def record(self, row: int, action: int) -> JSONObject:
         """The decision record of the seat to act in ``row`` with its ``action`` object for
         ``action`` (call before ``step``), as the AEC env's ``decision_record`` and

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple, TypedDict
+from typing import TYPE_CHECKING, Literal, NamedTuple, TypedDict
 
 import torch
 from typing_extensions import NotRequired  # typing's from Python 3.11
@@ -68,6 +68,7 @@ class ExportSetup:
         encoder: the commander's observation encoder (None: a new one).
         only_wins: keep the records of the games the agent won only.
         explore: share of the agent's moves drawn uniformly from the legal ones (``export.explore``).
+        targets: whose distribution the records keep as ``policy`` (``export.targets``).
     """
 
     net: PolicyNet
@@ -78,6 +79,7 @@ class ExportSetup:
     encoder: Encoder | None
     only_wins: bool
     explore: float = 0.0
+    targets: Literal["agent", "teacher"] = "agent"
 
 
 class ExportedGame(NamedTuple):
@@ -92,7 +94,10 @@ class ExportedGame(NamedTuple):
 def _export_chunk(task: tuple[int, range], setup: ExportSetup) -> list[ExportedGame]:
     """Play one chunk: per game in completion order, what ``ExportedGame`` holds."""
     k, games = task
-    controllers = {"agent": Controller("net", setup.net, explore=setup.explore), "teacher": Controller("teacher")}
+    controllers = {
+        "agent": Controller("net", setup.net, explore=setup.explore, targets=setup.targets),
+        "teacher": Controller("teacher"),
+    }
     runner = play_games(
         replace(setup.pods, indices=games), controllers, game=setup.game, num_envs=setup.num_envs, encoder=setup.encoder,
         generator=torch.Generator().manual_seed(chunk_seed(setup.seed, k)), keep=Keep(log_seats=_agent_seat),
@@ -129,7 +134,8 @@ def export_batch(
             id is replaced when the new one is complete).
         cfg: the ``export`` params: ``games`` to play (the agent's seat rotates with the game
             index), ``only_wins`` (export only the games the agent won: first place; a draw is no win),
-            ``explore`` (share of the agent's moves drawn uniformly; its records keep the agent's distribution).
+            ``explore`` (share of the agent's moves drawn uniformly; its records keep the agent's distribution),
+            ``targets`` (the records' ``policy``: the agent's distribution, or the teacher's at the agent's decisions).
         run: the attempt: its ``batch_id`` names the batch file (``ml.data.batch_files.batch_filename``),
             its ``model_version`` and ``generation`` are written into every exported record.
         game: the game (``ml.game.registry.make_game``): ``num_players`` seats per game, the
@@ -152,7 +158,7 @@ def export_batch(
     games, pod_size, executor = cfg.games, game.num_players, how.executor
     seatings = rotated_seatings(games, pod_size, "agent", lambda g: ["teacher"] * (pod_size - 1))
     pods = Pods(seatings, game_seeds(how.seed, games))
-    setup = executor.share(ExportSetup(net, game, pods, num_envs, how.seed, encoder, cfg.only_wins, cfg.explore))
+    setup = executor.share(ExportSetup(net, game, pods, num_envs, how.seed, encoder, cfg.only_wins, cfg.explore, cfg.targets))
     tasks = list(enumerate(chunk_ranges(games, how.chunk_games)))
     won = 0
     with BatchWriter(out_dir, "ppo", run.batch_id) as writer:

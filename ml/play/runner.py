@@ -52,12 +52,16 @@ class Controller:
         explore: ``net`` controllers: share of decisions whose move is drawn uniformly from the legal
             ones; the logged record keeps the network's distribution as ``policy`` (0: every move
             from the network, and no random draw spent on it). Not for tracked (PPO) seats.
+        targets: ``net`` controllers: the ``policy`` of their logged records, the network's
+            distribution (``agent``) or the game's teacher's at the same decision (``teacher``,
+            ``ml.game.protocol.Game.teacher_policy``).
     """
 
     kind: ControllerKind
     net: PolicyNet | None = None
     greedy: bool = False
     explore: float = 0.0
+    targets: Literal["agent", "teacher"] = "agent"
 
 
 SeatPicker = Callable[[list[str]], list[int]]
@@ -356,7 +360,8 @@ def _decide_rows(
     for i in np.flatnonzero(seats_of.logged[group, seats]).tolist():
         row = int(group[i])
         rec = batch.record(row, int(chosen[i]))
-        rec["policy"] = [round(float(p), POLICY_DECIMALS) for p in probs[i]]
+        target = batch.teacher_policy(row) if ctrl.targets == "teacher" else probs[i]
+        rec["policy"] = [round(float(p), POLICY_DECIMALS) for p in target]
         owner = seats_of.by_row[row]
         assert owner is not None, "a row in play has its game"
         owner.records.append(rec)

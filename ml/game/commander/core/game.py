@@ -183,6 +183,14 @@ class CoreGame:
         chosen: np.ndarray = self._choice[rows].copy()
         return chosen
 
+    def teacher_policy(self, row: int) -> list[float]:
+        """``ml.game.protocol.Game.teacher_policy``: the commander's heuristic keeps no distribution.
+
+        Raises:
+            ValueError: always.
+        """
+        raise ValueError("the commander's heuristic teacher keeps no distribution to label a decision with")
+
     def record(self, row: int, action: int) -> JSONObject:
         """``core.decision_record`` of ``row`` with ``action`` set to :meth:`describe_action` (before ``step``)."""
         rec = core.decision_record(self.st, self.tables, row)
