@@ -207,10 +207,13 @@ def test_entropy_bonus_decays_by_generation(pipeline: Pipeline, tmp_path: Path) 
 
 def test_every_profile_validates_after_every_other() -> None:
     """``loop.py --profile A`` writes A into the sections; params.yaml must then still validate,
-    its other profiles included (each names what it needs: game.observation, teacher.policy)."""
+    its other profiles included (each names what it needs: game.observation, teacher.policy,
+    export.targets), with the checks that make each game (``ml.game.checks.check_params``)."""
+    from ml.game.checks import check_params
+
     raw = safe_yaml().load((ROOT / "params.yaml").read_text())
     for name, overrides in raw["profiles"].items():
         applied = copy.deepcopy(raw)
         for section, values in overrides.items():
             applied.setdefault(section, {}).update(values)
-        params_from_dict(applied, source=f"params.yaml after --profile {name}")
+        params_from_dict(applied, source=f"params.yaml after --profile {name}", check=check_params)
