@@ -147,7 +147,7 @@ RULES: tuple[Rule, ...] = (
 
 def teacher_sounder(train: Mapping[str, object]) -> bool:
     """Whether the teacher's games are less exploitable than the current student: the NashConv of
-    the teacher's empirical policy below the student's (``train/nash_conv_teacher_empirical`` and
+    what the teacher's records teach below the student's (``train/nash_conv_teacher_empirical`` and
     ``train/nash_conv`` of ``metrics/train.json``, ``ml.judge.nashconv``). True when either is
     missing (a game without exact NashConv)."""
     teacher, student = train.get("train/nash_conv_teacher_empirical"), train.get("train/nash_conv")

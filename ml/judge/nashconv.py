@@ -94,28 +94,40 @@ class NetPolicy(os_policy.Policy):
         return self._memo[key]
 
 
+Decision = tuple[list[float], list[int], int, "list[float] | None"]
+"""A recorded decision: observation, legal moves, the move taken, the distribution it teaches (None: the move)."""
+
+
 class EmpiricalPolicy(os_policy.Policy):
-    """The move frequencies of recorded decisions at each (observation, legal moves); uniform elsewhere.
+    """What recorded decisions teach at each (observation, legal moves): the mean of their
+    distributions (the records' ``policy``), a record without one counting as its move; uniform
+    where nothing was recorded. A teacher that explores (``teacher.explore``) records the
+    distribution it explores from, so its explored moves do not count.
 
     Args:
         tree: the game and the observation the decisions hold (``GameSpec.tree``).
-        decisions: ``(observation, legal moves, move taken)`` triples.
+        decisions: ``Decision`` tuples.
 
     Attributes:
         covered: distinct (observation, legal moves) keys with data.
     """
 
-    def __init__(self, tree: GameTree, decisions: Iterable[tuple[list[float], list[int], int]]) -> None:
+    def __init__(self, tree: GameTree, decisions: Iterable[Decision]) -> None:
         super().__init__(tree.game, list(range(tree.game.num_players())))
         self.tree = tree
-        counts: dict[tuple[tuple[float, ...], tuple[int, ...]], dict[int, int]] = defaultdict(lambda: defaultdict(int))
-        for obs, legal, action in decisions:
-            counts[(tuple(obs), tuple(legal))][action] += 1
-        self._table = {k: {a: c / sum(v.values()) for a, c in v.items()} for k, v in counts.items()}
+        mass: dict[tuple[tuple[float, ...], tuple[int, ...]], dict[int, float]] = defaultdict(lambda: defaultdict(float))
+        for obs, legal, action, policy in decisions:
+            at = mass[(tuple(obs), tuple(legal))]
+            if policy is None:
+                at[action] += 1.0
+            else:
+                for a in legal:
+                    at[a] += float(policy[a])
+        self._table = {k: {a: m / sum(v.values()) for a, m in v.items()} for k, v in mass.items()}
         self.covered = len(self._table)
 
     def action_probabilities(self, state: pyspiel.State, player_id: int | None = None) -> dict[int, float]:
-        """Recorded frequencies (zero for legal moves never taken there), or uniform when unseen."""
+        """The recorded mean distribution (zero for legal moves it never gave), or uniform when unseen."""
         player = state.current_player() if player_id is None else player_id
         key = _key(state, player, self.tree)
         legal = key[1]
@@ -125,20 +137,20 @@ class EmpiricalPolicy(os_policy.Policy):
         return {a: probs.get(a, 0.0) for a in legal}
 
 
-def teacher_decisions(teacher_dir: Path) -> list[tuple[list[float], list[int], int]]:
-    """``(observation, legal moves, move)`` of every decision in the teacher batches of ``teacher_dir``."""
+def teacher_decisions(teacher_dir: Path) -> list[Decision]:
+    """``Decision`` tuples of every decision in the teacher batches of ``teacher_dir``."""
     out = []
     for path in scan_batches(teacher_dir, sources=("sim",)):
         for rec in read_records(path):
             if not isinstance(rec, OpenSpielRecord):
                 raise TypeError(f"{path}: game {rec.game_id!r} is a commander record, not an OpenSpiel one")
             legal = [i for i, b in enumerate(rec.action_mask or []) if b]
-            out.append((rec.observation, legal, rec.action.action_idx))
+            out.append((rec.observation, legal, rec.action.action_idx, rec.policy))
     return out
 
 
 def nash_conv_metrics(net: PolicyNet, game: GameSpec, teacher_dir: Path | None, prefix: str = "train") -> dict[str, float]:
-    """NashConv of ``net``, of the teacher's empirical policy and of the uniform policy.
+    """NashConv of ``net``, of what the teacher's records teach (``EmpiricalPolicy``) and of the uniform policy.
 
     Args:
         net: the student (or any network of this game).
