@@ -249,7 +249,7 @@ def test_export_targets_teacher_labels_the_agents_decisions_with_the_teachers_di
     record's ``policy`` is the teacher's distribution at its decision, not the agent's."""
     from ml.config.sections import ExportParams, RunParams
     from ml.data.batch_files import read_records
-    from ml.game.openspiel.players import cfr_average_policy
+    from ml.game.openspiel.players import _decision_states, cfr_average_policy
     from ml.game.openspiel.spec import openspiel
     from ml.play.export import export_batch
 
@@ -264,22 +264,20 @@ def test_export_targets_teacher_labels_the_agents_decisions_with_the_teachers_di
         batches[targets] = [r for f in sorted(out.glob("*.jsonl")) for r in read_records(f)]
     moves = {t: [(r.game_id, r.action.action_idx) for r in recs] for t, recs in batches.items()}
     assert moves["agent"] == moves["teacher"] and len(moves["agent"]) > 200
-    table = cfr_average_policy(game.openspiel_game(), 50)
-    by_observation = {}
+    os_game = game.openspiel_game()
+    table = cfr_average_policy(os_game, 50)
+    cfr_at = {tuple(s.information_state_tensor(s.current_player())): table[s.information_state_string()]
+              for s in _decision_states(os_game)}  # fmt: skip
     for agent_rec, rec in zip(batches["agent"], batches["teacher"], strict=True):
         legal = np.asarray(rec.action_mask, bool)
         if teacher == "uniform":
-            want = legal / legal.sum()
+            want = (legal / legal.sum()).tolist()
         else:  # the information-state tensor names the state; CFR's table is keyed by its string
-            want = by_observation.setdefault(tuple(rec.observation), None)
-        if want is not None:
-            assert rec.policy == pytest.approx(list(want), abs=1e-4)
-        by_observation[tuple(rec.observation)] = rec.policy
+            want = [cfr_at[tuple(rec.observation)].get(a, 0.0) for a in range(game.num_actions)]
+        assert rec.policy == pytest.approx(want, abs=1e-4)
         assert rec.policy != pytest.approx(agent_rec.policy, abs=1e-3)
-    if teacher == "cfr":  # kuhn's CFR+ policy: some information states mixed, each state's label one distribution
-        labels = {tuple(p) for p in by_observation.values()}
-        assert len(labels) > 2 and any(0.05 < p < 0.95 for label in labels for p in label)
-        assert {round(p, 3) for d in table.values() for p in d.values()} >= {round(p, 3) for lb in labels for p in lb if p}
+    if teacher == "cfr":  # kuhn's CFR+ policy mixes in some information states
+        assert any(0.05 < p < 0.95 for rec in batches["teacher"] for p in rec.policy)
 
 
 def test_export_explore_changes_the_moves_not_the_targets(tmp_path):

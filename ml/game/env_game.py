@@ -187,24 +187,21 @@ class EnvGame:
         return int(self.to_act[row]) in self._players[row]
 
     def teacher_policy(self, row: int) -> list[float]:
-        """``ml.game.protocol.Game.teacher_policy``: the ``distribution`` of a teacher of the seat
+        """``ml.game.protocol.Game.teacher_policy``: the ``policy_vector`` of a teacher of the seat
         (``ml.game.openspiel.players.DistributionPlayer``, made with the seat's player seed and
         kept for the row's game), not the row's players: their draws are untouched.
 
         Raises:
-            ValueError: the teacher has no ``distribution``.
+            ValueError: the teacher has no ``policy_vector``.
         """
         seat, env = int(self.to_act[row]), self._env(row)
         labelers = self._labelers[row]
         if seat not in labelers:
             labelers[seat] = self._make_player("teacher", int(self._seeds[row]) * PLAYER_SEED_STRIDE + seat)
         player = labelers[seat]
-        distribution = getattr(player, "distribution", None)
-        if distribution is None:
+        if (vector := getattr(player, "policy_vector", None)) is None:
             raise ValueError(f"the teacher ({type(player).__name__}) keeps no distribution to label a decision with")
-        policy = [0.0] * self.num_actions
-        for action, p in distribution(env.state).items():
-            policy[int(action)] = float(p)
+        policy: list[float] = vector(env.state)
         return policy
 
     def record(self, row: int, action: int) -> JSONObject:

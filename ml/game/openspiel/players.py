@@ -162,8 +162,9 @@ class DistributionPlayer:
         """{legal action: probability} in ``state`` (a decision node)."""
         raise NotImplementedError
 
-    def act(self, state: pyspiel.State) -> int:
-        """A move drawn from :meth:`distribution` (its vector kept in ``last_policy``)."""
+    def _normalised(self, state: pyspiel.State) -> tuple[list[int], np.ndarray, list[float]]:
+        """:meth:`distribution`'s moves (sorted), their probabilities (float64, summing to 1) and
+        the float[num_actions] vector of them (zero elsewhere)."""
         dist = self.distribution(state)
         actions = sorted(dist)
         probs = np.asarray([dist[a] for a in actions], np.float64)
@@ -171,6 +172,15 @@ class DistributionPlayer:
         policy = [0.0] * self.num_actions
         for a, p in zip(actions, probs.tolist(), strict=True):
             policy[a] = p
+        return actions, probs, policy
+
+    def policy_vector(self, state: pyspiel.State) -> list[float]:
+        """float[num_actions]: :meth:`distribution` in ``state``, zero on the moves it leaves out; draws nothing."""
+        return self._normalised(state)[2]
+
+    def act(self, state: pyspiel.State) -> int:
+        """A move drawn from :meth:`distribution` (its vector kept in ``last_policy``)."""
+        actions, probs, policy = self._normalised(state)
         self.last_policy = policy
         if self.explore > 0 and self._rng.random() < self.explore:
             legal = state.legal_actions()
