@@ -11,7 +11,8 @@ policy, ``ml.judge.nashconv``).
 Trains once per data: when ``--reuse`` holds the gate's candidate student of the last accepted
 attempt and it was trained on exactly this stage's data and params (its recorded training
 fingerprint, ``ml.learn.supervised.training_fingerprint``), that student is the result (metrics
-and learning curve as recorded, ``train/reused`` true); otherwise the stage trains.
+and learning curve as recorded, ``train/reused`` true); otherwise the stage trains (under
+``train.warm_start`` from that last accepted student's weights).
 """
 
 from __future__ import annotations
@@ -50,13 +51,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cache_dir = default_cache_dir()
         game = make_game(params.game, params.teacher)
+        last = args.reuse / "student.pt" if args.reuse else None  # the last accepted student
         net, metrics, _ = build_and_train(
             params.train,
             game,
-            TrainingData(args.teacher, (args.pool,), args.forge, cache_dir),
+            TrainingData(args.teacher, (args.pool,), args.forge, cache_dir, previous=last),
             RunSettings(params.stage_seed("train"), params.base.torch_device, args.progress),
             on_epoch=curves.log if curves else None,
-            reuse=args.reuse / "student.pt" if args.reuse else None,
+            reuse=last,
         )
         metrics.update(nash_conv_metrics(net, game, args.teacher))  # {} but for small two-player zero-sum games
     except (DataFileError, CheckpointError, ValueError) as e:  # a bad record, checkpoint or mixture: one line

@@ -145,6 +145,63 @@ def test_train_once(pipeline: Pipeline, tmp_path, monkeypatch):
     assert run_train(d["merged"] / "pool", other_lr, "lr")[1]["train/reused"] is False
 
 
+def test_warm_start_continues_the_last_accepted_student(pipeline: Pipeline, tmp_path, monkeypatch, caplog):
+    """Under ``train.warm_start`` a student starts from the last accepted one (the train stage:
+    ``--reuse``'s student.pt when it cannot take it) and trains ``warm_epochs`` at ``warm_lr``;
+    the gate's warm candidate is taken by the next train stage; a student of another shape is
+    no warm start."""
+    from ml.base.io import file_md5
+    from ml.config.params import load_params
+    from ml.game.registry import make_game
+    from ml.learn.settings import RunSettings
+    from ml.model.policy import save_policy
+
+    d, student = pipeline.dirs, pipeline.root / "student.pt"
+    last = tmp_path / "last"
+    last.mkdir()
+    (last / "student.pt").write_bytes(student.read_bytes())  # trained on other data: not reusable
+    warm = {**TINY["train"], "warm_start": True, "warm_epochs": 1, "warm_lr": 1e-9}
+
+    def run_train(name: str, train_params: dict, reuse: Path = last) -> tuple[dict, torch.nn.Module]:
+        (tmp_path / name).mkdir()
+        params = _params(tmp_path / name, run={"generation": 1, "attempt": 1, "seed": 7}, train=train_params)
+        out, metrics = tmp_path / name / "s.pt", tmp_path / name / "m.json"
+        args = ["--teacher", str(d["teacher"]), "--pool", str(d["merged"] / "pool"), "--reuse", str(reuse)]
+        assert train.main(["--params", str(params), "--no-progress", *args, "--out", str(out), "--metrics", str(metrics)]) == 0
+        return json.loads(metrics.read_text()), load_policy(out)[0]
+
+    current = load_policy(student)[0].state_dict()
+    metrics, net = run_train("warm", warm)
+    assert metrics["train/reused"] is False and metrics["train/warm_from"] == file_md5(student)
+    # it starts from the student's weights (the same holdout accuracy) and a rate of 1e-9 keeps them
+    assert metrics["train/init_holdout_accuracy"] == pipeline.metrics("train")["train/holdout_accuracy"]
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(net.state_dict().values(), current.values(), strict=True))
+    cold, cold_net = run_train("cold", {**warm, "warm_start": False})
+    assert cold["train/warm_from"] is None and cold["train/init_holdout_accuracy"] != metrics["train/init_holdout_accuracy"]
+    assert not all(
+        torch.allclose(a, b, atol=1e-3) for a, b in zip(cold_net.state_dict().values(), current.values(), strict=True)
+    )
+    with caplog.at_level("WARNING"):
+        other, _ = run_train("shape", {**warm, "hidden_sizes": [16]})
+    assert other["train/warm_from"] is None and "not warm-started" in caplog.text
+
+    # the gate's warm candidate (current student + candidate batch) is what the next train stage takes
+    params = load_params(_params(tmp_path, train={**warm, "warm_lr": 1e-3}))
+    record: dict = {}
+    candidate, _, _ = supervised.build_and_train(
+        params.train, make_game(params.game, params.teacher),
+        supervised.TrainingData(d["teacher"], (d["pool"], d["candidate"]), previous=student),
+        RunSettings(params.stage_seed("train")), record=record,
+    )  # fmt: skip
+    nxt = tmp_path / "next"
+    nxt.mkdir()
+    save_policy(candidate, nxt / "student.pt", record)
+    monkeypatch.setattr(supervised, "train_student", lambda *a, **k: pytest.fail("trained again"))
+    taken, net = run_train("taken", {**warm, "warm_lr": 1e-3}, reuse=nxt)
+    assert taken["train/reused"] is True and taken["train/warm_from"] == file_md5(student)
+    assert all(torch.equal(a, b) for a, b in zip(net.state_dict().values(), candidate.state_dict().values(), strict=True))
+
+
 def test_bad_params_exit_2(tmp_path, capsys):
     bad = tmp_path / "params.yaml"
     bad.write_text("teacher:\n  games: -1\n")

@@ -142,7 +142,8 @@ def run_gate(
         inputs: the checkpoints and folders read, the seeds and settings (:class:`GateInputs`).
         cfg: the ``gate`` section of params (``ml.config.params.GateParams``).
         train: the ``train`` section; the candidate student is trained like the current one
-            (``ml.learn.supervised.build_and_train``) with ``inputs.candidate_dir`` added to the pool.
+            (``ml.learn.supervised.build_and_train``) with ``inputs.candidate_dir`` added to the pool
+            (under ``train.warm_start``: from the current student's weights).
         game: the game (``ml.game.registry.make_game``): ``num_players`` seats per pod (parity
             is ``1 / num_players``), the commander's ``max_turns`` cap.
         progress: show progress bars.
@@ -196,7 +197,9 @@ def run_gate(
     shown.finish(stop_reason(sequential_of(strength), cfg.max_games))  # a bar stopped at 7% says the test decided
     record: dict[str, Any] = {}
     candidate, train_metrics, holdout = build_and_train(
-        train, game, TrainingData(inputs.teacher_dir, (inputs.pool_dir, inputs.candidate_dir), inputs.forge_dir, inputs.cache_dir),
+        train, game, TrainingData(
+            inputs.teacher_dir, (inputs.pool_dir, inputs.candidate_dir), inputs.forge_dir, inputs.cache_dir, inputs.student
+        ),
         RunSettings(inputs.train_seed, inputs.device, progress), record=record,
     )  # fmt: skip
     correct_current = holdout.correct(predict(current, holdout))  # a partial label: any allowed action is right

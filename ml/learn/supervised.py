@@ -62,12 +62,16 @@ class TrainingData:
         forge_dir: folder of imported Forge files and their card table (``data/forge``),
             or None; a missing folder is no Forge data.
         cache_dir: folder of the encoded-batch cache (``ml.data.encoded_cache.EncodedCache``), or None.
+        previous: the last accepted student's checkpoint, the warm start under ``train.warm_start``
+            (the gate: the current student; the train stage: ``data/next_student``), or None; a
+            missing file is none (the first generation).
     """
 
     teacher_dir: Path
     pool_dirs: tuple[Path, ...]
     forge_dir: Path | None = None
     cache_dir: Path | None = None
+    previous: Path | None = None
 
 
 @torch.no_grad()
@@ -241,7 +245,10 @@ def training_fingerprint(cfg: TrainParams, game: GameSpec, data: TrainingData, d
     """Hex MD5 of everything ``build_and_train`` makes a student from, but the seed.
 
     The files it reads (name and MD5 of each teacher batch, Forge file, card table and of
-    the PPO batches of the window, in the order read), the warm start's MD5, the ``train``
+    the PPO batches of the window, in the order read), ``init_checkpoint``'s MD5, whether a
+    last accepted student is there to warm-start from (``train.warm_start``; which one is left out:
+    the train stage cannot know the student its reusable candidate started from, and it is the
+    last accepted one by construction), the ``train``
     params, the game, the device and torch thread count, torch and numpy versions and the
     code (``ml.data.encoded_cache.code_digest``, this module, ``ml.model.policy``). Two calls give the same
     value exactly when the student would be trained on the same data in the same way.
@@ -268,6 +275,7 @@ def training_fingerprint(cfg: TrainParams, game: GameSpec, data: TrainingData, d
         "code": [code_digest(), file_md5(ml_dir / "learn" / "supervised.py"), file_md5(ml_dir / "model" / "policy.py")],
         "files": [[kind, p.name, file_md5(p)] for kind, paths in groups.items() for p in paths],
         "init": file_md5(Path(cfg.init_checkpoint)) if cfg.init_checkpoint else None,
+        "warm": cfg.warm_start and data.previous is not None and data.previous.is_file(),
     }
     return hashlib.md5(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -289,6 +297,26 @@ def reusable_student(path: Path | None, fingerprint: str) -> tuple[PolicyNet, JS
     return net, meta
 
 
+def _warm_start(cfg: TrainParams, previous: Path | None, data: DecisionSet) -> PolicyNet | None:
+    """The last accepted student to start from under ``cfg.warm_start``, or None: off, no file
+    (the first generation), or a student of another shape (said in the log: the params changed)."""
+    if not cfg.warm_start or previous is None or not previous.is_file():
+        return None
+    net, _ = load_policy(previous)
+    try:
+        check_shape(net, data.obs.shape[1], data.action_mask.shape[1], str(previous))
+    except CheckpointError as e:
+        logger.warning("not warm-started: %s", e)
+        return None
+    if tuple(net.hidden_sizes) != tuple(cfg.hidden_sizes):
+        logger.warning(
+            "not warm-started: %s has hidden sizes %s, train.hidden_sizes is %s",
+            previous, list(net.hidden_sizes), list(cfg.hidden_sizes),
+        )  # fmt: skip
+        return None
+    return net
+
+
 def build_and_train(
     cfg: TrainParams,
     game: GameSpec,
@@ -303,8 +331,9 @@ def build_and_train(
 
     Args:
         cfg: the ``train`` section of params (``ml.config.params.TrainParams``): holdout share,
-            mixture weights, PPO filters, warm start (``init_checkpoint``, a path read
-            relative to the working directory) and the training knobs.
+            mixture weights, PPO filters, warm starts (``init_checkpoint``, a path read
+            relative to the working directory; ``warm_start`` from ``data.previous``, which takes
+            precedence, with ``warm_epochs`` and ``warm_lr``) and the training knobs.
         game: the game; its teacher encoder (``GameSpec.teacher_encoder``) encodes and labels
             every decision.
         data: the teacher, PPO and Forge folders and the encoded-batch cache.
@@ -324,7 +353,8 @@ def build_and_train(
         ``(net, metrics, holdout)``: the trained student (on the CPU); ``train/…`` metrics
         (``train_student``'s, the dataset statistics, ``train/available_decisions`` per
         source in decisions, ``train/fingerprint``, ``train/reused``, ``train/seed`` (the seed
-        the student was trained with: ``run.seed``, or the reused one's), the NashConv figures
+        the student was trained with: ``run.seed``, or the reused one's), ``train/warm_from`` (the
+        MD5 of the student it started from under ``warm_start``, else null), the NashConv figures
         when asked); the teacher holdout decisions (never trained on).
 
     Raises:
@@ -374,8 +404,14 @@ def build_and_train(
             mixed = cfg.model_copy(
                 update={"source_weights": fictitious_weights(cfg.source_weights, float(ppo_stats["ppo_policies"]))}
             )
-        init = load_policy(cfg.init_checkpoint)[0] if cfg.init_checkpoint else None
+        init = _warm_start(cfg, data.previous, train)
+        warm_from = file_md5(data.previous) if init is not None and data.previous is not None else None
+        if init is not None:
+            mixed = mixed.model_copy(update={"epochs": cfg.warm_epochs or cfg.epochs, "lr": cfg.warm_lr or cfg.lr})
+        elif cfg.init_checkpoint:
+            init = load_policy(cfg.init_checkpoint)[0]
         net, metrics = train_student(DecisionSet.concat([train, ppo]), holdout, mixed, run, init, log_epoch)
+        metrics["train/warm_from"] = warm_from
         metrics.update({f"train/{k}": v for k, v in {**stats, **ppo_stats}.items()})
         metrics["train/available_decisions"] = {"sim": 0, **train.source_counts(), "ppo": len(ppo)}
         metrics["train/fingerprint"] = fingerprint
