@@ -193,6 +193,10 @@ def test_warm_start_continues_the_last_accepted_student(pipeline: Pipeline, tmp_
         supervised.TrainingData(d["teacher"], (d["pool"], d["candidate"]), previous=student),
         RunSettings(params.stage_seed("train")), record=record,
     )  # fmt: skip
+    assert [epoch for epoch, _ in record["train_curve"]] == [1]  # warm_epochs 1, not epochs 2
+    assert not all(
+        torch.allclose(a, b, atol=1e-4) for a, b in zip(candidate.state_dict().values(), current.values(), strict=True)
+    )
     nxt = tmp_path / "next"
     nxt.mkdir()
     save_policy(candidate, nxt / "student.pt", record)
