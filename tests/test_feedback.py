@@ -62,10 +62,6 @@ def test_suggest_follows_the_failed_check_within_bounds():
     assert suggest(["nash_conv"], params, cfr)["train.source_weights.ppo"] == 0.35
     assert suggest(["nash_conv"], params, uniform) == {"selfplay.magnet_kl": 2.25, "selfplay.lr": 0.00015}
     assert suggest(["holdout"], params, uniform) == {"train.source_weights.ppo": 0.35}  # not a sound_teacher rule
-    # warm-started students: a retry leaves the train params alone (they would refit the accepted student)
-    warm = {**params, "train": {**params["train"], "warm_start": True}}
-    assert suggest(["nash_conv"], warm, cfr) == {"selfplay.magnet_kl": 2.25, "selfplay.lr": 0.00015}
-    assert suggest(["holdout"], warm) == {}
     # under decide_by: nash_conv a failed strength test is reported, not deciding: the driver nudges for the deciding ones
     failed = [c for c in ("strength", "nash_conv") if c in deciding_checks("nash_conv")]
     assert failed == ["nash_conv"] and "selfplay.learner_decisions" not in suggest(failed, params, uniform)

@@ -204,6 +204,11 @@ def test_warm_start_continues_the_last_accepted_student(pipeline: Pipeline, tmp_
     taken, net = run_train("taken", {**warm, "warm_lr": 1e-3}, reuse=nxt)
     assert taken["train/reused"] is True and taken["train/warm_from"] == file_md5(student)
     assert all(torch.equal(a, b) for a, b in zip(net.state_dict().values(), candidate.state_dict().values(), strict=True))
+    # a retry's nudge of the optimisation knobs keeps the accepted student; another shape does not
+    nudged = {**warm, "warm_lr": 5e-4, "warm_epochs": 3, "source_weights": {"sim": 1.0, "ppo": 0.35}}
+    assert run_train("nudged", nudged, reuse=nxt)[0]["train/reused"] is True
+    monkeypatch.undo()
+    assert run_train("wider", {**warm, "hidden_sizes": [16]}, reuse=nxt)[0]["train/reused"] is False
 
 
 def test_bad_params_exit_2(tmp_path, capsys):

@@ -169,9 +169,11 @@ class TrainParams(_Section):
     """Each student after the first starts from the last accepted student's weights and trains ``warm_epochs``
     epochs at ``warm_lr``: the gate's candidate from the current student, the train stage (when it cannot take
     the candidate) from ``data/next_student``. A candidate then differs from the current student by what its
-    data adds, not by a new fit's seed noise (docs/openspiel.md, "No rise past the teacher"). The first student,
-    or one whose last accepted student has another shape, starts from ``init_checkpoint`` or random weights
-    and trains ``epochs`` at ``lr``."""
+    data adds, not by a new fit's seed noise (docs/openspiel.md, "No rise past the teacher"). The train stage
+    takes the last accepted student as it is whenever that was made from the same data, whatever the
+    optimisation knobs (epochs, rates, ``source_weights``): a retry's nudge of them changes its candidate, not
+    the accepted student it is judged against. The first student, or one whose last accepted student has
+    another shape, starts from ``init_checkpoint`` or random weights and trains ``epochs`` at ``lr``."""
     warm_epochs: int | None = Field(None, ge=1)
     """Epochs of a warm-started training (``warm_start``); null: ``epochs``."""
     warm_lr: float | None = Field(None, gt=0)

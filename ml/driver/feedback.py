@@ -168,25 +168,12 @@ def suggest(failed: Sequence[str], params: JSONObject, train: Mapping[str, objec
 
     Returns:
         dotted key -> new value, only for values that actually change (a value already at
-        its bound is left alone). Under ``train.warm_start`` no ``train`` key is nudged: new train
-        params make the retry's train stage continue the last accepted student again, and the
-        gate would then judge the candidate against that new fit instead of the accepted student.
+        its bound is left alone).
     """
     out: JSONObject = {}
     sounder = teacher_sounder(train or {})
-    try:
-        warm = bool(get_dotted(params, "train.warm_start"))
-    except (KeyError, TypeError):
-        warm = False
     for check in failed:
-        for rule in (
-            r
-            for r in RULES
-            if r.check == check
-            and r.key not in out
-            and (sounder or not r.sound_teacher)
-            and not (warm and r.key.startswith("train."))
-        ):
+        for rule in (r for r in RULES if r.check == check and r.key not in out and (sounder or not r.sound_teacher)):
             try:
                 old = float(get_dotted(params, rule.key))
             except (KeyError, TypeError):

@@ -231,6 +231,11 @@ def train_student(
 TRAINING_FORMAT = 1
 """Version of ``training_fingerprint``'s inputs; bump it when what a student depends on changes."""
 
+WARM_DATA_KEYS = ("holdout_fraction", "ppo_window", "min_reward_threshold", "hidden_sizes", "warm_start")
+"""The ``train`` keys a warm-started student's fingerprint holds: what selects its data and its shape.
+The optimisation knobs (epochs, rates, mixture weights) shape the next continuation, not the student
+already made, so a retry that changes them keeps the accepted student (``training_fingerprint``)."""
+
 
 def _forge_dirs(forge_dir: Path | None) -> list[Path]:
     return [forge_dir] if forge_dir is not None and forge_dir.is_dir() else []
@@ -248,8 +253,9 @@ def training_fingerprint(cfg: TrainParams, game: GameSpec, data: TrainingData, d
     the PPO batches of the window, in the order read), ``init_checkpoint``'s MD5, whether a
     last accepted student is there to warm-start from (``train.warm_start``; which one is left out:
     the train stage cannot know the student its reusable candidate started from, and it is the
-    last accepted one by construction), the ``train``
-    params, the game, the device and torch thread count, torch and numpy versions and the
+    last accepted one by construction), the ``train`` params (under ``warm_start`` only
+    :data:`WARM_DATA_KEYS`: a warm student made from the same data is taken whatever the
+    optimisation knobs), the game, the device and torch thread count, torch and numpy versions and the
     code (``ml.data.encoded_cache.code_digest``, this module, ``ml.model.policy``). Two calls give the same
     value exactly when the student would be trained on the same data in the same way.
 
@@ -267,7 +273,7 @@ def training_fingerprint(cfg: TrainParams, game: GameSpec, data: TrainingData, d
     ml_dir = Path(__file__).resolve().parents[1]
     doc = {
         "format": TRAINING_FORMAT,
-        "train": cfg.model_dump(mode="json"),
+        "train": cfg.model_dump(mode="json", include=set(WARM_DATA_KEYS) if cfg.warm_start else None),
         "game": game.fingerprint(),
         "device": str(device),
         "threads": torch.get_num_threads(),
