@@ -10,7 +10,7 @@ policy, ``ml.judge.nashconv``).
 
 Trains once per data: when ``--reuse`` holds the gate's candidate student of the last accepted
 attempt and it was trained on exactly this stage's data and params (its recorded training
-fingerprint, ``ml.learn.supervised.training_fingerprint``), that student is the result (metrics
+fingerprint, ``ml.learn.reuse.training_fingerprint``), that student is the result (metrics
 and learning curve as recorded, ``train/reused`` true); otherwise the stage trains (under
 ``train.warm_start`` from that last accepted student's weights).
 """
@@ -42,8 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     from ml.game.registry import make_game
     from ml.judge.nashconv import nash_conv_metrics
     from ml.learn.curves import open_curves
+    from ml.learn.reuse import TrainingData
     from ml.learn.settings import RunSettings
-    from ml.learn.supervised import TrainingData, build_and_train
+    from ml.learn.supervised import build_and_train
     from ml.model.policy import CheckpointError, save_policy
 
     curves = open_curves(args.plots)

@@ -35,8 +35,9 @@ from ml.game.openspiel.players import _decision_states, cfr_average_policy
 from ml.game.openspiel.spec import openspiel
 from ml.judge.nashconv import nash_conv_metrics
 from ml.learn.ppo import SelfplayMetrics, train_ppo
+from ml.learn.reuse import TrainingData
 from ml.learn.settings import RunSettings
-from ml.learn.supervised import TrainingData, build_and_train
+from ml.learn.supervised import build_and_train
 from ml.model.policy import PolicyNet
 from ml.play.runner import StagePlay
 from ml.play.teacher import write_teacher_batch

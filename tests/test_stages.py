@@ -20,6 +20,7 @@ import torch
 from ml.data.batch_files import read_records, scan_batches
 from ml.game.commander.encoding import RecordEncoder, label_record
 from ml.learn import supervised
+from ml.learn.reuse import TrainingData
 from ml.model.policy import load_policy
 from stages import gate, merge, teacher, train
 from tests.conftest import REJECTING_GATE, TINY, Pipeline, tiny_params, yaml_text
@@ -190,7 +191,7 @@ def test_warm_start_continues_the_last_accepted_student(pipeline: Pipeline, tmp_
     record: dict = {}
     candidate, _, _ = supervised.build_and_train(
         params.train, make_game(params.game, params.teacher),
-        supervised.TrainingData(d["teacher"], (d["pool"], d["candidate"]), previous=student),
+        TrainingData(d["teacher"], (d["pool"], d["candidate"]), previous=student),
         RunSettings(params.stage_seed("train")), record=record,
     )  # fmt: skip
     assert [epoch for epoch, _ in record["train_curve"]] == [1]  # warm_epochs 1, not epochs 2

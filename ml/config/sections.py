@@ -166,19 +166,12 @@ class TrainParams(_Section):
     init_checkpoint: str | None = None
     """Warm start: a checkpoint (repo-relative path) the student starts from instead of random weights (``--seed-checkpoint``)."""
     warm_start: bool = False
-    """Each student after the first starts from the last accepted student's weights and trains ``warm_epochs``
-    epochs at ``warm_lr``: the gate's candidate from the current student, the train stage (when it cannot take
-    the candidate) from ``data/next_student``. A candidate then differs from the current student by what its
-    data adds, not by a new fit's seed noise (docs/openspiel.md, "No rise past the teacher"). The train stage
-    takes the last accepted student as it is whenever that was made from the same data, whatever the
-    optimisation knobs (epochs, rates, ``source_weights``): a retry's nudge of them changes its candidate, not
-    the accepted student it is judged against. The first student, or one whose last accepted student has
-    another shape, starts from ``init_checkpoint`` or random weights and trains ``epochs`` at ``lr``."""
+    """Students after the first continue the last accepted one (``warm_epochs`` at ``warm_lr``; docs/openspiel.md), kept
+    as it is while the data is the same, so a retry's nudge changes only its candidate (``ml.learn.reuse``)."""
     warm_epochs: int | None = Field(None, ge=1)
-    """Epochs of a warm-started training (``warm_start``); null: ``epochs``."""
+    """Epochs of a warm-started training; null: ``epochs``."""
     warm_lr: float | None = Field(None, gt=0)
-    """Adam learning rate of a warm-started training (``warm_start``); null: ``lr``. Adam's state starts anew
-    with each training, so a rate that fits from scratch can throw a fitted student far in its first steps."""
+    """Adam learning rate of a warm-started training (Adam starts anew: a from-scratch rate throws it far); null: ``lr``."""
     value_coef: float = Field(0.5, ge=0)
     """Weight of the value (game outcome) loss next to the imitation cross-entropy."""
     distill: Literal["kl", "hard"] = "kl"

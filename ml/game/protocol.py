@@ -311,7 +311,7 @@ class GameSpec(Protocol):
         ...
 
     def fingerprint(self) -> list[JSONValue]:
-        """The values that make this game what a student is trained for (``ml.learn.supervised.training_fingerprint``)."""
+        """The values that make this game what a student is trained for (``ml.learn.reuse.training_fingerprint``)."""
         ...
 
     def tree(self) -> GameTree | None:

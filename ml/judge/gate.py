@@ -60,8 +60,9 @@ from ml.judge.verdict import (
     student_test_of,
     verdict,
 )
+from ml.learn.reuse import TrainingData
 from ml.learn.settings import RunSettings
-from ml.learn.supervised import TrainingData, build_and_train, predict
+from ml.learn.supervised import build_and_train, predict
 from ml.model.policy import PolicyNet, load_policy
 from ml.play.runner import Controller
 from ml.runtime.executor import LOCAL, Executor
