@@ -172,17 +172,20 @@ def test_repo_params_load_and_seeds_differ():
 
 
 @pytest.mark.expensive
-def test_ppo_result_does_not_depend_on_worker_count():
+@pytest.mark.parametrize("league", [0, 2], ids=["teachers", "league_bank"])
+def test_ppo_result_does_not_depend_on_worker_count(league):
     from ml.game.commander.encoding import OBS_DIM
     from ml.learn.ppo import train_ppo
     from ml.learn.settings import RunSettings
 
+    mix = {"teacher": 0.5, "league": 0.5} if league else {"teacher": 1.0}
     cfg = dict(learner_decisions=400, num_envs=4, rollout_steps=200, lr=3e-4, gamma=0.99, gae_lambda=0.95, clip_coef=0.2, ent_coef=0.01,
-               vf_coef=0.5, max_grad_norm=0.5, update_epochs=2, minibatch_size=64, opponent_mix={"teacher": 1.0}, rollout_chunks=4)  # fmt: skip
+               vf_coef=0.5, max_grad_norm=0.5, update_epochs=2, minibatch_size=64, opponent_mix=mix, rollout_chunks=4)  # fmt: skip
     torch.manual_seed(0)
     student = PolicyNet(OBS_DIM, (32,))
-    one, m1 = train_ppo(student, {}, SelfplayParams(**cfg, workers=1), commander(4, 30), RunSettings(5))
-    two, m2 = train_ppo(student, {}, SelfplayParams(**cfg, workers=2), commander(4, 30), RunSettings(5))
+    frozen = {f"frozen:gen{i:03d}": PolicyNet(OBS_DIM, (32,)) for i in range(league)}  # two or more: one PolicyBank
+    one, m1 = train_ppo(student, frozen, SelfplayParams(**cfg, workers=1), commander(4, 30), RunSettings(5))
+    two, m2 = train_ppo(student, frozen, SelfplayParams(**cfg, workers=2), commander(4, 30), RunSettings(5))
     assert m1["selfplay/workers"] == 1 and m2["selfplay/workers"] == 2
     assert m1["selfplay/decisions"] == m2["selfplay/decisions"] and m1["selfplay/episodes"] == m2["selfplay/episodes"]
     for a, b in zip(one.state_dict().values(), two.state_dict().values(), strict=True):

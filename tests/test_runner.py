@@ -11,7 +11,7 @@ from ml.config.sections import TeacherParams
 from ml.game.commander.encoding import OBS_DIM
 from ml.game.commander.reference.objects import objects_game
 from ml.game.commander.spec import CommanderSpec, commander
-from ml.model.policy import PolicyNet
+from ml.model.policy import MASKED_LOGIT, PolicyBank, PolicyNet
 from ml.play.runner import Controller, Keep, Pods, StagePlay, play_games
 from ml.play.seating import game_seeds, rotated_seatings
 
@@ -303,3 +303,77 @@ def test_export_explore_changes_the_moves_not_the_targets(tmp_path):
         for r in batches[0.6]:
             logits, _ = net(torch.tensor([r.observation]), torch.tensor([r.action_mask], dtype=torch.bool))
             assert r.policy == pytest.approx(torch.softmax(logits, -1)[0].tolist(), abs=1e-4)
+
+
+class CountingBank(PolicyBank):
+    """A bank that records the rows of every forward pass."""
+
+    def __init__(self, nets):
+        super().__init__(nets)
+        self.batches: list[int] = []
+
+    def forward(self, obs, action_mask, member):
+        self.batches.append(len(obs))
+        return super().forward(obs, action_mask, member)
+
+
+def test_a_bank_answers_each_member_as_its_own_network():
+    torch.manual_seed(1)
+    nets = [PolicyNet(OBS_DIM, (16, 8)) for _ in range(3)]
+    bank = PolicyBank(nets)
+    obs = torch.randn(7, OBS_DIM).numpy()
+    mask = np.ones((7, nets[0].num_actions), bool)
+    mask[:, 2] = False
+    member = np.array([2, 0, 0, 1, 2, 1, 0])
+    logits, value = bank.forward(obs, mask, member)
+    for i, m in enumerate(member.tolist()):
+        own_logits, own_value = nets[m](torch.from_numpy(obs[i : i + 1]), torch.from_numpy(mask[i : i + 1]))
+        assert torch.allclose(logits[i], own_logits[0], atol=1e-5) and torch.allclose(value[i], own_value[0], atol=1e-5)
+    assert (logits[:, 2] == MASKED_LOGIT).all()
+    with pytest.raises(ValueError, match="one architecture"):
+        PolicyBank([nets[0], PolicyNet(OBS_DIM, (16,))])
+
+
+def _pods_of_nets(banked: bool, nets: list[PolicyNet], n_games: int = 12):
+    names = [f"net{i}" for i in range(len(nets))]
+    bank = CountingBank(nets) if banked else None
+    controllers = {
+        name: Controller("net", net, greedy=True, bank=bank, member=i)
+        for i, (name, net) in enumerate(zip(names, nets, strict=True))
+    }
+    controllers["teacher"] = Controller("teacher")
+    seatings = rotated_seatings(n_games, 4, names[0], lambda g: [names[1 + g % 2], names[2 - g % 2], "teacher"])
+    results = list(
+        play_games(Pods(seatings, game_seeds(5, n_games)), controllers, game=commander(4, 30), num_envs=6,
+                   generator=torch.Generator().manual_seed(0))
+    )  # fmt: skip
+    return [(r.index, r.outcome, r.decisions, r.ranking) for r in results], bank
+
+
+def test_banked_opponents_play_their_own_moves_in_one_pass_a_round():
+    torch.manual_seed(2)
+    nets = [CountingNet() for _ in range(3)]
+    alone, _ = _pods_of_nets(False, nets)
+    passes = [len(n.batches) for n in nets]
+    rows = sum(sum(n.batches) for n in nets)
+    for n in nets:
+        n.batches.clear()
+    banked, bank = _pods_of_nets(True, nets)
+    assert banked == alone  # greedy: each member's own arg-max, so the same games
+    assert bank is not None and all(not n.batches for n in nets)  # the bank answered every decision
+    assert sum(bank.batches) == rows and len(bank.batches) < sum(passes)  # the same decisions in fewer passes
+
+
+def test_a_bank_refuses_controllers_that_play_differently():
+    nets = [PolicyNet(OBS_DIM, (16,)) for _ in range(2)]
+    bank = PolicyBank(nets)
+    controllers = {
+        "a": Controller("net", nets[0], bank=bank, member=0),
+        "b": Controller("net", nets[1], greedy=True, bank=bank, member=1),
+    }
+    pods = Pods([["a", "b", "a", "b"]], [1])
+    with pytest.raises(ValueError, match="share a bank"):
+        next(play_games(pods, controllers, game=commander(4, 30), num_envs=1, generator=torch.Generator()))
+    controllers["b"] = Controller("net", nets[1], bank=bank, member=2)
+    with pytest.raises(ValueError, match="member 2 of a bank of 2"):
+        next(play_games(pods, controllers, game=commander(4, 30), num_envs=1, generator=torch.Generator()))

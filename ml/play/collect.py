@@ -30,7 +30,7 @@ import torch
 
 from ml.config.sections import OPPONENT_KINDS
 from ml.game.protocol import GameSpec
-from ml.model.policy import PolicyNet
+from ml.model.policy import PolicyBank, PolicyNet
 from ml.play.buffer import Rollout
 from ml.play.league import Tally, learner_points
 from ml.play.runner import Controller, Keep, Pods, play_games
@@ -126,8 +126,8 @@ def is_frozen_agent(key: str) -> bool:
 
 
 def _init(setup: WorkerSetup) -> None:
-    """Per-process set-up: nets for the learner and the frozen opponents (one forward pass of the learner's to
-    warm torch)."""
+    """Per-process set-up: nets for the learner and the frozen opponents, and the frozen opponents' ``PolicyBank``
+    when there are two or more (one forward pass of the learner's to warm torch)."""
     torch.set_num_threads(1)
     settings = setup.settings
     _WORKER["net"] = PolicyNet(setup.obs_dim, setup.hidden_sizes, setup.num_actions)
@@ -137,6 +137,7 @@ def _init(setup: WorkerSetup) -> None:
         nets[name].load_state_dict(state)
         nets[name].eval()
     _WORKER["frozen"] = nets
+    _WORKER["bank"] = PolicyBank(list(nets.values())) if len(nets) > 1 else None  # their decisions: one pass a round
     with torch.no_grad():  # torch's first-call set-up (tens of ms) here, not in the first chunk; draws nothing
         _WORKER["net"](torch.zeros(1, setup.obs_dim), torch.ones(1, setup.num_actions, dtype=torch.bool))
     _WORKER["settings"] = settings
@@ -193,7 +194,10 @@ def _play_chunk(state_dict: StateDict, task: ChunkTask) -> ChunkResult:
         "teacher": Controller("teacher"),
         "random": Controller("random"),
     }
-    controllers.update({name: Controller("net", f) for name, f in _WORKER["frozen"].items()})
+    bank = _WORKER["bank"]
+    controllers.update(
+        {name: Controller("net", f, bank=bank, member=i) for i, (name, f) in enumerate(_WORKER["frozen"].items())}
+    )
     rng = np.random.default_rng(task.seed)
     frozen = sorted(k for k in _WORKER["frozen"] if is_frozen_agent(k))
     pick = _opponent_picker(s.opponent_mix, frozen, rng, s.league, task.league_probs)

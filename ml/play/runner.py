@@ -9,8 +9,9 @@ Commander's compiled core (scripted seats play inside its ``step``), or rows of 
 games through the Commander's object engine (``ml.game.commander.reference``) and check the
 results, transitions and records against the core's (``tests/test_runner.py``).
 All network-controlled decisions pending across the concurrent
-games are answered by one forward pass per network (scripted seats act at once, so the games
-wait on networks only). The controller kind
+games are answered by one forward pass per network, or per ``PolicyBank`` for the networks
+banked together (self-play's league), and scripted seats act at once, so the games wait on
+networks only. The controller kind
 ``teacher`` is the game's teacher (the commander's heuristic, MCTS for OpenSpiel games).
 
 Seats are named by *controller*: a key into a mapping of ``Controller`` objects, e.g.
@@ -33,7 +34,7 @@ from ml.base.io import JSONObject
 from ml.game.protocol import Game, GameSpec
 from ml.game.record import POLICY_DECIMALS
 from ml.game.spec import Encoder
-from ml.model.policy import PolicyNet, check_shape
+from ml.model.policy import PolicyBank, PolicyNet, check_shape, sample
 from ml.play.buffer import Rollout, Tracker
 from ml.runtime.executor import LOCAL, Executor
 
@@ -55,6 +56,11 @@ class Controller:
         targets: ``net`` controllers: the ``policy`` of their logged records, the network's
             distribution (``agent``) or the game's teacher's at the same decision (``teacher``,
             ``ml.game.protocol.Game.teacher_policy``).
+        bank: ``net`` controllers: a ``PolicyBank`` holding ``net`` as member ``member``; the
+            decisions waiting on all the controllers of one bank are answered by one forward pass
+            and one draw (``net`` still says the architecture; the bank's controllers share
+            ``greedy``, ``explore`` and ``targets``). None: ``net``'s own pass.
+        member: ``net``'s index in ``bank``.
     """
 
     kind: ControllerKind
@@ -62,6 +68,8 @@ class Controller:
     greedy: bool = False
     explore: float = 0.0
     targets: Literal["agent", "teacher"] = "agent"
+    bank: PolicyBank | None = None
+    member: int = 0
 
 
 SeatPicker = Callable[[list[str]], list[int]]
@@ -184,8 +192,23 @@ def play_games(
             if ctrl.net is None:
                 raise ValueError(f"controller {key!r} is a net controller without a net")
             check_shape(ctrl.net, game.obs_dim, game.num_actions, f"the policy of {key!r}")
+    _check_banks(controllers)
     pending = list(range(len(pods.seatings)) if pods.indices is None else pods.indices)[::-1]
     yield from _play(game.batched(num_envs, encoder), pods, controllers, pending, generator, keep)
+
+
+def _check_banks(controllers: Mapping[str, Controller]) -> None:
+    """Raise ValueError unless each bank's controllers play alike (one group, one draw) and name a member it has."""
+    seen: dict[int, tuple[str, tuple[object, ...]]] = {}
+    for key, ctrl in controllers.items():
+        if ctrl.bank is None:
+            continue
+        if not 0 <= ctrl.member < ctrl.bank.members:
+            raise ValueError(f"controller {key!r}: member {ctrl.member} of a bank of {ctrl.bank.members}")
+        flags = (ctrl.greedy, ctrl.explore, ctrl.targets)
+        first = seen.setdefault(id(ctrl.bank), (key, flags))
+        if first[1] != flags:
+            raise ValueError(f"controllers {first[0]!r} and {key!r} share a bank but not greedy, explore and targets")
 
 
 @dataclass
@@ -283,10 +306,22 @@ def _play(
             continue
         waiting = ctrl[in_play, batch.to_act[in_play].astype(np.int64)]
         actions[:] = -1
+        groups: dict[object, list[tuple[Controller, np.ndarray]]] = {}  # a bank's controllers: one group
         for c in net_ids:
             group = in_play[waiting == c]
             if len(group):
-                n_tracked += _decide_rows(batch, controllers[keys[c]], group, generator, actions, seats_of)
+                who = controllers[keys[c]]
+                groups.setdefault(("net", c) if who.bank is None else ("bank", id(who.bank)), []).append((who, group))
+        if groups:
+            batch.observe(in_play[np.isin(waiting, net_ids)])
+        for members in groups.values():
+            who, group = members[0]
+            passed = None
+            if who.bank is not None:
+                group = np.concatenate([g for _, g in members])
+                member = np.concatenate([np.full(len(g), m.member, np.int64) for m, g in members])
+                passed = who.bank.forward(batch.obs[group], batch.mask[group], member)
+            n_tracked += _decide_rows(batch, who, group, generator, actions, seats_of, passed)
         batch.step(actions)
         _collect_rewards_rows(batch, in_play, returns, tracker)
 
@@ -337,14 +372,17 @@ def _decide_rows(
     generator: torch.Generator,
     actions: np.ndarray,
     seats_of: _Seats,
+    passed: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> int:
-    """``_decide`` for the games in ``group`` (int64[k] rows, in start order): one forward pass;
-    their actions go into ``actions`` (applied by the caller's ``step``). Returns the
-    tracked-seat decisions."""
+    """``_decide`` for the games in ``group`` (int64[k] rows, in start order, observed): one forward
+    pass, or ``passed`` (their logits and values from a bank's pass); their actions go into
+    ``actions`` (applied by the caller's ``step``). Returns the tracked-seat decisions."""
     assert ctrl.net is not None, "play_games checked that every net controller has a net"
-    batch.observe(group)
     obs, mask = batch.obs[group], batch.mask[group]
-    chosen, log_probs, values, probs = ctrl.net.act(obs, mask, generator, greedy=ctrl.greedy)
+    if passed is None:
+        chosen, log_probs, values, probs = ctrl.net.act(obs, mask, generator, greedy=ctrl.greedy)
+    else:
+        chosen, log_probs, values, probs = sample(*passed, generator, greedy=ctrl.greedy)
     seats = batch.to_act[group].astype(np.int64)
     kept = seats_of.tracked[group, seats]
     n_kept = int(kept.sum())
