@@ -81,8 +81,8 @@ def cluster():
 def _nets(seed: int) -> tuple[PolicyNet, dict[str, PolicyNet]]:
     game = commander()
     torch.manual_seed(seed)
-    return PolicyNet(game.obs_dim, (32,), game.num_actions), {
-        "frozen:gen000": PolicyNet(game.obs_dim, (32,), game.num_actions)
+    return PolicyNet(game.obs_dim, (32,), game.num_actions), {  # two frozen: one PolicyBank (ml.play.collect)
+        f"frozen:gen00{i}": PolicyNet(game.obs_dim, (32,), game.num_actions) for i in range(2)
     }
 
 
