@@ -22,7 +22,8 @@ import torch
 
 from ml.game.commander.spec import commander
 from ml.model.policy import PolicyBank, PolicyNet
-from ml.play.runner import Controller, Keep, Pods, play_games
+from ml.play.controller import Controller
+from ml.play.runner import Keep, Pods, play_games
 from ml.play.seating import game_seeds, rotated_seatings
 
 MIX = {"teacher": 0.4, "league": 0.3, "self": 0.3}

@@ -53,7 +53,8 @@ from ml.game.commander.spec import commander
 from ml.learn.ppo import train_ppo
 from ml.learn.settings import RunSettings
 from ml.model.policy import PolicyNet
-from ml.play.runner import Controller, Pods, play_games
+from ml.play.controller import Controller
+from ml.play.runner import Pods, play_games
 from ml.play.seating import game_seeds, rotated_seatings
 
 

@@ -24,7 +24,8 @@ from ml.config.params import load_params
 from ml.game.registry import make_game
 from ml.judge.stats import DealTally
 from ml.model.policy import load_policy
-from ml.play.runner import Controller, Pods, play_games
+from ml.play.controller import Controller
+from ml.play.runner import Pods, play_games
 from ml.play.seating import game_seeds, rotated_seatings
 
 

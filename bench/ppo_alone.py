@@ -28,7 +28,7 @@ from ml.judge.deals import pod_win_rate
 from ml.learn.ppo import train_ppo
 from ml.learn.settings import Resume, RunSettings
 from ml.model.policy import load_policy
-from ml.play.runner import Controller
+from ml.play.controller import Controller
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -17,7 +17,7 @@ import argparse
 from ml.game.commander.actions import MAX_POD, MIN_POD
 from ml.game.commander.spec import commander
 from ml.judge.deals import pod_win_rate
-from ml.play.runner import Controller
+from ml.play.controller import Controller
 
 TARGET = 0.60
 """Issue 2's target for 4-player pods (the heuristic wins at least 60% of pods)."""

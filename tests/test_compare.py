@@ -21,7 +21,7 @@ from ml.game.commander.encoding import OBS_DIM
 from ml.game.commander.spec import commander
 from ml.judge.head_to_head import Play, head_to_head, mixed_seatings, paired_against
 from ml.model.policy import PolicyNet
-from ml.play.runner import Controller
+from ml.play.controller import Controller
 from tests.conftest import git, tiny_params
 
 

@@ -148,7 +148,8 @@ def test_runner_finishes_games_over_before_any_decision(pod_size: int, max_turns
     import torch
 
     from ml.game.commander.spec import commander
-    from ml.play.runner import Controller, Pods, play_games
+    from ml.play.controller import Controller
+    from ml.play.runner import Pods, play_games
 
     n = 40
     seatings = [["h"] * pod_size for _ in range(n)]

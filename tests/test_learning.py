@@ -194,7 +194,8 @@ def test_ppo_result_does_not_depend_on_worker_count(league):
 
 def test_checkpoint_of_another_encoder_size_fails_clearly():
     from ml.game.commander.encoding import OBS_DIM
-    from ml.play.runner import Controller, Pods, play_games
+    from ml.play.controller import Controller
+    from ml.play.runner import Pods, play_games
 
     old = PolicyNet(OBS_DIM - 48, (8,))  # an observation size this encoder does not produce
     games = play_games(Pods([["agent", "h", "h", "h"]], [1]), {"agent": Controller("net", old), "h": Controller("teacher")},

@@ -32,7 +32,8 @@ from ml.judge.elo import format_table, return_table
 from ml.judge.plackett_luce import fit_plackett_luce
 from ml.judge.tournament import TournamentPlay, play_tournament
 from ml.model.policy import PolicyNet
-from ml.play.runner import Controller, Keep, Pods, play_games
+from ml.play.controller import Controller
+from ml.play.runner import Keep, Pods, play_games
 from ml.play.seating import game_seeds
 from tests.conftest import Pipeline, yaml_text
 

@@ -44,7 +44,8 @@ from ml.game.pettingzoo.spec import pettingzoo
 from ml.game.record import OpenSpielRecord
 from ml.game.registry import make_game
 from ml.model.serving import MicroBatcher
-from ml.play.runner import Controller, Keep, Pods, play_games
+from ml.play.controller import Controller
+from ml.play.runner import Keep, Pods, play_games
 from ml.play.seating import game_seeds
 from tests.conftest import ROOT, attempt_commits, make_project_copy, run_loop, run_pipeline, tiny_params
 

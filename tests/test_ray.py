@@ -43,8 +43,9 @@ from ml.learn.ppo import train_ppo  # noqa: E402
 from ml.learn.settings import RunSettings  # noqa: E402
 from ml.model.policy import PolicyNet  # noqa: E402
 from ml.play.collect import Collector, CollectSettings  # noqa: E402
+from ml.play.controller import Controller  # noqa: E402
 from ml.play.export import export_batch  # noqa: E402
-from ml.play.runner import Controller, StagePlay  # noqa: E402
+from ml.play.runner import StagePlay  # noqa: E402
 from ml.play.teacher import write_teacher_batch  # noqa: E402
 from ml.runtime.compute import make_executor  # noqa: E402
 from ml.runtime.executor import ComputeError  # noqa: E402

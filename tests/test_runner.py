@@ -12,7 +12,8 @@ from ml.game.commander.encoding import OBS_DIM
 from ml.game.commander.reference.objects import objects_game
 from ml.game.commander.spec import CommanderSpec, commander
 from ml.model.policy import MASKED_LOGIT, PolicyBank, PolicyNet
-from ml.play.runner import Controller, Keep, Pods, StagePlay, play_games
+from ml.play.controller import Controller
+from ml.play.runner import Keep, Pods, StagePlay, play_games
 from ml.play.seating import game_seeds, rotated_seatings
 
 

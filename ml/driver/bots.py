@@ -20,7 +20,7 @@ from ml.driver.workspace import LoopError
 from ml.game.protocol import GameSpec
 from ml.judge.deals import pod_win_rate
 from ml.model.policy import PolicyNet, load_policy, save_policy
-from ml.play.runner import Controller
+from ml.play.controller import Controller
 from ml.runtime.executor import LOCAL, Executor
 
 BOT_FORMAT = 1

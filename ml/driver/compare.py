@@ -211,7 +211,7 @@ def compare(
     """
     from ml.game.registry import make_game
     from ml.judge.head_to_head import Play, head_to_head, mixed_seatings, paired_against
-    from ml.play.runner import Controller
+    from ml.play.controller import Controller
     from ml.runtime.compute import open_executor
 
     if out is not None and out.is_dir():

@@ -17,7 +17,7 @@ from ml.driver.state import HISTORY_FILE
 from ml.game.registry import make_game
 from ml.judge.deals import pod_win_rate
 from ml.model.policy import CheckpointError, check_shape, load_policy
-from ml.play.runner import Controller
+from ml.play.controller import Controller
 from ml.runtime.compute import open_executor
 
 

@@ -20,7 +20,8 @@ from ml.game.spec import Encoder
 from ml.judge.mean_return import ReturnTally
 from ml.judge.sequential import FirstPlaceFigures
 from ml.judge.stats import DealTally
-from ml.play.runner import Controller, Pods, play_games
+from ml.play.controller import Controller
+from ml.play.runner import Pods, play_games
 from ml.play.seating import rotated_seatings
 from ml.runtime.executor import LOCAL, Executor, chunk_seed
 

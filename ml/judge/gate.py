@@ -64,7 +64,7 @@ from ml.learn.reuse import TrainingData
 from ml.learn.settings import RunSettings
 from ml.learn.supervised import build_and_train, predict
 from ml.model.policy import PolicyNet, load_policy
-from ml.play.runner import Controller
+from ml.play.controller import Controller
 from ml.runtime.executor import LOCAL, Executor
 
 if TYPE_CHECKING:

@@ -30,7 +30,8 @@ from ml.game.protocol import GameSpec
 from ml.judge.deals import deal_tasks, duplicate_deals
 from ml.judge.mean_return import ReturnTally
 from ml.judge.stats import DealTally
-from ml.play.runner import Controller, Pods, play_games
+from ml.play.controller import Controller
+from ml.play.runner import Pods, play_games
 from ml.runtime.executor import LOCAL, Executor
 
 

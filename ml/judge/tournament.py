@@ -19,7 +19,8 @@ from ml.game.protocol import GameSpec
 from ml.game.spec import Encoder
 from ml.judge.elo import RANDOM, TEACHER, TournamentGame
 from ml.model.policy import PolicyNet
-from ml.play.runner import Controller, Pods, play_games
+from ml.play.controller import Controller
+from ml.play.runner import Pods, play_games
 from ml.play.seating import game_seeds, rotated_seatings
 from ml.runtime.executor import LOCAL, Executor, chunk_ranges, chunk_seed
 

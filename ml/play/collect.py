@@ -32,8 +32,9 @@ from ml.config.sections import OPPONENT_KINDS
 from ml.game.protocol import GameSpec
 from ml.model.policy import PolicyBank, PolicyNet
 from ml.play.buffer import Rollout
+from ml.play.controller import Controller
 from ml.play.league import Tally, learner_points
-from ml.play.runner import Controller, Keep, Pods, play_games
+from ml.play.runner import Keep, Pods, play_games
 from ml.play.seating import game_seeds, rotated_seatings
 from ml.runtime.executor import Executor
 

@@ -27,7 +27,8 @@ from ml.data.batch_files import BatchWriter
 from ml.game.protocol import GameSpec
 from ml.game.spec import Encoder
 from ml.model.policy import PolicyNet
-from ml.play.runner import Controller, Keep, Pods, StagePlay, play_games
+from ml.play.controller import Controller
+from ml.play.runner import Keep, Pods, StagePlay, play_games
 from ml.play.seating import game_seeds, rotated_seatings
 from ml.runtime.executor import chunk_ranges, chunk_seed
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 import torch
@@ -34,43 +33,10 @@ from ml.base.io import JSONObject
 from ml.game.protocol import Game, GameSpec
 from ml.game.record import POLICY_DECIMALS
 from ml.game.spec import Encoder
-from ml.model.policy import PolicyBank, PolicyNet, check_shape, sample
+from ml.model.policy import check_shape, sample
 from ml.play.buffer import Rollout, Tracker
+from ml.play.controller import Controller, check_banks
 from ml.runtime.executor import LOCAL, Executor
-
-ControllerKind = Literal["teacher", "random", "net"]
-"""Who plays a seat: a scripted player (``teacher``, ``random``) or a network (``net``)."""
-
-
-@dataclass
-class Controller:
-    """Who plays a seat: a scripted player kind (``teacher``/``random``) or a network.
-
-    Attributes:
-        kind: ``teacher`` (the game's teacher), ``random`` or ``net``.
-        net: the policy for ``net`` controllers.
-        greedy: arg-max instead of sampling for ``net`` controllers.
-        explore: ``net`` controllers: share of decisions whose move is drawn uniformly from the legal
-            ones; the logged record keeps the network's distribution as ``policy`` (0: every move
-            from the network, and no random draw spent on it). Not for tracked (PPO) seats.
-        targets: ``net`` controllers: the ``policy`` of their logged records, the network's
-            distribution (``agent``) or the game's teacher's at the same decision (``teacher``,
-            ``ml.game.protocol.Game.teacher_policy``).
-        bank: ``net`` controllers: a ``PolicyBank`` holding ``net`` as member ``member``; the
-            decisions waiting on all the controllers of one bank are answered by one forward pass
-            and one draw (``net`` still says the architecture; the bank's controllers share
-            ``greedy``, ``explore`` and ``targets``). None: ``net``'s own pass.
-        member: ``net``'s index in ``bank``.
-    """
-
-    kind: ControllerKind
-    net: PolicyNet | None = None
-    greedy: bool = False
-    explore: float = 0.0
-    targets: Literal["agent", "teacher"] = "agent"
-    bank: PolicyBank | None = None
-    member: int = 0
-
 
 SeatPicker = Callable[[list[str]], list[int]]
 """``seating -> seats``: picks seats of a game from its seating (controller key per seat)."""
@@ -192,23 +158,9 @@ def play_games(
             if ctrl.net is None:
                 raise ValueError(f"controller {key!r} is a net controller without a net")
             check_shape(ctrl.net, game.obs_dim, game.num_actions, f"the policy of {key!r}")
-    _check_banks(controllers)
+    check_banks(controllers)
     pending = list(range(len(pods.seatings)) if pods.indices is None else pods.indices)[::-1]
     yield from _play(game.batched(num_envs, encoder), pods, controllers, pending, generator, keep)
-
-
-def _check_banks(controllers: Mapping[str, Controller]) -> None:
-    """Raise ValueError unless each bank's controllers play alike (one group, one draw) and name a member it has."""
-    seen: dict[int, tuple[str, tuple[object, ...]]] = {}
-    for key, ctrl in controllers.items():
-        if ctrl.bank is None:
-            continue
-        if not 0 <= ctrl.member < ctrl.bank.members:
-            raise ValueError(f"controller {key!r}: member {ctrl.member} of a bank of {ctrl.bank.members}")
-        flags = (ctrl.greedy, ctrl.explore, ctrl.targets)
-        first = seen.setdefault(id(ctrl.bank), (key, flags))
-        if first[1] != flags:
-            raise ValueError(f"controllers {first[0]!r} and {key!r} share a bank but not greedy, explore and targets")
 
 
 @dataclass

@@ -26,7 +26,8 @@ from typing_extensions import NotRequired  # typing's from Python 3.11
 from ml.base.progress import ProgressBar
 from ml.data.batch_files import BatchWriter
 from ml.game.protocol import GameSpec
-from ml.play.runner import Controller, Keep, Pods, StagePlay, play_games
+from ml.play.controller import Controller
+from ml.play.runner import Keep, Pods, StagePlay, play_games
 from ml.play.seating import game_seeds
 from ml.runtime.executor import chunk_ranges, chunk_seed
 
