@@ -485,3 +485,41 @@ def test_kill_at_every_seam_of_a_params_edit_commit(loop: Loop, tmp_path: Path):
         assert res.returncode == 2 and "gen999" in res.stderr, res.stderr
         assert git(repo, "log", "--format=%s%n%b", f"{base}..HEAD") == want, seam
         assert git(repo, "status", "--porcelain", "--untracked-files=no") == "", seam
+
+
+def test_a_resumed_attempt_asks_dvc_once_for_the_stages_already_done(loop: Loop, monkeypatch):
+    """A resumed attempt skips the stages before the first one ``dvc status`` finds changed: no
+    ``dvc repro`` for them, their seams still passed in order; a new attempt asks for every stage."""
+    flight = loop.begin(loop.load_state())
+    stages = loop.stages()
+    flight.stage_wall_s = {stages[0]: 1.0}  # a stage of it ran before the kill
+    calls: list[list[str]] = []
+    seams: list[str] = []
+    status = {stages[2]: [{"changed deps": {"params.yaml": "modified"}}]}  # the third stage changed
+
+    def run(cmd: list[str], stream: bool = False, label: str | None = None) -> str:
+        calls.append(cmd[3:])
+        return json.dumps(status)
+
+    def run_timed(cmd: list[str]) -> tuple[str, dict[str, float]]:
+        calls.append(cmd[3:])
+        return "", {}
+
+    monkeypatch.setattr(loop, "run", run)
+    monkeypatch.setattr(loop, "run_timed", run_timed)
+    atomic_write_json(loop.path("metrics/selfplay.json"), {"selfplay/aborted": None})  # as a self-play stage leaves it
+    monkeypatch.setattr(loop, "seam", seams.append)
+    loop.repro(flight, resumed=True)
+    assert calls == [["status", "--json"], *(["repro", "--single-item", s] for s in stages[2:])]
+    assert seams == [x for s in stages for x in (f"repro.{s}", f"repro.{s}.done")]
+    calls.clear()
+    loop.repro(flight)
+    assert calls == [["repro", "--single-item", s] for s in stages]
+    status.clear()  # all up to date: nothing run
+    calls.clear()
+    loop.repro(flight, resumed=True)
+    assert calls == [["status", "--json"]]
+    flight.stage_wall_s = {}  # killed before any stage ran: no status call, every stage asked
+    calls.clear()
+    loop.repro(flight, resumed=True)
+    assert calls == [["repro", "--single-item", s] for s in stages]

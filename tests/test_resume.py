@@ -65,7 +65,7 @@ class _Run(Loop):
     def promote(self, flight: InFlight) -> None:
         pass
 
-    def repro(self, flight: InFlight) -> Repro:
+    def repro(self, flight: InFlight, resumed: bool = False) -> Repro:
         if flight.generation == self.interrupt_at:
             self.interrupt_at = None
             raise KeyboardInterrupt

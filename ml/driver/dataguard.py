@@ -124,7 +124,7 @@ def refuse_foreign_data(root: Path, promotion_pending: bool) -> None:
     (:func:`refuse_removed_inputs`), files added to or edited in the promoted folders by hand
     (``ml.driver.promotion.refuse_hand_made``), then tracked data that differs from its record
     (:func:`refuse_changed_data`). loop.py runs it at start, ``Loop.promote`` before promoting,
-    ``Loop.repro`` before every stage.
+    ``Loop.repro`` before every stage (once for the up-to-date stages a resume skips).
 
     Raises:
         LoopError: as the three checks; nothing is changed.

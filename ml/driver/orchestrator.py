@@ -125,13 +125,14 @@ class Loop(AttemptSteps):
                 self.say("stopped on request; run `python loop.py` to go on.")
                 return 0
             started = time.perf_counter()
+            resuming = state.in_flight is not None
             if state.in_flight is None:
                 state = enter_phase(self, state, params)
             flight = self.begin(state)
             self.ensure_data_dirs()  # in flight: a kill inside it leaves changes the next start knows as its own
             self.say(f"== attempt {flight.attempt_id}: gen {flight.generation:03d} attempt {flight.attempt}")
             self.promote(flight)
-            ran_stages = self.repro(flight)
+            ran_stages = self.repro(flight, resumed=resuming)
             if ran_stages is None:
                 self.say(f"stopped on request during {flight.attempt_id}; run `python loop.py` to resume it.")
                 return 0

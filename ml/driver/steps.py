@@ -10,6 +10,7 @@ journalled commits and the dashboard's status and control file.
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -210,8 +211,23 @@ class AttemptSteps(Workspace):
         """Stage names of ``dvc.yaml`` in pipeline order."""
         return list(YAML(typ="safe").load(self.path("dvc.yaml").read_text(encoding="utf-8"))["stages"])
 
-    def repro(self, flight: InFlight) -> Repro | None:
+    def up_to_date_prefix(self, stages: list[str]) -> int:
+        """How many of ``stages`` (pipeline order), from the first, ``dvc status`` finds unchanged:
+        one DVC call, where checking each stage with ``dvc repro --single-item`` starts DVC once
+        a stage.
+
+        Raises:
+            LoopError: ``dvc status`` failed.
+        """
+        changed = json.loads(self.run([*DVC, "status", "--json"]) or "{}")
+        return next((i for i, stage in enumerate(stages) if stage in changed), len(stages))
+
+    def repro(self, flight: InFlight, resumed: bool = False) -> Repro | None:
         """Reproduce the pipeline one stage at a time (``dvc repro --single-item``).
+
+        A resumed attempt (``resumed``) in which a stage ran skips the stages before the first
+        one ``dvc status`` finds changed (``up_to_date_prefix``): what ``dvc repro`` would find
+        up to date, at one DVC start (2.8 s on a tiny run) for all instead of one (1.3-1.5 s) each.
 
         Between stages it honours the control file: ``pause`` waits, ``stop`` returns None
         (the attempt stays in flight; the next start resumes it). A self-play stage that
@@ -228,7 +244,14 @@ class AttemptSteps(Workspace):
         """
         times: dict[str, float] = {}
         stages = self.stages()
+        done = self.up_to_date_prefix(stages) if resumed and flight.stage_wall_s else 0  # a stage of it ran
+        if done:  # the guard once for the stages skipped: nothing is written between them
+            refuse_foreign_data(self.root, promotion_pending=False)
         for i, stage in enumerate(stages):
+            if i < done:  # their seams stand where a run that asks DVC has them
+                self.seam(f"repro.{stage}")
+                self.seam(f"repro.{stage}.done")
+                continue
             if self.wait_while_paused(flight) == "stop":
                 return None
             self.write_status("running", flight, stage=stage, stage_index=i, stages=[*stages])
