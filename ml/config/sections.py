@@ -378,8 +378,12 @@ class ComputeParams(_Section):
     """
 
     backend: Literal["local", "ray"] = "local"
-    """``local``: this machine (self-play in ``selfplay.workers`` processes, the other stages in process);
-    ``ray``: every chunk is a Ray task on the cluster at ``address`` (``pip install -e ".[ray]"``)."""
+    """``local``: this machine (self-play in ``selfplay.workers`` processes, the other stages' chunks in
+    ``workers`` processes); ``ray``: every chunk is a Ray task on the cluster at ``address`` (``pip install -e ".[ray]"``)."""
+    workers: int = Field(1, ge=0)
+    """``local``: processes that run the chunks of the teacher, export, gate and rating stages and of
+    ``loop.py eval``/``compare`` (1: in the stage's own process; 0: one per core); the results are the same.
+    A pool's start costs about 4 s a stage: it pays where a stage plays for a minute or more (``full``)."""
     address: str = Field("local", pattern=r"^(local|auto|ray://[^\s:/]+:\d+|[^\s:/]+:\d+)$")
     """Ray cluster: ``local`` (a Ray started on this machine for the stage, stopped after it), ``auto`` (the
     cluster ``ray start`` runs on this machine), ``host:port`` (a head node's GCS) or ``ray://host:port`` (Ray Client)."""

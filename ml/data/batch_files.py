@@ -94,6 +94,48 @@ def classify_file(path: str | os.PathLike[str]) -> str | None:
     return None
 
 
+def game_lines(
+    records: Iterable[RecordModel | Mapping[str, JSONValue]], outcome: str, source: str, path: Path
+) -> tuple[str, list[str]]:
+    """One game's records as the validated JSON lines of a ``source`` batch (``BatchWriter.write_lines``).
+
+    Every record gets ``game_outcome``, ``source`` and ``schema_version`` filled in and is validated.
+
+    Args:
+        records: the game's records in decision order, all with the same ``game_id``.
+        outcome: ``draw`` or ``win_seat_<k>``; written on every record.
+        source: ``sim`` or ``ppo``.
+        path: the batch file, named in the errors.
+
+    Returns:
+        ``(game_id, lines)``: one compact JSON text per record (:func:`record_to_json`), no newline.
+
+    Raises:
+        RecordError: if a record does not fit the schema (field named, line omitted).
+        ValueError: if the records are empty or mix game ids.
+    """
+    lines: list[str] = []
+    game_id: str | None = None
+    for i, rec in enumerate(records):
+        data = rec.model_dump() if isinstance(rec, RecordModel) else dict(rec)
+        data.update(game_outcome=outcome, source=source, schema_version=SCHEMA_VERSION)
+        try:
+            model = record_model(data).model_validate(data)
+        except ValidationError as e:
+            field, problem = _describe(e)
+            raise RecordError(
+                path, None, field, f"game {data.get('game_id')!r} record {i}: {problem}", e.errors(include_url=False)
+            ) from None
+        if game_id is None:
+            game_id = model.game_id
+        elif model.game_id != game_id:
+            raise ValueError(f"{path}: write_game got records of games {game_id!r} and {model.game_id!r}")
+        lines.append(record_to_json(model))
+    if game_id is None:
+        raise ValueError(f"{path}: write_game got no records")
+    return game_id, lines
+
+
 class BatchWriter:
     """Write one batch file of our own records, one game at a time, atomically.
 
@@ -125,7 +167,7 @@ class BatchWriter:
         self._writer = JsonlWriter(self.path)
 
     def write_game(self, records: Iterable[RecordModel | Mapping[str, JSONValue]], outcome: str) -> None:
-        """Validate and append one game's records.
+        """Validate and append one game's records (:func:`game_lines`, then :meth:`write_lines`).
 
         Args:
             records: the game's records in decision order, all with the same ``game_id``.
@@ -137,25 +179,15 @@ class BatchWriter:
             ValueError: if the records are empty, mix game ids, or repeat a game already
                 written in this batch.
         """
-        lines: list[str] = []
-        game_id: str | None = None
-        for i, rec in enumerate(records):
-            data = rec.model_dump() if isinstance(rec, RecordModel) else dict(rec)
-            data.update(game_outcome=outcome, source=self.source, schema_version=SCHEMA_VERSION)
-            try:
-                model = record_model(data).model_validate(data)
-            except ValidationError as e:
-                field, problem = _describe(e)
-                raise RecordError(
-                    self.path, None, field, f"game {data.get('game_id')!r} record {i}: {problem}", e.errors(include_url=False)
-                ) from None
-            if game_id is None:
-                game_id = model.game_id
-            elif model.game_id != game_id:
-                raise ValueError(f"{self.path}: write_game got records of games {game_id!r} and {model.game_id!r}")
-            lines.append(record_to_json(model))
-        if game_id is None:
-            raise ValueError(f"{self.path}: write_game got no records")
+        self.write_lines(*game_lines(records, outcome, self.source, self.path))
+
+    def write_lines(self, game_id: str, lines: list[str]) -> None:
+        """Append one game's lines, validated by :func:`game_lines` for this batch (a chunk's worker
+        may have made them).
+
+        Raises:
+            ValueError: if ``game_id`` was already written in this batch.
+        """
         if game_id in self._seen:
             raise ValueError(f"{self.path}: game {game_id!r} was already written to this batch")
         self._seen.add(game_id)

@@ -24,7 +24,7 @@ import torch
 from typing_extensions import NotRequired  # typing's from Python 3.11
 
 from ml.base.progress import ProgressBar
-from ml.data.batch_files import BatchWriter
+from ml.data.batch_files import BatchWriter, game_lines
 from ml.game.protocol import GameSpec
 from ml.play.controller import Controller
 from ml.play.runner import Keep, Pods, StagePlay, play_games
@@ -72,10 +72,13 @@ class TeacherSetup:
     game: GameSpec
     pods: Pods
     seed: int
+    path: Path
 
 
-def _teacher_chunk(task: tuple[int, range], setup: TeacherSetup) -> list[tuple[list[dict[str, object]], str, bool]]:
-    """Play one chunk of teacher games: per game in index order, its records, outcome and whether it was a draw."""
+def _teacher_chunk(task: tuple[int, range], setup: TeacherSetup) -> list[tuple[str, list[str], bool]]:
+    """Play one chunk of teacher games: per game in index order, its id, its validated lines of the
+    batch at ``setup.path`` (``ml.data.batch_files.game_lines``: the chunk's worker validates and
+    serialises, the stage only writes) and whether it was a draw."""
     k, games = task
     game = setup.game
     runner = play_games(
@@ -83,7 +86,7 @@ def _teacher_chunk(task: tuple[int, range], setup: TeacherSetup) -> list[tuple[l
         generator=torch.Generator().manual_seed(chunk_seed(setup.seed, k)), keep=Keep(log_seats=_all_seats), game=game,
     )  # fmt: skip
     played = sorted(runner, key=lambda r: r.index)  # each game plays alone: the chunk's games in flight at once
-    return [(r.records, r.outcome, r.winner is None) for r in played]
+    return [(*game_lines(r.records, r.outcome, "sim", setup.path), r.winner is None) for r in played]
 
 
 def write_teacher_batch(out_dir: Path, game: GameSpec, cfg: TeacherParams, batch_id: str, how: StagePlay) -> TeacherMetrics:
@@ -119,14 +122,14 @@ def write_teacher_batch(out_dir: Path, game: GameSpec, cfg: TeacherParams, batch
     seatings = [["teacher"] * game.num_players for _ in range(games)]
     game.warm_up()  # a cold compile is not play: outside the rate and the progress bar's ETA
     started = time.perf_counter()
-    setup = executor.share(TeacherSetup(game, Pods(seatings, game_seeds(how.seed, games)), how.seed))
     tasks = list(enumerate(chunk_ranges(games, how.chunk_games or TEACHER_CHUNK)))
     with BatchWriter(out_dir, "sim", batch_id) as writer:
+        setup = executor.share(TeacherSetup(game, Pods(seatings, game_seeds(how.seed, games)), how.seed, writer.path))
         bar = ProgressBar(total=games, desc="teacher", unit="game", disable=not how.progress)
         draws = 0
         for chunk in executor.imap(_teacher_chunk, tasks, setup):
-            for records, outcome, draw in chunk:
-                writer.write_game(records, outcome)
+            for game_id, lines, draw in chunk:
+                writer.write_lines(game_id, lines)
                 draws += int(draw)
             bar.update(len(chunk))
         bar.close()

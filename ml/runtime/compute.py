@@ -4,8 +4,8 @@ A playing stage cuts its games into fixed chunks, each a pure function of its ta
 seeds and game indices) and of values shared by all chunks (weights, opponents, settings).
 ``make_executor(params.compute)`` runs the chunks:
 
-* ``local``: in this process, one after the other (self-play keeps its own process pool,
-  ``ml/play/collect.py``);
+* ``local``: in ``compute.workers`` processes of this machine (``ml.runtime.local_pool``; one:
+  in this process, one after the other); self-play keeps its own process pool (``ml/play/collect.py``);
 * ``ray``: each chunk is a Ray task (``max_retries`` re-runs of a chunk whose worker or node
   died, ``SPREAD`` over the nodes, ``cpus_per_chunk`` and ``resources`` reserved). A shared
   value goes to the object store once (``Executor.share``: the policy weights once per
@@ -33,11 +33,13 @@ environment) is ``ml.runtime.ray_cluster``, which imports Ray only when a cluste
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from ml.runtime.executor import LOCAL, Executor
+from ml.runtime.local_pool import ProcessExecutor
 from ml.runtime.ray_cluster import RayExecutor
 
 if TYPE_CHECKING:
@@ -59,11 +61,14 @@ def open_executor(cfg: ComputeParams | None, torch_threads: int = 1) -> Iterator
 
 
 def make_executor(cfg: ComputeParams | None, torch_threads: int = 1) -> Executor:
-    """The executor of ``cfg`` (the ``compute`` params; None: ``local``).
+    """The executor of ``cfg`` (the ``compute`` params; None: ``LOCAL``, in this process).
 
     Raises:
         ComputeError: ``backend: ray`` without Ray installed, or a cluster that does not answer.
     """
-    if cfg is None or cfg.backend == "local":
+    if cfg is None:
         return LOCAL
+    if cfg.backend == "local":
+        workers = cfg.workers or os.cpu_count() or 1
+        return ProcessExecutor(workers, torch_threads) if workers > 1 else LOCAL
     return RayExecutor(cfg, torch_threads)
