@@ -46,6 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     from ml.learn.settings import RunSettings
     from ml.learn.supervised import build_and_train
     from ml.model.policy import CheckpointError, save_policy
+    from ml.runtime.compute import open_executor
+    from ml.runtime.executor import ComputeError
 
     curves = open_curves(args.plots)
     generation = params.run.generation
@@ -53,15 +55,19 @@ def main(argv: list[str] | None = None) -> int:
         cache_dir = default_cache_dir()
         game = make_game(params.game, params.teacher)
         last = args.reuse / "student.pt" if args.reuse else None  # the last accepted student
-        net, metrics, _ = build_and_train(
-            params.train,
-            game,
-            TrainingData(args.teacher, (args.pool,), args.forge, cache_dir, previous=last),
-            RunSettings(params.stage_seed("train"), params.base.torch_device, args.progress),
-            on_epoch=curves.log if curves else None,
-            reuse=last,
-        )
+        with open_executor(params.compute, params.base.torch_threads) as executor:  # parses large files in pieces
+            net, metrics, _ = build_and_train(
+                params.train,
+                game,
+                TrainingData(args.teacher, (args.pool,), args.forge, cache_dir, previous=last),
+                RunSettings(params.stage_seed("train"), params.base.torch_device, args.progress, executor),
+                on_epoch=curves.log if curves else None,
+                reuse=last,
+            )
         metrics.update(nash_conv_metrics(net, game, args.teacher))  # {} but for small two-player zero-sum games
+    except ComputeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     except (DataFileError, CheckpointError, ValueError) as e:  # a bad record, checkpoint or mixture: one line
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import os
 import time
-from itertools import islice
+from itertools import islice, pairwise
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
+from ml.base.jsonl import iter_jsonl, line_spans
 from ml.config.sections import ComputeParams, ExportParams, RunParams, TeacherParams
+from ml.data import encoded_cache
+from ml.data.batch_files import RecordError
 from ml.game.commander.spec import commander
 from ml.judge.deals import duplicate_deal_outcomes
 from ml.model.policy import PolicyNet
@@ -84,3 +88,46 @@ def test_batches_and_gate_pods_in_processes_are_the_in_process_ones(tmp_path: Pa
         deals.close()
     pool.close()
     assert outcomes["pool"] == outcomes["local"] and len(outcomes["local"]) == 10
+
+
+def test_line_spans_cut_a_file_at_line_starts(tmp_path: Path) -> None:
+    path = tmp_path / "f.jsonl"
+    lines = [f'{{"n": {i}, "pad": "{"x" * (i % 7)}"}}\n'.encode() for i in range(50)]
+    path.write_bytes(b"".join(lines))
+    starts = np.cumsum([0] + [len(x) for x in lines])
+    for parts in (1, 2, 3, 7, 50, 80):
+        spans = line_spans(path, parts)
+        assert spans[0][0] == 0 and spans[-1][1] == path.stat().st_size and len(spans) <= parts
+        assert all(a[1] == b[0] for a, b in pairwise(spans))  # consecutive, no gap
+        for start, _end, first in spans:
+            assert start == starts[first - 1]  # a line's start, numbered as iter_jsonl numbers it
+        seen = [n for s in spans for n, _ in iter_jsonl(path, span=s)]
+        assert seen == list(range(1, 51))
+
+
+def test_a_large_file_parsed_in_pieces_gives_the_same_arrays_and_the_first_bad_line(tmp_path: Path, monkeypatch) -> None:
+    game = commander()
+    write_teacher_batch(tmp_path, game, TeacherParams(games=6), "t", StagePlay(3))
+    path = next(tmp_path.iterdir())
+    encoder = game.teacher_encoder(None)
+    monkeypatch.setattr(encoded_cache, "SPLIT_BYTES", 0)  # every file is large
+    pool = ProcessExecutor(2)
+    whole = encoded_cache._encode_file(path, encoder, False, LOCAL)
+    pieces = encoded_cache._encode_file(path, encoder, False, pool)
+    assert len(whole.row) > 100 and (whole.row >= 0).sum() == len(whole.data)
+    for name in ("game_id", "episode_return", "row", "skip_reason", "skip_detail"):
+        a, b = getattr(whole, name), getattr(pieces, name)
+        assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), name  # episode_return: nan where none
+    for a, b in zip(whole.data._fields(), pieces.data._fields(), strict=True):
+        assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
+    text = path.read_bytes().split(b"\n")
+    bad = [len(text) * 2 // 3, len(text) * 5 // 6]  # two bad lines in the later pieces
+    for i in bad:
+        text[i] = text[i].replace(b'"turn":', b'"turn":-', 1)
+    path.write_bytes(b"\n".join(text))
+    for ex in (LOCAL, pool):
+        with pytest.raises(RecordError, match=rf":{bad[0] + 1}: turn"):
+            encoded_cache._encode_file(path, encoder, False, ex)
+    tolerant = [encoded_cache._encode_file(path, encoder, True, ex).bad_lines for ex in (LOCAL, pool)]
+    pool.close()
+    assert tolerant[0] == tolerant[1] and len(tolerant[0]) == 2

@@ -63,6 +63,7 @@ def iter_jsonl(
     *,
     allow_truncated_last: bool = True,
     on_error: Callable[[DataFileError], None] | None = None,
+    span: tuple[int, int, int] | None = None,
 ) -> Iterator[tuple[int, JSONObject]]:
     """Stream the JSON objects of a JSONL file, one line at a time.
 
@@ -79,6 +80,9 @@ def iter_jsonl(
         on_error: if given, every bad line is passed to it as a :class:`DataFileError` and
             skipped, and reading goes on with the next line (a caller that keeps the good
             lines of a file and reports all bad ones); if None, the first bad line raises.
+        span: ``(start, end, first_line)``: only the lines that start at byte offsets in
+            ``[start, end)``, ``start`` the offset of a line's start whose number is ``first_line``
+            (:func:`line_spans`); None: the whole file.
 
     Yields:
         ``(line_no, obj)``: the 1-based line number and the parsed object.
@@ -89,8 +93,14 @@ def iter_jsonl(
         FileNotFoundError: if the file does not exist.
     """
     path = Path(path)
+    start, end, first = span if span is not None else (0, None, 1)
     with open(path, "rb") as f:
-        for line_no, raw in enumerate(f, start=1):
+        f.seek(start)
+        at = start
+        for line_no, raw in enumerate(f, start=first):
+            if end is not None and at >= end:
+                return
+            at += len(raw)
             if line_no == 1 and raw.startswith(UTF8_BOM):  # a byte-order mark is never JSON: not part of line 1
                 raw = raw[len(UTF8_BOM) :]
             try:
@@ -108,6 +118,32 @@ def iter_jsonl(
                     on_error(DataFileError(path, line_no, None, problem))
                 return
             yield line_no, obj
+
+
+def line_spans(path: str | os.PathLike[str], parts: int) -> list[tuple[int, int, int]]:
+    """``path`` cut into at most ``parts`` consecutive ``iter_jsonl`` spans of about equal bytes, each
+    starting at a line's start: ``(start, end, first_line)``, covering the file once.
+
+    Raises:
+        FileNotFoundError: if the file does not exist.
+    """
+    size = Path(path).stat().st_size
+    cuts = [0]
+    with open(path, "rb") as f:
+        for k in range(1, max(parts, 1)):
+            f.seek(max(size * k // parts - 1, cuts[-1]))
+            f.readline()  # to the start of the next line
+            if (at := f.tell()) >= size:
+                break
+            if at > cuts[-1]:
+                cuts.append(at)
+        spans, line, prev = [], 1, 0
+        for a, b in zip(cuts, [*cuts[1:], size], strict=True):
+            f.seek(prev)
+            line += f.read(a - prev).count(b"\n")
+            spans.append((a, b, line))
+            prev = a
+    return spans
 
 
 # --------------------------------------------------------------------------- JSONL writing

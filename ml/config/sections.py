@@ -382,7 +382,8 @@ class ComputeParams(_Section):
     ``workers`` processes); ``ray``: every chunk is a Ray task on the cluster at ``address`` (``pip install -e ".[ray]"``)."""
     workers: int = Field(1, ge=0)
     """``local``: processes that run the chunks of the teacher, export, gate and rating stages and of
-    ``loop.py eval``/``compare`` (1: in the stage's own process; 0: one per core); the results are the same.
+    ``loop.py eval``/``compare``, and parse large decision files in pieces for the train and gate stages
+    (1: in the stage's own process; 0: one per core); the results are the same.
     A pool's start costs about 4 s a stage: it pays where a stage plays for a minute or more (``full``)."""
     address: str = Field("local", pattern=r"^(local|auto|ray://[^\s:/]+:\d+|[^\s:/]+:\d+)$")
     """Ray cluster: ``local`` (a Ray started on this machine for the stage, stopped after it), ``auto`` (the

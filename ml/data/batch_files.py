@@ -246,6 +246,7 @@ def read_records(
     *,
     source: str | None = None,
     on_error: Callable[[DataFileError], None] | None = None,
+    span: tuple[int, int, int] | None = None,
 ) -> Iterator[Record]:
     """Stream and validate the records of one decision file.
 
@@ -260,6 +261,7 @@ def read_records(
             ``DataFileError`` for a line that is not JSON, a truncated last line included) is
             passed to it and skipped, and the good lines are still yielded; if None, the
             first bad line raises.
+        span: only these lines (``ml.base.jsonl.iter_jsonl``'s ``span``); None: the whole file.
 
     Yields:
         Validated records in file order: ``OpenSpielRecord`` for lines with an ``observation``,
@@ -276,7 +278,7 @@ def read_records(
     if source not in (None, "forge", "sim", "ppo"):
         raise ValueError(f"source must be 'forge', 'sim' or 'ppo', got {source!r}")
     file_class = source if source is not None else classify_file(path)
-    for line_no, obj in iter_jsonl(path, on_error=on_error):
+    for line_no, obj in iter_jsonl(path, on_error=on_error, span=span):
         try:
             record = validate_line(path, line_no, obj, file_class)
         except RecordError as e:

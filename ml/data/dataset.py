@@ -30,6 +30,7 @@ from ml.data.batch_files import scan_batches
 from ml.data.decisions import DecisionSet, empty_set, in_holdout
 from ml.data.encoded_cache import EncodedCache, encode_file
 from ml.game.spec import Encoder
+from ml.runtime.executor import LOCAL, Executor
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +75,7 @@ def load_teacher(
     encoder: Encoder,
     forge_dirs: Sequence[Path] = (),
     cache: EncodedCache | None = None,
+    executor: Executor = LOCAL,
 ) -> tuple[DecisionSet, DecisionSet, JSONObject]:
     """Teacher decisions split by game into (train, holdout).
 
@@ -86,6 +88,7 @@ def load_teacher(
             ``python loop.py import-forge``). A bad line there is logged
             (``file:line: field: problem``), counted and left out; the good lines are kept.
         cache: the encoded-batch cache (``EncodedCache``), or None: each file parsed here.
+        executor: parses a large file in pieces where it has workers (``encode_file``); the same result.
 
     Returns:
         ``(train, holdout, stats)``; stats counts files, games and decisions (trainable,
@@ -101,8 +104,8 @@ def load_teacher(
         logger.warning(
             "%d Forge file(s) in %s left out: import them with `python loop.py import-forge`", len(stray), teacher_dirs[0]
         )
-    files = [encode_file(p, encoder, cache) for p in paths]
-    files += [encode_file(p, encoder, cache, tolerant=True) for p in forge_paths]
+    files = [encode_file(p, encoder, cache, executor=executor) for p in paths]
+    files += [encode_file(p, encoder, cache, tolerant=True, executor=executor) for p in forge_paths]
     bad = [line for f in files for line in f.bad_lines]
     for line in bad:
         logger.warning("%s (left out)", line)
@@ -142,6 +145,7 @@ def load_ppo(
     cache: EncodedCache | None = None,
     recency: float = 1.0,
     per_batch: bool = False,
+    executor: Executor = LOCAL,
 ) -> tuple[DecisionSet, JSONObject]:
     """Accepted PPO decisions whose game's ``episode_return`` >= ``min_reward_threshold``.
 
@@ -152,6 +156,7 @@ def load_ppo(
         window: keep only the newest ``window`` batches (by batch name, ``gen<NNN>-a<k>``:
             the generation that produced them); 0 keeps all. Only those files are read.
         cache: the encoded-batch cache (``EncodedCache``), or None: each file parsed here.
+        executor: parses a large file in pieces where it has workers (``encode_file``); the same result.
         recency: the rows of the batch ``k`` places older than the newest weigh ``recency**k``
             (``DecisionSet.weight``: their chance to be drawn among the PPO rows); 1: all alike.
         per_batch: the rows of each batch together weigh ``recency**k`` (each row that over the
@@ -163,7 +168,7 @@ def load_ppo(
         ``ppo_policies``: the batches' total weight (sum of ``recency**k`` over the batches with rows).
     """
     paths = ppo_files(pool_dirs, window)
-    files = [encode_file(p, encoder, cache) for p in paths]
+    files = [encode_file(p, encoder, cache, executor=executor) for p in paths]
     empty = empty_set(encoder.obs_dim, encoder.num_actions)
     floor = -np.inf if min_reward_threshold is None else min_reward_threshold
     low = [f.episode_return < floor for f in files]  # nan (no return) is never below

@@ -21,9 +21,11 @@ from typing import Any
 import numpy as np
 
 from ml.base.io import TMP_SUFFIX, DataFileError, file_md5
+from ml.base.jsonl import line_spans
 from ml.data.batch_files import read_records
 from ml.data.decisions import DecisionSet, _encode_indexed
 from ml.game.spec import Encoder
+from ml.runtime.executor import LOCAL, Executor
 
 logger = logging.getLogger(__name__)
 
@@ -185,9 +187,35 @@ class EncodedFile:
         return Counter(zip(self.skip_reason[sel].tolist(), self.skip_detail[sel].tolist(), strict=True))
 
 
-def _encode_file(path: Path, encoder: Encoder, tolerant: bool) -> EncodedFile:
+SPLIT_BYTES = 16 * 2**20
+"""A decision file at least this large is parsed in pieces by an executor's workers (``encode_file``)."""
+
+
+def _encode_file(path: Path, encoder: Encoder, tolerant: bool, executor: Executor = LOCAL) -> EncodedFile:
+    """The file encoded here, or, when ``executor`` has workers and the file is ``SPLIT_BYTES`` or
+    more, in ``2 * slots`` pieces of whole lines (``line_spans``) joined in file order: the same
+    arrays either way (each record is encoded alone); the first bad line of the file raises first."""
+    if executor.slots < 2 or path.stat().st_size < SPLIT_BYTES:
+        return _encode_span((path, None, tolerant), encoder)
+    tasks = [(path, span, tolerant) for span in line_spans(path, 2 * executor.slots)]
+    parts = executor.map(_encode_span, tasks, executor.share(encoder))
+    offsets = np.cumsum([0] + [len(p.data) for p in parts[:-1]])
+    return EncodedFile(
+        DecisionSet.concat([p.data for p in parts]),
+        np.concatenate([p.game_id for p in parts]),
+        np.concatenate([p.episode_return for p in parts]),
+        np.concatenate([np.where(p.row >= 0, p.row + k, -1) for p, k in zip(parts, offsets, strict=True)]),
+        np.concatenate([p.skip_reason for p in parts]),
+        np.concatenate([p.skip_detail for p in parts]),
+        [line for p in parts for line in p.bad_lines],
+    )
+
+
+def _encode_span(task: tuple[Path, tuple[int, int, int] | None, bool], encoder: Encoder) -> EncodedFile:
+    """One span of a decision file (None: all of it), encoded: a chunk of ``_encode_file``."""
+    path, span, tolerant = task
     bad: list[DataFileError] = []
-    records = list(read_records(path, on_error=bad.append if tolerant else None))
+    records = list(read_records(path, on_error=bad.append if tolerant else None, span=span))
     data, row, reasons = _encode_indexed(records, encoder)
     return EncodedFile(
         data,
@@ -238,7 +266,9 @@ def _load_entry(path: Path, md5: str, key: str) -> EncodedFile:
     return EncodedFile(data, a["game_id"], a["episode_return"], row, a["skip_reason"], a["skip_detail"], list(a["bad_lines"]))
 
 
-def encode_file(path: Path, encoder: Encoder, cache: EncodedCache | None = None, tolerant: bool = False) -> EncodedFile:
+def encode_file(
+    path: Path, encoder: Encoder, cache: EncodedCache | None = None, tolerant: bool = False, executor: Executor = LOCAL
+) -> EncodedFile:
     """A decision file, encoded (``encode_records`` per record), through the cache when given.
 
     The file is parsed and validated only when ``cache`` has no good entry for its bytes;
@@ -249,6 +279,7 @@ def encode_file(path: Path, encoder: Encoder, cache: EncodedCache | None = None,
         encoder: the game's encoder (the cache's key must be its, ``EncodedCache.for_encoder``).
         cache: the encoded-batch cache, or None (parse every time).
         tolerant: leave bad lines out (``EncodedFile.bad_lines``) instead of raising (Forge files).
+        executor: parses a large file in pieces where it has workers (``_encode_file``); the result is the same.
 
     Raises:
         ml.data.batch_files.RecordError, ml.base.io.DataFileError: a bad line when not ``tolerant`` (nothing cached).
@@ -257,7 +288,7 @@ def encode_file(path: Path, encoder: Encoder, cache: EncodedCache | None = None,
         FileNotFoundError: no such file.
     """
     if cache is None:
-        return _encode_file(path, encoder, tolerant)
+        return _encode_file(path, encoder, tolerant, executor)
     cap = max_cache_bytes()  # a bad value fails before any work, cached or not
     md5 = file_md5(path)
     entry = cache.entry(md5)
@@ -268,7 +299,7 @@ def encode_file(path: Path, encoder: Encoder, cache: EncodedCache | None = None,
             return enc
         except Exception as e:  # damaged, truncated or foreign: rebuilt, never trusted
             logger.warning("%s: unreadable encoded-cache entry (%s); re-encoding %s", entry, e, path.name)
-    enc = _encode_file(path, encoder, tolerant)
+    enc = _encode_file(path, encoder, tolerant, executor)
     try:
         _save_entry(entry, enc, md5, cache.key)
         cache.prune(cap, keep=entry)

@@ -201,7 +201,7 @@ def run_gate(
         train, game, TrainingData(
             inputs.teacher_dir, (inputs.pool_dir, inputs.candidate_dir), inputs.forge_dir, inputs.cache_dir, inputs.student
         ),
-        RunSettings(inputs.train_seed, inputs.device, progress), record=record,
+        RunSettings(inputs.train_seed, inputs.device, progress, executor), record=record,
     )  # fmt: skip
     correct_current = holdout.correct(predict(current, holdout))  # a partial label: any allowed action is right
     correct_candidate = holdout.correct(predict(candidate, holdout))

@@ -6,21 +6,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ml.model.policy import PolicyNet
+from ml.runtime.executor import LOCAL, Executor
 
 
 @dataclass(frozen=True)
 class RunSettings:
-    """How one training run runs, beside its params: the seed, the device and the progress bar.
+    """How one training run runs, beside its params: the seed, the device, the progress bar, the workers.
 
     Attributes:
         seed: seeds everything random of the run (a stage's ``Params.stage_seed``).
         device: torch device of the updates (``cpu``, ``cuda``, ``cuda:<n>``).
         progress: show a progress bar.
+        executor: where the data's large files are parsed in pieces (``ml.data.encoded_cache.encode_file``;
+            the stage's ``compute`` executor); the result is the same.
     """
 
     seed: int
     device: str = "cpu"
     progress: bool = False
+    executor: Executor = LOCAL
 
 
 @dataclass

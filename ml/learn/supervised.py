@@ -277,7 +277,9 @@ def build_and_train(
         tables = forge_extras(forge_dirs, teacher_files([], forge_dirs)[1])
         context = f"{json.dumps(game.fingerprint())}|{[file_md5(t) for t in tables]}"
         cache = EncodedCache.for_encoder(data.cache_dir, encoder, context)
-    train, holdout, stats = load_teacher([data.teacher_dir], cfg.holdout_fraction, encoder, forge_dirs, cache=cache)
+    train, holdout, stats = load_teacher(
+        [data.teacher_dir], cfg.holdout_fraction, encoder, forge_dirs, cache=cache, executor=run.executor
+    )
     if stats["forge_files"] and not cfg.source_weights.get("forge"):
         logger.warning(
             "%s holds Forge decisions but train.source_weights gives forge no weight: not trained on", data.forge_dir
@@ -302,7 +304,7 @@ def build_and_train(
         fictitious = cfg.average == "fictitious"
         ppo, ppo_stats = load_ppo(
             list(data.pool_dirs), encoder, cfg.min_reward_threshold, cfg.ppo_window, cache=cache, recency=cfg.ppo_recency,
-            per_batch=fictitious,
+            per_batch=fictitious, executor=run.executor,
         )  # fmt: skip
         mixed = cfg
         if fictitious:
