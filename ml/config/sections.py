@@ -372,19 +372,14 @@ class LoopParams(_Section):
 class ComputeParams(_Section):
     """Where the games of every playing stage run (``ml/runtime/compute.py`` is the executor these settings configure).
 
-    Only ``chunk_games`` can change a result; the backend, the address and the resources never do
-    (``tests/test_ray.py``), so ``dvc.yaml`` lists ``compute.chunk_games`` only and moving a run onto
-    a cluster re-runs no stage.
+    Only ``chunk_games`` can change a result; the backend, the workers, the address and the resources never do
+    (``tests/test_ray.py``, ``tests/test_compute.py``), so ``dvc.yaml`` lists ``compute.chunk_games`` only.
     """
 
     backend: Literal["local", "ray"] = "local"
-    """``local``: this machine (self-play in ``selfplay.workers`` processes, the other stages' chunks in
-    ``workers`` processes); ``ray``: every chunk is a Ray task on the cluster at ``address`` (``pip install -e ".[ray]"``)."""
+    """``local``: this machine (``workers`` processes; self-play: ``selfplay.workers``); ``ray``: every chunk a Ray task at ``address``."""
     workers: int = Field(1, ge=0)
-    """``local``: processes that run the chunks of the teacher, export, gate and rating stages and of
-    ``loop.py eval``/``compare``, and parse large decision files in pieces for the train and gate stages
-    (1: in the stage's own process; 0: one per core); the results are the same.
-    A pool's start costs about 4 s a stage: it pays where a stage plays for a minute or more (``full``)."""
+    """``local``: processes for the playing stages' chunks and large files' parse (1: in process; 0: one per core; ~4 s to start)."""
     address: str = Field("local", pattern=r"^(local|auto|ray://[^\s:/]+:\d+|[^\s:/]+:\d+)$")
     """Ray cluster: ``local`` (a Ray started on this machine for the stage, stopped after it), ``auto`` (the
     cluster ``ray start`` runs on this machine), ``host:port`` (a head node's GCS) or ``ray://host:port`` (Ray Client)."""

@@ -14,6 +14,7 @@ import numpy as np
 R = TypeVar("R")
 """What a chunk function returns."""
 
+
 class ComputeError(RuntimeError):
     """The compute backend cannot run the stage: Ray missing, the cluster unreachable, or lost mid-stage (one line)."""
 
@@ -84,11 +85,11 @@ class Executor:
             ComputeError: the cluster was lost (Ray).
             Exception: what ``fn`` raised.
         """
-        out = []
-        for i, task in enumerate(tasks):
-            out.append(fn(task, *(s.value for s in shared)))
+        out: list[R] = []
+        for i, result in enumerate(self.imap(fn, tasks, *shared, window=len(tasks))):  # all at once where there are workers
+            out.append(result)
             if on_result is not None:
-                on_result(i, out[-1])
+                on_result(i, result)
         return out
 
     def imap(self, fn: Callable[..., R], tasks: Iterable[object], *shared: Shared, window: int = 0) -> Iterator[R]:

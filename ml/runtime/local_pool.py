@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
+from collections.abc import Callable, Iterable, Iterator, Sized
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
@@ -50,20 +50,6 @@ class ProcessExecutor(Executor):
         self.slots = workers
         self.torch_threads = torch_threads
         self._pool: ProcessPoolExecutor | None = None
-
-    def map(
-        self,
-        fn: Callable[..., R],
-        tasks: Sequence[object],
-        *shared: Shared,
-        on_result: Callable[[int, R], object] | None = None,
-    ) -> list[R]:
-        out: list[R] = []
-        for i, result in enumerate(self.imap(fn, tasks, *shared, window=len(tasks))):
-            out.append(result)
-            if on_result is not None:
-                on_result(i, result)
-        return out
 
     def imap(self, fn: Callable[..., R], tasks: Iterable[object], *shared: Shared, window: int = 0) -> Iterator[R]:
         """Results in task order; up to ``window`` chunks (0: twice ``slots``) run ahead of the one
