@@ -140,10 +140,12 @@ def read_yaml(text: str, source: str) -> tuple[JSONValue, dict[KeyPath, int]]:
     """
     check_characters(text, source)
     try:
-        node = safe_yaml().compose(text)
+        yaml = safe_yaml()
+        node = yaml.compose(text)
         lines: dict[KeyPath, int] = {}
         _key_lines(node, (), lines, source)  # before loading: names the first of a key written twice
-        return (safe_yaml().load(text) if node is not None else None), lines
+        # the data from the composed node: the text is parsed once (the parse is most of a load)
+        return (yaml.constructor.construct_document(node) if node is not None else None), lines
     except YAMLError as e:
         raise ParamsError(yaml_error(e, source)) from e
 
