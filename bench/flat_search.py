@@ -22,8 +22,9 @@ the policy, sampled, against three teachers; at each decision every legal action
 places over ``--rollouts`` continuations of ``--continuation``, Q) and fine-tunes the policy by
 cross-entropy on one of three targets: the search's best action where its Q exceeds the policy's
 greedy choice's by more than ``--gap``, the policy's own distribution elsewhere; else
-``pi(a) exp(beta (Q(a) - mean Q))`` (``--beta`` > 0); else one-hot on the best action. The
-fine-tuned policy plays greedily on the same deals.
+``pi(a) exp(beta (Q(a) - mean Q))`` (``--beta`` > 0); else one-hot on the best action. With
+``--searcher-plays`` the searcher plays the label games and the targets are the actions it played.
+The fine-tuned policy plays greedily on the same deals.
 
 Usage: python bench/flat_search.py [--policy CKPT] [--continuation heuristic|policy] [--rollouts 32]
        [--deals 100] [--distill-games 400 [--beta 3 | --gap 0.1]]
@@ -194,10 +195,12 @@ def distill(
     seed: int,
     epochs: int,
     lr: float,
+    searcher_plays: bool = False,
 ) -> PolicyNet:
-    """``net`` fine-tuned on the search's targets at the decisions of its own sampled play (module docstring)."""
+    """``net`` fine-tuned on the search's targets at the decisions of its own sampled play (module docstring);
+    ``searcher_plays``: the label games are the searcher's, the targets one-hot on the actions it played."""
     rng, gen = np.random.default_rng(seed), torch.Generator().manual_seed(seed)
-    obs_all, mask_all, q_all = [], [], []
+    obs_all, mask_all, q_all, played = [], [], [], []
 
     def choose(st: CoreState, live: np.ndarray) -> np.ndarray:
         sub = _rows(st, live)
@@ -205,10 +208,18 @@ def distill(
         core.encode(sub, TABLES, sub.active.astype(np.int64), obs)
         obs_all.append(obs)
         mask_all.append(sub.legal.copy())
-        q_all.append(action_values(st, live, rollouts, rng, net if continuation == "policy" else None))
+        q = action_values(st, live, rollouts, rng, net if continuation == "policy" else None)
+        q_all.append(q)
         with torch.no_grad():
             logits, _ = net(torch.from_numpy(obs), torch.from_numpy(sub.legal.copy()))
-        return torch.multinomial(torch.softmax(logits, 1), 1, generator=gen).squeeze(1).numpy()
+        if searcher_plays:  # the searcher's choice: the most first places, ties to the policy's greedy choice
+            tie = logits.argmax(1).numpy()
+            keep = q[np.arange(len(live)), tie] >= np.nanmax(q, axis=1)
+            chosen: np.ndarray = np.where(keep, tie, np.nanargmax(q, axis=1))
+            played.append(chosen)
+            return chosen
+        out: np.ndarray = torch.multinomial(torch.softmax(logits, 1), 1, generator=gen).squeeze(1).numpy()
+        return out
 
     play(games // POD, choose, seed + 1)
     obs, mask, q = (torch.from_numpy(np.concatenate(x)) for x in (obs_all, mask_all, q_all))
@@ -217,7 +228,9 @@ def distill(
     q = torch.nan_to_num(q, nan=-1.0)
     beta, gap = targets
     rows, best, mine = torch.arange(len(q)), q.argmax(1), probs.argmax(1)
-    if gap > 0:  # the search's best where it beats the policy's greedy choice by more than gap, else the policy's own
+    if searcher_plays:
+        target = torch.nn.functional.one_hot(torch.from_numpy(np.concatenate(played)), q.shape[1]).float()
+    elif gap > 0:  # the search's best where it beats the policy's greedy choice by more than gap, else the policy's own
         sure = q[rows, best] - q[rows, mine] > gap
         target = torch.where(sure[:, None], torch.nn.functional.one_hot(best, q.shape[1]).float(), probs)
         print(f"distill: {sure.float().mean().item():.3f} of the decisions relabelled", flush=True)
@@ -254,6 +267,9 @@ def main() -> None:
     p.add_argument("--distill-games", type=int, default=0, help="games of the policy labelled by the search, then fine-tuned")
     p.add_argument("--beta", type=float, default=3.0, help="distill targets pi*exp(beta*(Q - mean Q)); 0: one-hot best")
     p.add_argument("--gap", type=float, default=0.0, help="distill: one-hot best only where Q(best) - Q(greedy) > gap")
+    p.add_argument(
+        "--searcher-plays", action="store_true", help="distill: the searcher plays the label games; targets its actions"
+    )
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--lr", type=float, default=3e-4)
     args = p.parse_args()
@@ -275,10 +291,24 @@ def main() -> None:
     if args.distill_games and net is not None:
         targets = (args.beta, args.gap)
         tuned = distill(
-            net, args.distill_games, args.rollouts, args.continuation, targets, args.seed + 2, args.epochs, args.lr
+            net,
+            args.distill_games,
+            args.rollouts,
+            args.continuation,
+            targets,
+            args.seed + 2,
+            args.epochs,
+            args.lr,
+            args.searcher_plays,
         )
         after = play(args.deals, lambda st, live: greedy(tuned, st, live), args.seed)
-        out["distilled"] = {**summary(after), "beta": args.beta, "gap": args.gap, "label_games": args.distill_games}
+        out["distilled"] = {
+            **summary(after),
+            "beta": args.beta,
+            "gap": args.gap,
+            "label_games": args.distill_games,
+            "searcher_plays": args.searcher_plays,
+        }
         out["distilled_minus_policy"] = paired(after, base)  # type: ignore[arg-type]
     out["wall_s"] = round(time.time() - t0, 1)
     print(json.dumps(out))
