@@ -40,10 +40,10 @@ from collections.abc import Callable
 import numpy as np
 import torch
 from numba import njit
-from scipy import stats
 
 from ml.game.commander import core
 from ml.game.commander.core.kernels import CoreState
+from ml.judge.mean_return import ReturnTally
 from ml.judge.stats import DealTally
 from ml.model.policy import PolicyNet, load_policy
 
@@ -84,10 +84,7 @@ def greedy(net: PolicyNet, st: CoreState, rows: np.ndarray) -> np.ndarray:
     sub = _rows(st, rows)
     obs = np.zeros((len(rows), core.OBS_DIM), np.float32)
     core.encode(sub, TABLES, sub.active.astype(np.int64), obs)
-    with torch.no_grad():
-        logits, _ = net(torch.from_numpy(obs), torch.from_numpy(sub.legal.copy()))
-    out: np.ndarray = logits.argmax(1).numpy().astype(np.int64)
-    return out
+    return net.act(obs, sub.legal.copy(), greedy=True)[0]
 
 
 def _play_out(st: CoreState, net: PolicyNet | None) -> None:
@@ -161,11 +158,17 @@ def searcher(net: PolicyNet | None, rollouts: int, continuation: str, seed: int)
             sub = _rows(st, live)
             sub.seat_kind[np.arange(len(live)), sub.active] = core.SEAT_HEURISTIC
             tie = core.choose_scripted(sub, TABLES, np.zeros(len(live), np.int64))
-        best = np.nanmax(q, axis=1)
-        keep = q[np.arange(len(live)), tie] >= best
-        return np.where(keep, tie, np.nanargmax(q, axis=1))
+        return best_action(q, tie)
 
     return choose
+
+
+def best_action(q: np.ndarray, tie: np.ndarray) -> np.ndarray:
+    """int64[B]: the action of most first places in each row of ``q`` (float64[B, A], NaN on illegal
+    actions); ``tie[b]`` where it is among the best."""
+    keep = q[np.arange(len(q)), tie] >= np.nanmax(q, axis=1)
+    out: np.ndarray = np.where(keep, tie, np.nanargmax(q, axis=1))
+    return out
 
 
 def summary(deals: list[list[bool]]) -> dict[str, float]:
@@ -177,13 +180,12 @@ def summary(deals: list[list[bool]]) -> dict[str, float]:
 
 
 def paired(a: list[list[bool]], b: list[list[bool]]) -> dict[str, float]:
-    diff = np.array([np.mean(x) - np.mean(y) for x, y in zip(a, b, strict=True)])
-    half = stats.t.ppf(0.975, len(diff) - 1) * diff.std(ddof=1) / np.sqrt(len(diff))
-    return {
-        "difference": round(float(diff.mean()), 4),
-        "low": round(float(diff.mean() - half), 4),
-        "high": round(float(diff.mean() + half), 4),
-    }
+    """The mean over deals of ``a``'s first-place share minus ``b``'s, with its 95% t interval by deal."""
+    tally = ReturnTally()
+    for x, y in zip(a, b, strict=True):
+        tally.add(float(np.mean(x) - np.mean(y)))
+    low, high = tally.interval()
+    return {"difference": round(tally.mean, 4), "low": round(low, 4), "high": round(high, 4)}
 
 
 def distill(
@@ -212,14 +214,12 @@ def distill(
         q_all.append(q)
         with torch.no_grad():
             logits, _ = net(torch.from_numpy(obs), torch.from_numpy(sub.legal.copy()))
-        if searcher_plays:  # the searcher's choice: the most first places, ties to the policy's greedy choice
-            tie = logits.argmax(1).numpy()
-            keep = q[np.arange(len(live)), tie] >= np.nanmax(q, axis=1)
-            chosen: np.ndarray = np.where(keep, tie, np.nanargmax(q, axis=1))
-            played.append(chosen)
-            return chosen
-        out: np.ndarray = torch.multinomial(torch.softmax(logits, 1), 1, generator=gen).squeeze(1).numpy()
-        return out
+        if searcher_plays:  # the searcher's choice, ties to the policy's greedy choice
+            played.append(best_action(q, logits.argmax(1).numpy()))
+            return played[-1]
+        # torch.multinomial's draw (the recorded figures'), not PolicyNet.act's
+        sampled: np.ndarray = torch.multinomial(torch.softmax(logits, 1), 1, generator=gen).squeeze(1).numpy()
+        return sampled
 
     play(games // POD, choose, seed + 1)
     obs, mask, q = (torch.from_numpy(np.concatenate(x)) for x in (obs_all, mask_all, q_all))
