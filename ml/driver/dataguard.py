@@ -69,23 +69,56 @@ class TrackedChange:
         return str(CACHE_DIR / self.md5[:2] / self.md5[2:])
 
 
+_UNCHANGED: dict[Path, tuple[tuple[str, int, int, int], ...]] = {}
+"""Per repository root: the ``stat_fingerprint`` at this process's last :func:`tracked_changes` that found none."""
+
+
+def stat_fingerprint(root: Path) -> tuple[tuple[str, int, int, int], ...]:
+    """(path, inode, size, mtime in ns) of ``dvc.yaml``, ``dvc.lock`` and every file under ``data/``
+    (the pointers among them), sorted: what DVC's state db keys a file's hash on, for all of them."""
+    paths = [root / "dvc.yaml", root / "dvc.lock"]
+    for folder, _, files in os.walk(root / "data"):
+        paths += [Path(folder) / name for name in files]
+    out = []
+    for path in paths:
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
+            continue
+        out.append((path.relative_to(root).as_posix(), st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(sorted(out))
+
+
 def tracked_changes(root: Path) -> list[TrackedChange]:
     """Every file of a cached DVC output under ``data/`` that differs from its recorded hash
     (an output with no hash recorded yet, a stage never run, is left out: no commit records it).
 
     Cost: DVC's index diff (its state db rehashes only files whose inode, size or mtime
-    changed), plus a hash of each changed file's cache object (the state db again).
+    changed), plus a hash of each changed file's cache object (the state db again). When no
+    file under ``data/`` and neither ``dvc.yaml`` nor ``dvc.lock`` changed inode, size or mtime
+    since this process last found no change (``stat_fingerprint``, the state db's own key),
+    the answer is that one again, without DVC.
 
     Returns:
         The changes sorted by path; empty when every tracked file matches its record.
     """
+    root = root.resolve()
+    before = stat_fingerprint(root)
+    if _UNCHANGED.get(root) == before:
+        return []
+    changes = _tracked_changes(root)
+    if not changes and stat_fingerprint(root) == before:  # nothing written while DVC looked
+        _UNCHANGED[root] = before
+    return changes
+
+
+def _tracked_changes(root: Path) -> list[TrackedChange]:
     from dvc.repo import Repo  # lazy: DVC is slow to import
     from dvc.repo.index import build_data_index
     from dvc_data.hashfile.hash import hash_file
     from dvc_data.index.diff import ADD, DELETE, MODIFY, diff
 
     kinds = {MODIFY: "edited", ADD: "added", DELETE: "deleted"}
-    root = root.resolve()
     with Repo(str(root)) as repo:
         outs = {
             Path(out.fs_path).relative_to(root).as_posix(): (
