@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -223,13 +224,32 @@ def load_params(path: str | Path = DEFAULT_PARAMS_PATH, check: Check | None = No
 def params_from_text(text: str, source: str = "params", check: Check | None = None) -> Params:
     """Validate the YAML ``text`` of a params file (``ml.config.yaml_file.read_yaml``); raises ParamsError as
     ``load_params``, and for a file with no sections (empty, blank or only comments: a cut or emptied
-    file, which would otherwise run every stage on the code defaults)."""
+    file, which would otherwise run every stage on the code defaults).
+
+    A text this process validated (and checked with ``check``) before is not read again: the
+    result is a deep copy of the earlier one (a loop start reads params.yaml four times)."""
+    raw, lines, params = _validated(text, source)
+    if check is not None and (text, source, check) not in _CHECKED:
+        _run_check(check, params, source, lines, raw)
+        _CHECKED.add((text, source, check))
+    return params.model_copy(deep=True)
+
+
+_CHECKED: set[tuple[str, str, Check]] = set()
+"""(text, source, check) that passed ``check`` in this process."""
+
+
+@lru_cache(maxsize=8)
+def _validated(text: str, source: str) -> tuple[JSONObject, dict[KeyPath, int], Params]:
+    """The data of ``text``, its key lines and its validated params (``params_from_text``; errors are not cached)."""
     raw, lines = read_yaml(text, source)
     if raw is None:
         raise ParamsError(
             f"{source}: no sections (the file is empty or holds only comments); restore it: git checkout {source}"
         )
-    return params_from_dict(raw, source, lines, check)
+    if not isinstance(raw, dict):
+        raise ParamsError(f"{source}: top level must be a mapping of sections")
+    return raw, lines, params_from_dict(raw, source, lines)
 
 
 def params_from_dict(
