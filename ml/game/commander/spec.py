@@ -19,18 +19,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ml.base.io import JSONValue
-from ml.game.commander import forge
 from ml.game.commander.actions import NUM_ACTIONS
-from ml.game.commander.core import warmup
-from ml.game.commander.core.game import CoreGame
-from ml.game.commander.encoding import RecordEncoder
-from ml.game.commander.env import CommanderPodEnv
 from ml.game.commander.features import OBS_DIM
 from ml.game.protocol import Game, NotZeroSum, RecordingEnv
 from ml.game.spec import Encoder, ScriptedPlayer
 
 if TYPE_CHECKING:
     from ml.config.sections import GameParams, TeacherParams
+
+# The core (numba), its env and encoder are imported where a method uses them: the loop's driver
+# makes this spec to check params.yaml at every start and plays no game (about 0.4 s of imports).
 
 NAME = "commander"
 
@@ -63,6 +61,8 @@ class CommanderSpec(NotZeroSum):
 
     def make_env(self, encoder: Encoder | None = None) -> RecordingEnv:
         """A ``CommanderPodEnv`` of one game of the core (``encoder``: its observations; None: ``RecordEncoder()``)."""
+        from ml.game.commander.env import CommanderPodEnv
+
         return CommanderPodEnv(pod_size=self.num_players, max_turns=self.max_turns, encoder=encoder)
 
     def batched(self, num_games: int, encoder: Encoder | None = None) -> Game:
@@ -72,6 +72,9 @@ class CommanderSpec(NotZeroSum):
             ValueError: an ``encoder`` other than ``RecordEncoder`` (the core encodes live games with
                 the compiled encoder only).
         """
+        from ml.game.commander.core.game import CoreGame
+        from ml.game.commander.encoding import RecordEncoder
+
         if encoder is not None and type(encoder) is not RecordEncoder:
             raise ValueError(f"the commander's core plays with its RecordEncoder, not {type(encoder).__name__}")
         return CoreGame(num_games, self.num_players, self.max_turns)
@@ -79,6 +82,8 @@ class CommanderSpec(NotZeroSum):
     def warm_up(self) -> None:
         """Compile, or load from numba's cache, the core's kernels (about 70 s cold on a 2-core machine,
         2-3 s cached; ``ml.game.commander.core.warmup``); once per process."""
+        from ml.game.commander.core import warmup
+
         warmup.warm_up()
 
     def make_player(self, kind: str, seed: int) -> ScriptedPlayer:
@@ -89,6 +94,8 @@ class CommanderSpec(NotZeroSum):
 
     def encoder(self) -> Encoder:
         """A new ``RecordEncoder``."""
+        from ml.game.commander.encoding import RecordEncoder
+
         return RecordEncoder()
 
     def teacher_encoder(self, forge_dir: Path | None) -> Encoder:
@@ -97,6 +104,8 @@ class CommanderSpec(NotZeroSum):
         Raises:
             ml.base.io.DataFileError: a bad card table in ``forge_dir``.
         """
+        from ml.game.commander import forge
+
         return forge.teacher_encoder(self.encoder(), forge_dir)
 
     def with_teacher_explore(self, explore: float) -> CommanderSpec:
