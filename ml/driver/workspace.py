@@ -338,8 +338,7 @@ class Workspace:
             True when everything configured was pushed.
         """
         git_remotes = self.git("remote").split()
-        dvc_remotes = self.run([*DVC, "remote", "list"]).split()
-        if not git_remotes or not dvc_remotes:
+        if not git_remotes or not self.run([*DVC, "remote", "list"]).split():  # DVC asked only when git has one
             return True
         pending = self.path(RUNTIME_DIR / "push-pending")
         branch = self.git("rev-parse", "--abbrev-ref", "HEAD")
