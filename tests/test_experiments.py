@@ -31,11 +31,11 @@ def _stashed(repo: Path) -> set[str]:
 
 
 @pytest.mark.expensive
-def test_dvc_exp_run_then_the_loop_runs_with_its_value(tmp_path: Path):
+def test_dvc_exp_run_on_a_fresh_clone_then_the_loop_runs_with_its_value(tmp_path: Path):
+    """A fresh clone: the experiment stops at the first stage that needs the loop's data pools,
+    leaving outputs behind; the loop stashes them and commits the value before its attempt."""
     epochs = tiny_params()["train"]["epochs"]
     repo = make_project_copy(tmp_path / "repo", tiny_params())
-
-    # a fresh clone: the experiment stops at the first stage that needs the loop's data pools, leaving outputs behind
     _exp_run(repo, f"train.epochs={epochs + 1}")
     left = _changed(repo)
     assert "params.yaml" in left and len(left) > 1
@@ -47,13 +47,19 @@ def test_dvc_exp_run_then_the_loop_runs_with_its_value(tmp_path: Path):
     assert subjects[-2] == f"params: train.epochs {epochs} -> {epochs + 1}" and subjects[0].startswith("gen 000 attempt 1:")
     assert _changed(repo) == set()
 
-    # after a run: the experiment runs the whole pipeline and leaves its dvc.lock, metrics and plots
+
+@pytest.mark.expensive
+def test_dvc_exp_run_after_a_run_then_the_loop_runs_with_its_value(reference_run):
+    """After a run (the two-generation reference run): the experiment runs the whole pipeline and
+    leaves its dvc.lock, metrics and plots; the loop stashes them and goes on with the value."""
+    repo = reference_run[0]  # this test's copy
+    epochs = tiny_params()["train"]["epochs"]
     _exp_run(repo, f"train.epochs={epochs + 2}")
     left = _changed(repo)
     assert {"params.yaml", "dvc.lock", "metrics/train.json"} <= left
-    res = run_loop(repo, "--max-generations", "2")
+    res = run_loop(repo, "--max-generations", "3")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert _stashed(repo) == left - {"params.yaml"}
     subjects = git(repo, "log", "--format=%s").splitlines()
-    assert subjects[1] == f"params: train.epochs {epochs + 1} -> {epochs + 2}" and subjects[0].startswith("gen 001 attempt 1:")
+    assert subjects[1] == f"params: train.epochs {epochs} -> {epochs + 2}" and subjects[0].startswith("gen 002 attempt 1:")
     assert _changed(repo) == set() and "epochs: " + str(epochs + 2) in (repo / "params.yaml").read_text()
