@@ -29,6 +29,10 @@ from ml.config.yaml_file import safe_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
+# one torch (OpenMP) thread in each pytest-xdist worker: the workers already fill every core, and a
+# second thread per worker spins against the other worker (a test training a small net in process
+# took 22 s instead of 4); the stages set theirs from params.yaml (base.torch_threads) as in a run
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 # stages run in process write their encoded-batch cache here, not into this checkout's .dvc/tmp;
 # a loop run (run_loop) uses its own repository's default
 _OWN_CACHE = "DISTILL_ENCODED_CACHE" not in os.environ  # this process made the folder: it removes it
