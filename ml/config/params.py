@@ -228,15 +228,10 @@ def params_from_text(text: str, source: str = "params", check: Check | None = No
 
     A text this process validated (and checked with ``check``) before is not read again: the
     result is a deep copy of the earlier one (a loop start reads params.yaml four times)."""
-    raw, lines, params = _validated(text, source)
-    if check is not None and (text, source, check) not in _CHECKED:
-        _run_check(check, params, source, lines, raw)
-        _CHECKED.add((text, source, check))
+    params = _validated(text, source)[2]
+    if check is not None:
+        _checked(text, source, check)
     return params.model_copy(deep=True)
-
-
-_CHECKED: set[tuple[str, str, Check]] = set()
-"""(text, source, check) that passed ``check`` in this process."""
 
 
 @lru_cache(maxsize=8)
@@ -247,9 +242,15 @@ def _validated(text: str, source: str) -> tuple[JSONObject, dict[KeyPath, int], 
         raise ParamsError(
             f"{source}: no sections (the file is empty or holds only comments); restore it: git checkout {source}"
         )
-    if not isinstance(raw, dict):
-        raise ParamsError(f"{source}: top level must be a mapping of sections")
-    return raw, lines, params_from_dict(raw, source, lines)
+    params = params_from_dict(raw, source, lines)  # raises for a top level that is not a mapping
+    return raw, lines, params
+
+
+@lru_cache(maxsize=8)
+def _checked(text: str, source: str, check: Check) -> None:
+    """``check`` on the params of ``text``, each profile and phase (``_run_check``); a pass is remembered."""
+    raw, lines, params = _validated(text, source)
+    _run_check(check, params, source, lines, raw)
 
 
 def params_from_dict(

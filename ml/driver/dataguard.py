@@ -70,10 +70,10 @@ class TrackedChange:
 
 
 _UNCHANGED: dict[Path, tuple[tuple[str, int, int, int], ...]] = {}
-"""Per repository root: the ``stat_fingerprint`` at this process's last :func:`tracked_changes` that found none."""
+"""Per repository root: the ``_stat_fingerprint`` at this process's last :func:`tracked_changes` that found none."""
 
 
-def stat_fingerprint(root: Path) -> tuple[tuple[str, int, int, int], ...]:
+def _stat_fingerprint(root: Path) -> tuple[tuple[str, int, int, int], ...]:
     """(path, inode, size, mtime in ns) of ``dvc.yaml``, ``dvc.lock`` and every file under ``data/``
     (the pointers among them), sorted: what DVC's state db keys a file's hash on, for all of them."""
     paths = [root / "dvc.yaml", root / "dvc.lock"]
@@ -96,18 +96,18 @@ def tracked_changes(root: Path) -> list[TrackedChange]:
     Cost: DVC's index diff (its state db rehashes only files whose inode, size or mtime
     changed), plus a hash of each changed file's cache object (the state db again). When no
     file under ``data/`` and neither ``dvc.yaml`` nor ``dvc.lock`` changed inode, size or mtime
-    since this process last found no change (``stat_fingerprint``, the state db's own key),
+    since this process last found no change (``_stat_fingerprint``, the state db's own key),
     the answer is that one again, without DVC.
 
     Returns:
         The changes sorted by path; empty when every tracked file matches its record.
     """
     root = root.resolve()
-    before = stat_fingerprint(root)
+    before = _stat_fingerprint(root)
     if _UNCHANGED.get(root) == before:
         return []
     changes = _tracked_changes(root)
-    if not changes and stat_fingerprint(root) == before:  # nothing written while DVC looked
+    if not changes and _stat_fingerprint(root) == before:  # nothing written while DVC looked
         _UNCHANGED[root] = before
     return changes
 
