@@ -22,7 +22,7 @@ from ml.game.commander.spec import commander
 from ml.judge.head_to_head import Play, head_to_head, mixed_seatings, paired_against
 from ml.model.policy import PolicyNet
 from ml.play.controller import Controller
-from tests.conftest import git, tiny_params
+from tests.conftest import git
 
 
 def test_mixed_seatings_share_every_seat():
@@ -115,26 +115,31 @@ def test_compare_refuses_in_one_line(reference_run, tmp_path: Path, capsys):
 
 
 @pytest.mark.expensive
-def test_ppo_only_profile_runs_a_tiny_generation_and_compares_its_agents(tmp_path: Path):
+def test_ppo_only_profile_runs_a_tiny_generation_and_compares_its_agents(reference_run, tmp_path: Path):
+    """The reference run's copy goes on under ``ppo_only`` (the profile's sections, the TINY sizes over
+    them, written by hand: the loop commits the edit): its generation 2 continues generation 1's agent,
+    distils nothing, and ``compare`` takes the run's agents."""
     from ml.config.yaml_file import safe_yaml
-    from tests.conftest import ROOT, TINY, make_project_copy, run_loop
+    from tests.conftest import ROOT, TINY, run_loop, yaml_text
 
-    params = tiny_params()
+    repo = reference_run[0]
+    params = safe_yaml().load((repo / "params.yaml").read_text())
     for section, values in safe_yaml().load((ROOT / "params.yaml").read_text())["profiles"]["ppo_only"].items():
         params[section].update(values)  # the profile, then the TINY sizes over it
     for section, values in TINY.items():
         params[section].update(values)
     assert params["loop"]["result"] == "agent" and params["train"]["source_weights"]["ppo"] == 0.0
-    repo = make_project_copy(tmp_path / "repo", params)
-    res = run_loop(repo)
+    (repo / "params.yaml").write_text(yaml_text(params))
+    res = run_loop(repo, "--max-generations", "3")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     history = json.loads((repo / "state/eval_history.json").read_text())
-    assert [h["verdict"] for h in history] == ["accepted", "accepted"]
-    assert history[1]["metrics"]["train"]["train/sampled_share"].get("ppo", 0.0) == 0.0  # no distillation
-    assert history[1]["metrics"]["selfplay"]["selfplay/start"] == "frozen:gen000"  # PPO continues its agent
-    res = run_loop(repo, "compare", str(repo), "HEAD", "--generation-a", "1", "--generation-b", "0", "--games", "8",
+    assert [h["verdict"] for h in history] == ["accepted"] * 3
+    assert history[2]["metrics"]["train"]["train/sampled_share"].get("ppo", 0.0) == 0.0  # no distillation
+    assert history[1]["metrics"]["train"]["train/sampled_share"]["ppo"] > 0  # as the default profile did
+    assert history[2]["metrics"]["selfplay"]["selfplay/start"] == "frozen:gen001"  # PPO continues its agent
+    res = run_loop(repo, "compare", str(repo), "HEAD", "--generation-a", "2", "--generation-b", "1", "--games", "8",
                    "--json", str(tmp_path / "c.json"))  # fmt: skip
     assert res.returncode == 0, res.stderr
     report = json.loads((tmp_path / "c.json").read_text())
-    assert [r["policy"] for r in report["runs"]] == ["data/merged/frozen/gen001.pt", "data/merged/frozen/gen000.pt"]
+    assert [r["policy"] for r in report["runs"]] == ["data/merged/frozen/gen002.pt", "data/merged/frozen/gen001.pt"]
     assert [r["result"] for r in report["runs"]] == ["agent", "agent"]
