@@ -41,8 +41,9 @@ time.sleep(120)
 """What the fake loop runs (a ``dvc repro`` and its stage, in small): it starts a grandchild,
 writes both pids to ``tree.txt`` and sleeps."""
 FAKE_LOOP = """\
-import sys
+import signal, sys
 from pathlib import Path
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a job started with `&` by a script inherits SIGINT ignored
 from ml.driver.workspace import Workspace
 ws = Workspace(Path(sys.argv[1]), echo=print)
 ws.kill_strays()
