@@ -1,8 +1,9 @@
 """The dashboard in headless Chromium against a real loop (tiny params) in a temporary project copy.
 
 Checks: the API server starts (``python -m ml.api``) on a free loopback port; the page's
-Start button launches loop.py; after two generations the page's Pause button pauses the
-loop between stages (status ``paused``); while a stage runs its live learning curve is drawn;
+Start button launches loop.py on a copy of the two-generation reference run; after its first
+attempt the page's Pause button pauses the loop between stages (status ``paused``); while a
+stage runs its live learning curve is drawn;
 the Vega-Lite charts (vendored vega-embed) are drawn and not empty, the win-rate chart with
 one point per row of plots/generations.json, and no request leaves the server; refreshes
 with unchanged data redraw no chart (no flicker);
@@ -27,7 +28,7 @@ import pytest
 
 from ml.api.control import is_loop_process
 from ml.api.vega import POINTS
-from tests.conftest import ROOT, make_project_copy, tiny_params, wait_for
+from tests.conftest import ROOT, wait_for
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -129,8 +130,8 @@ def kill_loop(repo: Path) -> None:
             os.killpg(pid, signal.SIGKILL)
 
 
-def test_dashboard_drives_a_real_loop(tmp_path: Path, capsys: pytest.CaptureFixture):
-    repo = make_project_copy(tmp_path / "repo", tiny_params())
+def test_dashboard_drives_a_real_loop(reference_run, tmp_path: Path, capsys: pytest.CaptureFixture):
+    repo = reference_run[0]  # two generations done: the page has rows to draw before its loop's first attempt ends
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     env = {**os.environ, "DVC_NO_ANALYTICS": "1", "PYTHONHASHSEED": "0"}
@@ -144,16 +145,16 @@ def test_dashboard_drives_a_real_loop(tmp_path: Path, capsys: pytest.CaptureFixt
         wait_for(lambda: get_json(f"{base}/api/ml/distill/status"), 120, "the API server", 0.5)  # a loaded CI machine
         driver = browser(tmp_path / "chromium-profile")
         driver.get(base)
-        assert page_state(driver) == "idle"
-        driver.find_element(By.ID, "start-max-generations").send_keys("3")
+        assert page_state(driver) == "done"  # the reference run's end
+        driver.find_element(By.ID, "start-max-generations").send_keys("4")
         click(driver, "btn-start")
         WebDriverWait(driver, 10).until(ec.text_to_be_present_in_element((By.ID, "action-result"), "start: ok"))
         status = lambda: get_json(f"{base}/api/ml/distill/status")  # noqa: E731
         wait_for(lambda: status()["running"], 120, "the loop to start", 0.5)
         check_live_curve(driver)
         history = lambda: get_json(f"{base}/api/ml/distill/history?metrics=false")  # noqa: E731
-        wait_for(lambda: len(history()) >= 2 or status()["state"] in ("error", "done"), LOOP_TIMEOUT_S, "two attempts", 1.0)
-        assert len(history()) >= 2, (repo / ".dvc/tmp/loop/loop.log").read_text()[-3000:]
+        wait_for(lambda: len(history()) >= 3 or status()["state"] in ("error", "done"), LOOP_TIMEOUT_S, "an attempt", 1.0)
+        assert len(history()) >= 3, (repo / ".dvc/tmp/loop/loop.log").read_text()[-3000:]
 
         click(driver, "btn-pause")
         wait_for(lambda: status()["state"] == "paused", 120, "the loop to pause", 0.5)
