@@ -5,7 +5,8 @@ The seams are not hand-kept: the reference run (``reference_run`` in conftest) r
 seam it reaches (``ml.base.faults``), and the test kills at each of them: generation 1's (a
 promotion with data in it, the tournament against an earlier student) and the generation-0
 seams generation 1 does not reach (the teacher stage). One repository takes the kills in
-order, each restart running until the next seam; then a run to the end. Its fingerprint
+order, each restart running until the next seam (after two of them, the DVC file being written
+is cut short as a kill inside DVC's write leaves it); then a run to the end. Its fingerprint
 (``run_fingerprint``: commit subjects, ``dvc.lock`` output hashes and ``.dvc`` pointers of
 every attempt commit, every merged batch and checkpoint, one ledger line, history entry, Elo
 refit and tournament per attempt) must equal the reference's, with ``dvc status`` clean.
@@ -69,6 +70,23 @@ def test_seams_come_from_the_code(reference_run):
     assert len(targets) == len(set(targets))
 
 
+CUT_SHORT = {"g001.promote.dvc_add@during": "data/pool.dvc", "g001.stage.selfplay.metrics": "dvc.lock"}
+"""After the kill at these seams, the file DVC writes next is cut short, as a kill inside DVC's
+write of it leaves it (``ml.driver.torn``): a promotion's pointer, a stage's lock entry."""
+
+
+def _cut_short(path: Path) -> None:
+    """Leave the longest prefix of ``path``, at most half of it, that DVC cannot load."""
+    from ml.driver.torn import unloadable
+
+    data = path.read_bytes()
+    for end in range(len(data) // 2, 0, -1):
+        path.write_bytes(data[:end])
+        if unloadable(path):
+            return
+    raise AssertionError(f"every prefix of {path} loads")
+
+
 @pytest.mark.long
 def test_kill_at_every_seam(tmp_path: Path, reference_run):
     _, _, seams, want = reference_run
@@ -79,7 +97,10 @@ def test_kill_at_every_seam(tmp_path: Path, reference_run):
         rc = _start(repo, log, fault).wait(timeout=900)
         if rc != -signal.SIGKILL:
             missed.append((fault, rc))
+        if fault in CUT_SHORT:
+            _cut_short(repo / CUT_SHORT[fault])
     assert not missed, f"seams the resumed runs did not reach: {missed}\n{log.read_text()[-3000:]}"
+    assert log.read_text().count("cut short by a kill during DVC's write") == len(CUT_SHORT)
     _assert_converged(repo, want)
 
 
