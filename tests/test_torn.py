@@ -54,7 +54,7 @@ def test_whole_files_load_and_are_left_alone(tmp_path: Path):
 def test_cut_short_in_progress_is_put_back_as_at_head(tmp_path: Path):
     root = _repo(tmp_path)
     (root / "dvc.lock").write_text(LOCK[: LOCK.index("      size")] + "      si")  # a prefix: the write stopped here
-    (root / "data/pool.dvc").write_text(POINTER[:9])
+    (root / "data/pool.dvc").write_bytes(POINTER.replace("pool", "pöol").encode()[: POINTER.index("pool") + 2])  # inside "ö"
     (root / "data/frozen.dvc").write_text("outs:\n- md5: 01")  # made by this attempt: HEAD has none
     assert unloadable(root / "dvc.lock") and unloadable(root / "data/pool.dvc")
     head = {"dvc.lock": LOCK.encode(), "data/pool.dvc": POINTER.encode()}

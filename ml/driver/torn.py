@@ -22,6 +22,7 @@ def unloadable(path: Path) -> str | None:
     """Why DVC cannot load ``path`` (``dvc.lock`` by the lock-file schema, a ``.dvc`` file by the
     single-stage one), in one line; None when it loads or is absent."""
     from dvc.schema import COMPILED_LOCKFILE_SCHEMA, COMPILED_SINGLE_STAGE_SCHEMA
+    from dvc.utils.serialize import EncodingError
     from dvc.utils.strictyaml import YAMLSyntaxError, YAMLValidationError, load
 
     if not path.is_file():
@@ -31,6 +32,8 @@ def unloadable(path: Path) -> str | None:
         load(str(path), schema)
     except (YAMLSyntaxError, YAMLValidationError) as e:
         return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    except EncodingError:  # cut inside a character of a non-ASCII path
+        return "not UTF-8"
     return None
 
 
