@@ -202,10 +202,8 @@ def run(args: argparse.Namespace, lock: FileLock | None) -> int:
     from ml.driver.commands import apply_override, apply_profile, run_attempts
     from ml.driver.dataguard import refuse_foreign_data
     from ml.driver.experiments import set_aside_experiment
-    from ml.driver.journal import PENDING_COMMIT
     from ml.driver.orchestrator import Loop
     from ml.driver.teacher_folder import TEACHER_DIR, foreign_files_message, foreign_teacher_files
-    from ml.driver.torn import restore_torn
     from ml.driver.workspace import LoopError, acquire_lock
     from ml.game.checks import check_params
 
@@ -223,9 +221,7 @@ def run(args: argparse.Namespace, lock: FileLock | None) -> int:
         if args.command is None:
             loop.clear_stale_dvc_locks()
         loop.preflight()
-        state = loop.load_state()
-        in_progress = state.in_flight is not None or loop.path(PENDING_COMMIT).exists()
-        restore_torn(loop.root, loop.head_bytes, in_progress, loop.echo)  # before any DVC command reads them
+        loop.restore_torn_dvc_files()
         loop.finish_pending_commit()
         state = loop.load_state()
         load_params(loop.path("params.yaml"), check=check_params)  # a bad value is named before any dirty-tree complaint

@@ -27,7 +27,7 @@ from ml.data.merge import promote_folders
 from ml.driver import generations, history, transitions
 from ml.driver.dataguard import refuse_foreign_data, refuse_removed_inputs
 from ml.driver.feedback import suggest
-from ml.driver.journal import Journal, Step
+from ml.driver.journal import PENDING_COMMIT, Journal, Step
 from ml.driver.params_file import attempt_params_text, overrides_text
 from ml.driver.promotion import PROMOTED, TRACKED_INPUTS
 from ml.driver.state import (
@@ -41,6 +41,7 @@ from ml.driver.state import (
     sha256_file,
     write_status,
 )
+from ml.driver.torn import restore_torn
 from ml.driver.workspace import DVC, LoopError, Workspace
 from ml.game.checks import check_params
 from ml.judge.elo import PLAYED_FILE, EloEntry, PlayedTournament, format_table, record_tournament
@@ -103,6 +104,12 @@ class AttemptSteps(Workspace):
     ) -> AbstractContextManager[dict[str, str]]:
         """Journal the writes of the block and their commit (``ml.driver.journal.Journal.committing``)."""
         return self.journal.committing(message, paths, dvc_add)
+
+    def restore_torn_dvc_files(self) -> None:
+        """``ml.driver.torn.restore_torn`` of this repository, before any DVC command reads the files: the
+        loop's work is in progress when an attempt is in flight or a journalled commit is pending."""
+        in_progress = self.load_state().in_flight is not None or self.path(PENDING_COMMIT).exists()
+        restore_torn(self.root, self.head_bytes, in_progress, self.echo)
 
     def finish_pending_commit(self) -> None:
         """Complete a journalled commit that a kill interrupted (``ml.driver.journal.Journal.finish_pending_commit``)."""

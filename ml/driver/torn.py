@@ -31,7 +31,8 @@ def unloadable(path: Path) -> str | None:
     try:
         load(str(path), schema)
     except (YAMLSyntaxError, YAMLValidationError) as e:
-        return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        text = str(e).strip()
+        return text.splitlines()[0] if text else type(e).__name__
     except EncodingError:  # cut inside a character of a non-ASCII path
         return "not UTF-8"
     return None
