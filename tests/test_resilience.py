@@ -487,8 +487,27 @@ def test_kill_at_every_seam_of_a_params_edit_commit(loop: Loop, tmp_path: Path):
         assert git(repo, "status", "--porcelain", "--untracked-files=no") == "", seam
 
 
+def test_dvc_status_asked_in_process_is_what_dvc_status_prints(reference_run):
+    """``Loop.dvc_status`` (DVC's API, in the loop's process) answers as ``dvc status --json``
+    does: nothing after a run, the stages that read a hand-edited value after the edit."""
+    repo = reference_run[0]
+    loop = Loop(repo)
+
+    def printed() -> dict:
+        cmd = [sys.executable, "-m", "dvc", "status", "--json"]
+        res = subprocess.run(
+            cmd, cwd=repo, capture_output=True, text=True, check=True, env={**os.environ, "DVC_NO_ANALYTICS": "1"}
+        )
+        return json.loads(res.stdout or "{}")
+
+    assert loop.dvc_status() == printed() == {}
+    _edit_params(repo, train={"epochs": tiny_params()["train"]["epochs"] + 1})
+    got = loop.dvc_status()
+    assert got == printed() and "train" in got and "teacher" not in got
+
+
 def test_a_resumed_attempt_asks_dvc_once_for_the_stages_already_done(loop: Loop, monkeypatch):
-    """A resumed attempt skips the stages before the first one ``dvc status`` finds changed: no
+    """A resumed attempt skips the stages before the first one DVC's status finds changed: no
     ``dvc repro`` for them, their seams still passed in order; a new attempt asks for every stage."""
     flight = loop.begin(loop.load_state())
     stages = loop.stages()
@@ -497,20 +516,20 @@ def test_a_resumed_attempt_asks_dvc_once_for_the_stages_already_done(loop: Loop,
     seams: list[str] = []
     status = {stages[2]: [{"changed deps": {"params.yaml": "modified"}}]}  # the third stage changed
 
-    def run(cmd: list[str], stream: bool = False, label: str | None = None) -> str:
-        calls.append(cmd[3:])
-        return json.dumps(status)
+    def dvc_status() -> dict:
+        calls.append(["status"])
+        return dict(status)
 
     def run_timed(cmd: list[str]) -> tuple[str, dict[str, float]]:
         calls.append(cmd[3:])
         return "", {}
 
-    monkeypatch.setattr(loop, "run", run)
+    monkeypatch.setattr(loop, "dvc_status", dvc_status)
     monkeypatch.setattr(loop, "run_timed", run_timed)
     atomic_write_json(loop.path("metrics/selfplay.json"), {"selfplay/aborted": None})  # as a self-play stage leaves it
     monkeypatch.setattr(loop, "seam", seams.append)
     loop.repro(flight, resumed=True)
-    assert calls == [["status", "--json"], *(["repro", "--single-item", s] for s in stages[2:])]
+    assert calls == [["status"], *(["repro", "--single-item", s] for s in stages[2:])]
     assert seams == [x for s in stages for x in (f"repro.{s}", f"repro.{s}.done")]
     calls.clear()
     loop.repro(flight)
@@ -518,7 +537,7 @@ def test_a_resumed_attempt_asks_dvc_once_for_the_stages_already_done(loop: Loop,
     status.clear()  # all up to date: nothing run
     calls.clear()
     loop.repro(flight, resumed=True)
-    assert calls == [["status", "--json"]]
+    assert calls == [["status"]]
     flight.stage_wall_s = {}  # killed before any stage ran: no status call, every stage asked
     calls.clear()
     loop.repro(flight, resumed=True)
