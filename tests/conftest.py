@@ -4,6 +4,7 @@ starts a process (``subprocess``, ``multiprocessing``; git and DVC included) fai
 
 from __future__ import annotations
 
+import compileall
 import contextlib
 import hashlib
 import io
@@ -28,6 +29,8 @@ from ml.base.io import atomic_write_json
 from ml.config.yaml_file import safe_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+PROJECT_PACKAGES = ("ml", "stages")
+"""The folders of the project's Python code (``make_project_copy`` copies their caches)."""
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 # one torch (OpenMP) thread in each pytest-xdist worker: the workers already fill every core, and a
 # second thread per worker spins against the other worker (a test training a small net in process
@@ -183,6 +186,10 @@ def warm_core_cache() -> None:
     from ml.game.commander.core.warmup import run_kernels
 
     run_kernels()
+    # the project's bytecode too, which a machine with PYTHONDONTWRITEBYTECODE set (CI's) never
+    # writes: each loop and stage process of a copy would compile the modules it imports again
+    for package in PROJECT_PACKAGES:
+        compileall.compile_dir(ROOT / package, quiet=1)
     _CORE_CACHE_WARM = True
 
 
@@ -223,10 +230,12 @@ def make_project_copy(dest: Path, params: dict) -> Path:
         if src.is_file() and not rel.startswith(("data/", "metrics/", "plots/", "state/")):
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
-    # numba's cache of the core's kernels (ignored files): its entries are keyed by the source's
-    # name, mtime and size, not its folder, so the copy loads the kernels this checkout compiled
-    # instead of compiling them again (minutes); a missing or stale entry is compiled as usual
-    for cached in (ROOT / "ml").rglob("__pycache__/*.nb[ic]"):
+    # numba's cache of the core's kernels and Python's bytecode (ignored files): their entries are
+    # keyed by the source's name, mtime and size, not its folder, so the copy loads what this
+    # checkout compiled instead of compiling it again (minutes for the kernels); a missing or stale
+    # entry is compiled as usual
+    caches = (c for package in PROJECT_PACKAGES for c in (ROOT / package).rglob("__pycache__/*"))
+    for cached in (c for c in caches if c.suffix in (".nbi", ".nbc", ".pyc")):
         target = dest / cached.relative_to(ROOT)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(cached, target)
