@@ -34,6 +34,7 @@ from ml.config.params import ParamsError, load_params
 from ml.config.yaml_file import safe_yaml
 from ml.driver import history
 from ml.driver.commands import apply_profile
+from ml.driver.dvc_status import pipeline_status
 from ml.driver.evaluate import evaluate
 from ml.driver.feedback import LEDGER, FeedbackRecord, append_record, read_ledger
 from ml.driver.generations import generation_rows
@@ -488,10 +489,10 @@ def test_kill_at_every_seam_of_a_params_edit_commit(loop: Loop, tmp_path: Path):
 
 
 def test_dvc_status_asked_in_process_is_what_dvc_status_prints(reference_run):
-    """``Loop.dvc_status`` (DVC's API, in the loop's process) answers as ``dvc status --json``
-    does: nothing after a run, the stages that read a hand-edited value after the edit."""
+    """``pipeline_status`` (DVC's API, in the loop's process) answers as ``dvc status --json``
+    run in the repository does, from another working directory: nothing after a run, the stages
+    that read a hand-edited value after the edit."""
     repo = reference_run[0]
-    loop = Loop(repo)
 
     def printed() -> dict:
         cmd = [sys.executable, "-m", "dvc", "status", "--json"]
@@ -500,9 +501,9 @@ def test_dvc_status_asked_in_process_is_what_dvc_status_prints(reference_run):
         )
         return json.loads(res.stdout or "{}")
 
-    assert loop.dvc_status() == printed() == {}
+    assert pipeline_status(repo) == printed() == {}
     _edit_params(repo, train={"epochs": tiny_params()["train"]["epochs"] + 1})
-    got = loop.dvc_status()
+    got = pipeline_status(repo)
     assert got == printed() and "train" in got and "teacher" not in got
 
 
@@ -516,7 +517,7 @@ def test_a_resumed_attempt_asks_dvc_once_for_the_stages_already_done(loop: Loop,
     seams: list[str] = []
     status = {stages[2]: [{"changed deps": {"params.yaml": "modified"}}]}  # the third stage changed
 
-    def dvc_status() -> dict:
+    def dvc_status(root: Path) -> dict:
         calls.append(["status"])
         return dict(status)
 
@@ -524,7 +525,7 @@ def test_a_resumed_attempt_asks_dvc_once_for_the_stages_already_done(loop: Loop,
         calls.append(cmd[3:])
         return "", {}
 
-    monkeypatch.setattr(loop, "dvc_status", dvc_status)
+    monkeypatch.setattr("ml.driver.steps.pipeline_status", dvc_status)
     monkeypatch.setattr(loop, "run_timed", run_timed)
     atomic_write_json(loop.path("metrics/selfplay.json"), {"selfplay/aborted": None})  # as a self-play stage leaves it
     monkeypatch.setattr(loop, "seam", seams.append)

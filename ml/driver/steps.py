@@ -25,6 +25,7 @@ from ml.config.params import Params, load_params
 from ml.data.merge import promote_folders
 from ml.driver import generations, history, transitions
 from ml.driver.dataguard import refuse_foreign_data, refuse_removed_inputs
+from ml.driver.dvc_status import pipeline_status
 from ml.driver.feedback import suggest
 from ml.driver.journal import PENDING_COMMIT, Journal, Step
 from ml.driver.params_file import attempt_params_text, overrides_text
@@ -217,42 +218,15 @@ class AttemptSteps(Workspace):
         """Stage names of ``dvc.yaml`` in pipeline order."""
         return list(YAML(typ="safe").load(self.path("dvc.yaml").read_text(encoding="utf-8"))["stages"])
 
-    def dvc_status(self) -> dict[str, object]:
-        """DVC's status of the whole pipeline: each changed stage (or tracked file) and its changes,
-        as ``dvc status --json`` run in the repository prints them (``dvc.repo.Repo.status``), asked
-        in this process, which has DVC imported for its data guard (``ml.driver.dataguard``): no
-        interpreter started for it. DVC names a stage by its ``dvc.yaml`` relative to the working
-        directory (``../run/dvc.yaml:train``): the keys are made the repository's (``train``,
-        ``data/pool.dvc``) whatever the working directory.
-
-        Raises:
-            LoopError: DVC could not read the pipeline (its own message).
-        """
-        from dvc.exceptions import DvcException
-        from dvc.repo import Repo
-
-        try:
-            with Repo(str(self.root)) as repo:
-                changed = repo.status()
-        except DvcException as e:
-            raise LoopError(f"dvc status failed: {e}") from e
-        here = Path.cwd()
-
-        def key(name: str) -> str:
-            _, stage_of, stage = name.rpartition(":")  # "dvc.yaml:train" from elsewhere; a .dvc file has no ':'
-            return stage if stage_of else (here / name).resolve().relative_to(self.root.resolve()).as_posix()
-
-        return {key(name): change for name, change in changed.items()}
-
     def up_to_date_prefix(self, stages: list[str]) -> int:
         """How many of ``stages`` (pipeline order), from the first, DVC's status finds unchanged:
-        one status of the whole pipeline (``dvc_status``), where checking each stage with
-        ``dvc repro --single-item`` starts DVC once a stage.
+        one status of the whole pipeline (``ml.driver.dvc_status.pipeline_status``), where checking
+        each stage with ``dvc repro --single-item`` starts DVC once a stage.
 
         Raises:
             LoopError: DVC could not read the pipeline.
         """
-        changed = self.dvc_status()
+        changed = pipeline_status(self.root)
         return next((i for i, stage in enumerate(stages) if stage in changed), len(stages))
 
     def repro(self, flight: InFlight, resumed: bool = False) -> Repro | None:
