@@ -91,7 +91,8 @@ def test_compare_two_generations_of_the_reference_run(reference_run, tmp_path: P
     for run, attempts in zip(ab["runs"], (2, 1), strict=True):  # spent up to the generation compared
         assert run["attempts"] == attempts and run["cpu_s"] > 0 and run["learner_decisions"] >= attempts * 600
     assert ab["params_difference"] == []
-    assert "A's share of the first places" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "A's share of the first places" in out and "; 2 attempts to it" in out and "; 1 attempt to it" in out
 
 
 @pytest.mark.expensive

@@ -263,7 +263,7 @@ def _print(report: dict[str, Any], zero_sum: bool, teacher: str, n: int) -> None
     """The report as a few lines of text on stdout."""
     ra, rb = report["runs"]
     for tag, r in (("A", ra), ("B", rb)):
-        print(f"{tag}: {r['run']} ({r['commit'][:10]}) {r['policy']}; {r['attempts']} attempts to it, CPU {r['cpu_s']:.0f} s, "
+        print(f"{tag}: {r['run']} ({r['commit'][:10]}) {r['policy']}; {r['attempts']} attempt{'s' if r['attempts'] != 1 else ''} to it, CPU {r['cpu_s']:.0f} s, "
               f"wall {r['wall_s']:.0f} s, {r['learner_decisions']:,.0f} learner decisions")  # fmt: skip
     h = report["head_to_head"]
     print(f"head to head ({h['deals']} mixed deals, {h['games']} games, {h['draws']} draws): A's share of the first places "
