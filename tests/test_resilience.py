@@ -493,18 +493,10 @@ def test_dvc_status_asked_in_process_is_what_dvc_status_prints(reference_run):
     run in the repository does, from another working directory: nothing after a run, the stages
     that read a hand-edited value after the edit."""
     repo = reference_run[0]
-
-    def printed() -> dict:
-        cmd = [sys.executable, "-m", "dvc", "status", "--json"]
-        res = subprocess.run(
-            cmd, cwd=repo, capture_output=True, text=True, check=True, env={**os.environ, "DVC_NO_ANALYTICS": "1"}
-        )
-        return json.loads(res.stdout or "{}")
-
-    assert pipeline_status(repo) == printed() == {}
+    assert pipeline_status(repo) == json.loads(_dvc(repo, "status", "--json")) == {}
     _edit_params(repo, train={"epochs": tiny_params()["train"]["epochs"] + 1})
     got = pipeline_status(repo)
-    assert got == printed() and "train" in got and "teacher" not in got
+    assert got == json.loads(_dvc(repo, "status", "--json")) and "train" in got and "teacher" not in got
 
 
 def test_a_resumed_attempt_asks_dvc_once_for_the_stages_already_done(loop: Loop, monkeypatch):
